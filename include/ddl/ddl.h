@@ -1,0 +1,148 @@
+/*
+ * ddl — collectives for distributed deep learning. The only public C header.
+ *
+ * ABI rules (see tests/unit/test_abi_layout.c, which pins them):
+ *  - enum values are never renumbered; new values are appended before the *_COUNT sentinels;
+ *  - ddl_config_t opens with `size` and `version`; fields are only ever appended, and the
+ *    library reads a field only when `size` says the caller's struct contains it;
+ *  - every exported symbol starts with ddl_; the SONAME carries the major version.
+ *
+ * Every call returns a ddl_result_t. On failure, ddl_comm_last_error(comm) (or
+ * ddl_comm_last_error(NULL) for calls that had no communicator yet) says what went wrong:
+ * the rank, the peer, the collective and its sequence number, and the underlying cause.
+ */
+#ifndef DDL_DDL_H
+#define DDL_DDL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DDL_VERSION_MAJOR 0
+#define DDL_VERSION_MINOR 1
+#define DDL_VERSION_PATCH 0
+
+#if defined(__GNUC__)
+#define DDL_API __attribute__((visibility("default")))
+#else
+#define DDL_API
+#endif
+
+typedef struct ddl_comm *ddl_comm_t;
+
+typedef enum {
+  DDL_SUCCESS = 0,
+  DDL_ERR_INVALID_ARGUMENT = 1, /* a bad pointer, count, enum value or rank */
+  DDL_ERR_INVALID_USAGE = 2,    /* a valid call at the wrong time (destroyed comm, ...) */
+  DDL_ERR_SYSTEM = 3,           /* the OS or a library said no (errno / UCX status in text) */
+  DDL_ERR_INTERNAL = 4,         /* a bug in ddl: please report it with the message */
+  DDL_ERR_REMOTE = 5,           /* a peer failed, disconnected or sent something wrong */
+  DDL_ERR_TIMEOUT = 6,          /* a deadline passed (DDL_TIMEOUT_MS / config.timeout_ms) */
+  DDL_ERR_UNSUPPORTED = 7,      /* valid, but not implemented on this build or machine */
+  DDL_RESULT_COUNT
+} ddl_result_t;
+
+typedef enum {
+  DDL_INT8 = 0,
+  DDL_UINT8 = 1,
+  DDL_INT32 = 2,
+  DDL_UINT32 = 3,
+  DDL_INT64 = 4,
+  DDL_UINT64 = 5,
+  DDL_FLOAT16 = 6,  /* IEEE binary16; reduced in float32, rounded once per step */
+  DDL_BFLOAT16 = 7, /* reduced in float32, rounded once per step */
+  DDL_FLOAT32 = 8,
+  DDL_FLOAT64 = 9,
+  DDL_DATATYPE_COUNT
+} ddl_datatype_t;
+
+typedef enum {
+  DDL_SUM = 0,
+  DDL_PROD = 1,
+  DDL_MIN = 2,
+  DDL_MAX = 3,
+  DDL_AVG = 4, /* sum divided by the number of ranks (integer division for integer types) */
+  DDL_OP_COUNT
+} ddl_op_t;
+
+/* Communicator options. Initialise with DDL_CONFIG_INITIALIZER, then set what you need:
+ *     ddl_config_t cfg = DDL_CONFIG_INITIALIZER;
+ *     cfg.timeout_ms = 60000;
+ * A zero / NULL field means "use the environment variable, else the default". */
+typedef struct {
+  size_t size;          /* sizeof(ddl_config_t) as the caller compiled it */
+  uint32_t version;     /* DDL_CONFIG_VERSION as the caller compiled it */
+  int32_t timeout_ms;   /* deadline of every blocking wait; DDL_TIMEOUT_MS, default 300000 */
+  const char *job_token; /* shared secret checked by the rendezvous; DDL_JOB_TOKEN */
+  size_t chunk_bytes;   /* pipelining granularity of large collectives; DDL_CHUNK_BYTES */
+  int32_t log_level;    /* 0 error, 1 warn, 2 info, 3 debug; DDL_LOG_LEVEL (-1: from env) */
+} ddl_config_t;
+
+#define DDL_CONFIG_VERSION 1u
+#define DDL_CONFIG_INITIALIZER {sizeof(ddl_config_t), DDL_CONFIG_VERSION, 0, NULL, 0, -1}
+
+DDL_API ddl_result_t ddl_get_version(int *major, int *minor, int *patch);
+
+/* Creates a communicator from the environment: DDL_RANK, DDL_WORLD_SIZE, DDL_ROOT (host:port
+ * of the rendezvous that rank 0 serves), optional DDL_JOB_TOKEN; else Open MPI's mpirun
+ * (OMPI_COMM_WORLD_RANK/SIZE), Slurm (SLURM_PROCID/NTASKS) or torchrun (RANK, WORLD_SIZE,
+ * MASTER_ADDR, MASTER_PORT). Collective: every rank of the job must call it. */
+DDL_API ddl_result_t ddl_comm_init_from_env(ddl_comm_t *comm);
+
+/* Creates a communicator of nranks processes; rank 0 serves the rendezvous at root_addr
+ * ("host:port"). config may be NULL. Collective. */
+DDL_API ddl_result_t ddl_comm_init(ddl_comm_t *comm, int nranks, int rank, const char *root_addr,
+                                   const ddl_config_t *config);
+
+/* Frees the communicator. Not collective; pending peers see this rank disconnect. */
+DDL_API ddl_result_t ddl_comm_destroy(ddl_comm_t comm);
+
+/* Marks the communicator failed: every later call on it returns an error, so that it can
+ * only be destroyed. Safe to call from any thread. */
+DDL_API ddl_result_t ddl_comm_abort(ddl_comm_t comm);
+
+DDL_API ddl_result_t ddl_comm_rank(ddl_comm_t comm, int *rank);
+DDL_API ddl_result_t ddl_comm_size(ddl_comm_t comm, int *size);
+
+/* Sums (or op) count elements across ranks; in place when sendbuf == recvbuf. */
+DDL_API ddl_result_t ddl_allreduce(const void *sendbuf, void *recvbuf, size_t count,
+                                   ddl_datatype_t dtype, ddl_op_t op, ddl_comm_t comm);
+
+/* Copies count elements of root's buf into every rank's buf. */
+DDL_API ddl_result_t ddl_broadcast(void *buf, size_t count, ddl_datatype_t dtype, int root,
+                                   ddl_comm_t comm);
+
+/* recvbuf (sendcount * nranks elements) receives every rank's sendbuf, in rank order. */
+DDL_API ddl_result_t ddl_allgather(const void *sendbuf, void *recvbuf, size_t sendcount,
+                                   ddl_datatype_t dtype, ddl_comm_t comm);
+
+/* sendbuf holds recvcount * nranks elements; rank r receives block r of the reduction. */
+DDL_API ddl_result_t ddl_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                        ddl_datatype_t dtype, ddl_op_t op, ddl_comm_t comm);
+
+/* Returns once every rank has entered the barrier. */
+DDL_API ddl_result_t ddl_barrier(ddl_comm_t comm);
+
+/* Static text for a result code ("DDL_ERR_TIMEOUT: ..."); never NULL. */
+DDL_API const char *ddl_result_string(ddl_result_t result);
+
+/* The last error of this communicator in words, or "" when there was none. With NULL, the
+ * last error of the calling thread (for ddl_comm_init* failures). Valid until the next call
+ * on the same communicator / thread. */
+DDL_API const char *ddl_comm_last_error(ddl_comm_t comm);
+
+/* Bytes per element of dtype, or 0 for an invalid value. */
+DDL_API size_t ddl_datatype_size(ddl_datatype_t dtype);
+
+/* Short lower-case names ("float32", "sum"); "invalid" for an out-of-range value. */
+DDL_API const char *ddl_datatype_name(ddl_datatype_t dtype);
+DDL_API const char *ddl_op_name(ddl_op_t op);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* DDL_DDL_H */
