@@ -1,0 +1,29 @@
+#include "lib/algorithms/chain.h"
+
+#include "lib/algorithms/blocks.h"
+
+namespace ddl {
+
+void build_chain_broadcast(const CollectiveArgs &args, Schedule *schedule) {
+  const int n = args.nranks;
+  // Broadcast has one buffer, modelled as the output; the root's output holds the data.
+  schedule->algorithm = "chain";
+  schedule->input_count = schedule->output_count = args.count;
+  schedule->in_place = true;
+  if (n == 1) return;
+  const int position = ring_index(args.rank - args.root, n);  // 0 at the root
+  const int prev = ring_index(args.rank - 1, n), next = ring_index(args.rank + 1, n);
+  const ChunkSplit chunks(args.count, args.chunk_elems);
+  for (int c = 0; c < chunks.chunks(); ++c) {
+    const Extent part = chunks.chunk(Extent{0, args.count}, c);
+    std::vector<uint32_t> forward_deps;
+    if (position > 0)
+      forward_deps.push_back(add_step(schedule, recv_step(prev, static_cast<uint32_t>(c),
+                                                          output_at(part.offset), part.count, {})));
+    if (position < n - 1)
+      add_step(schedule, send_step(next, static_cast<uint32_t>(c), output_at(part.offset),
+                                   part.count, forward_deps));
+  }
+}
+
+}  // namespace ddl

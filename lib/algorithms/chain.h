@@ -1,0 +1,12 @@
+// Pipelined chain broadcast: root -> root+1 -> ... -> root-1, each rank forwarding chunk c
+// as soon as it arrives. Cost: (n-1+C-1)·(alpha + N/C·beta) for C chunks, which tends to
+// N·beta (bandwidth-optimal) for large messages.
+#pragma once
+
+#include "lib/algorithms/schedule.h"
+
+namespace ddl {
+
+void build_chain_broadcast(const CollectiveArgs &args, Schedule *schedule);
+
+}  // namespace ddl

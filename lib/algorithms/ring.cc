@@ -1,0 +1,169 @@
+#include "lib/algorithms/ring.h"
+
+#include <algorithm>
+
+#include "lib/algorithms/blocks.h"
+
+namespace ddl {
+namespace {
+
+// Receive staging slots for allreduce: enough to keep the pipeline full while bounding
+// scratch memory to kStagingSlots chunks whatever the message size.
+constexpr size_t kStagingSlots = 8;
+
+// Copies the input into the output when not in place (single-rank collectives).
+void copy_if_needed(const CollectiveArgs &args, size_t count, Schedule *schedule) {
+  if (!args.in_place && count > 0)
+    add_step(schedule, copy_step(input_at(0), output_at(schedule->in_place_offset), count, {}));
+}
+
+}  // namespace
+
+void build_ring_allreduce(const CollectiveArgs &args, Schedule *schedule) {
+  const int n = args.nranks, r = args.rank;
+  schedule->algorithm = "ring";
+  schedule->input_count = schedule->output_count = args.count;
+  schedule->in_place = args.in_place;
+  if (n == 1) {
+    copy_if_needed(args, args.count, schedule);
+    return;
+  }
+  const BlockSplit blocks(args.count, n);
+  const ChunkSplit chunks(blocks.max_block(), args.chunk_elems);
+  const int C = chunks.chunks();
+  const size_t slots = std::min(kStagingSlots, static_cast<size_t>(2 * C));
+  schedule->scratch_count = slots * chunks.chunk_elems();
+  const int right = ring_index(r + 1, n), left = ring_index(r - 1, n);
+
+  // Reduce-scatter: at step s, send block r-s and reduce block r-s-1 from the left. The
+  // first step sends straight from the input, so out of place needs no initial copy; each
+  // block is reduced into the output exactly once, which also does the copy.
+  std::vector<uint32_t> rs_send, rs_reduce;
+  for (int s = 0; s < n - 1; ++s) {
+    const Extent send_block = blocks.block(ring_index(r - s, n));
+    const Extent recv_block = blocks.block(ring_index(r - s - 1, n));
+    for (int c = 0; c < C; ++c) {
+      const size_t m = static_cast<size_t>(s) * C + c;
+      const Extent out = chunks.chunk(send_block, c);
+      const Extent in = chunks.chunk(recv_block, c);
+      std::vector<uint32_t> send_deps;
+      if (s > 0) send_deps.push_back(rs_reduce[m - C]);  // sends what step s-1 reduced
+      rs_send.push_back(add_step(schedule, send_step(right, static_cast<uint32_t>(m),
+                                                     s == 0 ? input_at(out.offset)
+                                                            : output_at(out.offset),
+                                                     out.count, send_deps)));
+      std::vector<uint32_t> reduce_deps;
+      if (m >= slots) reduce_deps.push_back(rs_reduce[m - slots]);  // staging slot is free
+      rs_reduce.push_back(add_step(
+          schedule, recv_reduce_step(left, static_cast<uint32_t>(m),
+                                     scratch_at((m % slots) * chunks.chunk_elems()),
+                                     input_at(in.offset), output_at(in.offset), in.count,
+                                     s == n - 2, reduce_deps)));
+    }
+  }
+  // Allgather: at step s, forward block r+1-s (complete) and receive block r-s in place.
+  std::vector<uint32_t> ag_recv;
+  for (int s = 0; s < n - 1; ++s) {
+    const Extent send_block = blocks.block(ring_index(r + 1 - s, n));
+    const Extent recv_block = blocks.block(ring_index(r - s, n));
+    for (int c = 0; c < C; ++c) {
+      const size_t m = static_cast<size_t>(n - 1 + s) * C + c;
+      const size_t k = static_cast<size_t>(s) * C + c;
+      const Extent out = chunks.chunk(send_block, c);
+      const Extent in = chunks.chunk(recv_block, c);
+      const uint32_t ready = s == 0 ? rs_reduce[static_cast<size_t>(n - 2) * C + c]
+                                    : ag_recv[k - C];
+      add_step(schedule, send_step(right, static_cast<uint32_t>(m), output_at(out.offset),
+                                   out.count, {ready}));
+      // Block r-s was read by the reduce-scatter send of step s: wait for it to finish.
+      ag_recv.push_back(add_step(schedule, recv_step(left, static_cast<uint32_t>(m),
+                                                     output_at(in.offset), in.count,
+                                                     {rs_send[k]})));
+    }
+  }
+}
+
+void build_ring_reduce_scatter(const CollectiveArgs &args, Schedule *schedule) {
+  const int n = args.nranks, r = args.rank;
+  const size_t block = args.count;
+  schedule->algorithm = "ring";
+  schedule->input_count = block * static_cast<size_t>(n);
+  schedule->output_count = block;
+  schedule->in_place = args.in_place;
+  schedule->in_place_offset = block * static_cast<size_t>(r);
+  if (n == 1) {
+    if (!args.in_place && block > 0)
+      add_step(schedule, copy_step(input_at(0), output_at(0), block, {}));
+    return;
+  }
+  const ChunkSplit chunks(block, args.chunk_elems);
+  const int C = chunks.chunks();
+  // Two accumulation slots of one block: step s reduces into slot s%2, step s+1 sends it.
+  schedule->scratch_count = 2 * block;
+  const int right = ring_index(r + 1, n), left = ring_index(r - 1, n);
+  std::vector<uint32_t> sends, reduces;
+  for (int s = 0; s < n - 1; ++s) {
+    const size_t send_base = static_cast<size_t>(ring_index(r - s - 1, n)) * block;
+    const size_t recv_base = static_cast<size_t>(ring_index(r - s - 2, n)) * block;
+    const bool last = s == n - 2;
+    for (int c = 0; c < C; ++c) {
+      const size_t m = static_cast<size_t>(s) * C + c;
+      const Extent part = chunks.chunk(Extent{0, block}, c);
+      const Range src = s == 0 ? input_at(send_base + part.offset)
+                               : scratch_at(((s - 1) % 2) * block + part.offset);
+      std::vector<uint32_t> send_deps;
+      if (s > 0) send_deps.push_back(reduces[m - C]);
+      sends.push_back(add_step(
+          schedule, send_step(right, static_cast<uint32_t>(m), src, part.count, send_deps)));
+      const Range slot = scratch_at((s % 2) * block + part.offset);
+      std::vector<uint32_t> reduce_deps;
+      if (s > 0) reduce_deps.push_back(sends[m - C]);  // slot s%2 was sent at step s-1
+      reduces.push_back(add_step(
+          schedule, recv_reduce_step(left, static_cast<uint32_t>(m), slot,
+                                     input_at(recv_base + part.offset),
+                                     last ? output_at(part.offset) : slot, part.count, last,
+                                     reduce_deps)));
+    }
+  }
+}
+
+void build_ring_allgather(const CollectiveArgs &args, Schedule *schedule) {
+  const int n = args.nranks, r = args.rank;
+  const size_t block = args.count;
+  schedule->algorithm = "ring";
+  schedule->input_count = block;
+  schedule->output_count = block * static_cast<size_t>(n);
+  schedule->in_place = args.in_place;
+  schedule->in_place_offset = block * static_cast<size_t>(r);
+  copy_if_needed(args, block, schedule);
+  if (n == 1) return;
+  const ChunkSplit chunks(block, args.chunk_elems);
+  const int C = chunks.chunks();
+  const int right = ring_index(r + 1, n), left = ring_index(r - 1, n);
+  std::vector<uint32_t> recvs;
+  for (int s = 0; s < n - 1; ++s) {
+    const size_t send_base = static_cast<size_t>(ring_index(r - s, n)) * block;
+    const size_t recv_base = static_cast<size_t>(ring_index(r - s - 1, n)) * block;
+    for (int c = 0; c < C; ++c) {
+      const size_t m = static_cast<size_t>(s) * C + c;
+      const Extent part = chunks.chunk(Extent{0, block}, c);
+      std::vector<uint32_t> send_deps;
+      if (s > 0) send_deps.push_back(recvs[m - C]);  // forward what arrived at step s-1
+      const Range src = s == 0 ? input_at(part.offset) : output_at(send_base + part.offset);
+      add_step(schedule, send_step(right, static_cast<uint32_t>(m), src, part.count, send_deps));
+      recvs.push_back(add_step(schedule, recv_step(left, static_cast<uint32_t>(m),
+                                                   output_at(recv_base + part.offset),
+                                                   part.count, {})));
+    }
+  }
+}
+
+double ring_allreduce_cost(int nranks, double bytes, double alpha_s, double beta_s_per_byte,
+                           double gamma_s_per_byte) {
+  if (nranks <= 1) return 0.0;
+  const double n = nranks;
+  return 2 * (n - 1) * alpha_s + 2 * (n - 1) / n * bytes * beta_s_per_byte +
+         (n - 1) / n * bytes * gamma_s_per_byte;
+}
+
+}  // namespace ddl

@@ -1,0 +1,70 @@
+#include "lib/algorithms/schedule.h"
+
+#include <utility>
+
+namespace ddl {
+
+const char *collective_name(Collective collective) {
+  switch (collective) {
+    case Collective::kAllreduce: return "allreduce";
+    case Collective::kBroadcast: return "broadcast";
+    case Collective::kAllgather: return "allgather";
+    case Collective::kReduceScatter: return "reduce_scatter";
+    case Collective::kBarrier: return "barrier";
+  }
+  return "unknown";
+}
+
+uint32_t add_step(Schedule *schedule, Step step) {
+  schedule->steps.push_back(std::move(step));
+  return static_cast<uint32_t>(schedule->steps.size() - 1);
+}
+
+Step send_step(int peer, uint32_t tag, Range src, size_t count, std::vector<uint32_t> deps) {
+  Step s;
+  s.kind = StepKind::kSend;
+  s.peer = peer;
+  s.tag = tag;
+  s.src = src;
+  s.count = count;
+  s.deps = std::move(deps);
+  return s;
+}
+
+Step recv_step(int peer, uint32_t tag, Range dst, size_t count, std::vector<uint32_t> deps) {
+  Step s;
+  s.kind = StepKind::kRecv;
+  s.peer = peer;
+  s.tag = tag;
+  s.dst = dst;
+  s.count = count;
+  s.deps = std::move(deps);
+  return s;
+}
+
+Step recv_reduce_step(int peer, uint32_t tag, Range tmp, Range src, Range dst, size_t count,
+                      bool final_reduce, std::vector<uint32_t> deps) {
+  Step s;
+  s.kind = StepKind::kRecvReduce;
+  s.peer = peer;
+  s.tag = tag;
+  s.tmp = tmp;
+  s.src = src;
+  s.dst = dst;
+  s.count = count;
+  s.final_reduce = final_reduce;
+  s.deps = std::move(deps);
+  return s;
+}
+
+Step copy_step(Range src, Range dst, size_t count, std::vector<uint32_t> deps) {
+  Step s;
+  s.kind = StepKind::kCopy;
+  s.src = src;
+  s.dst = dst;
+  s.count = count;
+  s.deps = std::move(deps);
+  return s;
+}
+
+}  // namespace ddl

@@ -1,0 +1,98 @@
+// Schedules as data: what one rank does during one collective.
+//
+// An algorithm is a function from (ranks, rank, count, ...) to a Schedule: a list of steps
+// (send a range to a peer, receive a range, receive and reduce, copy) with dependencies.
+// The same schedule feeds the executor (real transports), the verifier (a symbolic check
+// that every rank ends with every contribution exactly once) and, later, a simulator.
+//
+// Ranges are in elements, not bytes, so one schedule serves every datatype of that size.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ddl {
+
+// The buffers a step can name. kScratch is allocated by the executor (Schedule::scratch).
+enum class BufferId : uint8_t { kInput, kOutput, kScratch };
+
+struct Range {
+  BufferId buffer = BufferId::kInput;
+  size_t offset = 0;  // elements
+};
+
+enum class StepKind : uint8_t {
+  kSend,        // send `count` elements at `src` to `peer` with `tag`
+  kRecv,        // receive `count` elements from `peer` with `tag` into `dst`
+  kRecvReduce,  // receive into `tmp`, then dst = tmp (op) src
+  kCopy,        // dst = src, locally
+};
+
+// Tags must fit the transport's tag field (see transports/transport.h).
+constexpr uint32_t kMaxStepTag = (1u << 24) - 1;
+
+struct Step {
+  StepKind kind = StepKind::kCopy;
+  int peer = -1;
+  uint32_t tag = 0;  // unique per (sender, receiver) pair within one collective
+  size_t count = 0;  // elements
+  Range src;         // kSend, kCopy, kRecvReduce's second operand
+  Range dst;         // kRecv, kCopy, kRecvReduce
+  Range tmp;         // kRecvReduce's landing area (scratch)
+  // The step completes the reduction of its range: AVG divides by the rank count here.
+  bool final_reduce = false;
+  // Steps (indices into Schedule::steps) that must complete before this one starts. Every
+  // dependency points backwards, so list order is a valid execution order.
+  std::vector<uint32_t> deps;
+};
+
+enum class Collective : uint8_t { kAllreduce, kBroadcast, kAllgather, kReduceScatter, kBarrier };
+const char *collective_name(Collective collective);
+
+struct Schedule {
+  std::vector<Step> steps;
+  size_t input_count = 0;    // elements the input buffer holds
+  size_t output_count = 0;   // elements the output buffer holds
+  size_t scratch_count = 0;  // elements of scratch the executor must provide
+  // When the input and output are the same memory (in place) the schedule must still be
+  // right; builders are told so and the verifier checks it.
+  bool in_place = false;
+  // In place, the smaller of input and output lies inside the larger from this offset
+  // (elements), as in NCCL: 0 for allreduce; rank * count for allgather (the input inside
+  // the output) and for reduce_scatter (the output inside the input).
+  size_t in_place_offset = 0;
+  std::string algorithm;  // "ring", ... for logs and ddl_perf
+};
+
+// What a builder is asked for.
+struct CollectiveArgs {
+  Collective collective = Collective::kAllreduce;
+  int nranks = 1;
+  int rank = 0;
+  size_t count = 0;  // allreduce/broadcast: elements; allgather: per-rank send count;
+                     // reduce_scatter: per-rank receive count
+  int root = 0;      // broadcast
+  bool in_place = false;
+  size_t chunk_elems = 0;  // pipelining granularity; 0 = no chunking
+};
+
+// Appends a step and returns its index (for later steps' deps).
+uint32_t add_step(Schedule *schedule, Step step);
+
+// The usual step shapes.
+Step send_step(int peer, uint32_t tag, Range src, size_t count, std::vector<uint32_t> deps);
+Step recv_step(int peer, uint32_t tag, Range dst, size_t count, std::vector<uint32_t> deps);
+Step recv_reduce_step(int peer, uint32_t tag, Range tmp, Range src, Range dst, size_t count,
+                      bool final_reduce, std::vector<uint32_t> deps);
+Step copy_step(Range src, Range dst, size_t count, std::vector<uint32_t> deps);
+
+inline Range input_at(size_t offset) { return Range{BufferId::kInput, offset}; }
+inline Range output_at(size_t offset) { return Range{BufferId::kOutput, offset}; }
+inline Range scratch_at(size_t offset) { return Range{BufferId::kScratch, offset}; }
+
+// (a mod n) for a possibly negative a.
+inline int ring_index(int a, int n) { return ((a % n) + n) % n; }
+
+}  // namespace ddl

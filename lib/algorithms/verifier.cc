@@ -1,0 +1,346 @@
+#include "lib/algorithms/verifier.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "lib/algorithms/registry.h"
+
+namespace ddl {
+namespace {
+
+// What an element holds: the contributions of the ranks in `mask`, to element `index` of
+// the (global) input.
+struct Sym {
+  uint64_t mask = 0;
+  uint64_t index = 0;
+  bool defined = false;
+};
+
+bool operator==(const Sym &a, const Sym &b) {
+  return a.defined == b.defined && a.mask == b.mask && a.index == b.index;
+}
+
+const char *kind_name(StepKind kind) {
+  switch (kind) {
+    case StepKind::kSend: return "send";
+    case StepKind::kRecv: return "recv";
+    case StepKind::kRecvReduce: return "recv_reduce";
+    case StepKind::kCopy: return "copy";
+  }
+  return "?";
+}
+
+std::string where(int rank, size_t index, const Step &step) {
+  return strprintf("rank %d step %zu (%s peer %d tag %u count %zu)", rank, index,
+                   kind_name(step.kind), step.peer, step.tag, step.count);
+}
+
+bool reduces(Collective c) {
+  return c == Collective::kAllreduce || c == Collective::kReduceScatter;
+}
+
+// One rank's memory. In place, input and output are windows of one array.
+struct RankMemory {
+  std::vector<Sym> input, output, scratch;
+  const Schedule *schedule = nullptr;
+
+  // Resolves (buffer, offset) to the element, following in-place aliasing.
+  Sym *at(BufferId buffer, size_t offset) {
+    const Schedule &s = *schedule;
+    if (buffer == BufferId::kScratch) return &scratch[offset];
+    if (s.in_place) {
+      const bool input_inside = s.input_count <= s.output_count;
+      if (buffer == BufferId::kInput)
+        return input_inside ? &output[s.in_place_offset + offset] : &input[offset];
+      return input_inside ? &output[offset] : &input[s.in_place_offset + offset];
+    }
+    return buffer == BufferId::kInput ? &input[offset] : &output[offset];
+  }
+};
+
+size_t buffer_size(const Schedule &s, BufferId buffer) {
+  switch (buffer) {
+    case BufferId::kInput: return s.input_count;
+    case BufferId::kOutput: return s.output_count;
+    case BufferId::kScratch: return s.scratch_count;
+  }
+  return 0;
+}
+
+// A memory access of one step, in the in-place-resolved address space.
+struct Footprint {
+  int space;  // 0 = input/shared array, 1 = output, 2 = scratch
+  size_t begin, end;
+  bool write;
+  uint32_t step;
+};
+
+Footprint footprint(const Schedule &s, uint32_t step, Range range, size_t count, bool write) {
+  int space = range.buffer == BufferId::kScratch ? 2 : range.buffer == BufferId::kInput ? 0 : 1;
+  size_t begin = range.offset;
+  if (s.in_place && space != 2) {
+    const bool input_inside = s.input_count <= s.output_count;
+    if (range.buffer == BufferId::kInput && input_inside) begin += s.in_place_offset;
+    if (range.buffer == BufferId::kOutput && !input_inside) begin += s.in_place_offset;
+    space = 0;
+  }
+  return Footprint{space, begin, begin + count, write, step};
+}
+
+// Structural checks of one rank's schedule, then the race check: conflicting accesses must
+// be ordered by (transitive) dependencies.
+Status check_structure(int rank, const Schedule &s, int nranks) {
+  const size_t n = s.steps.size();
+  std::vector<Footprint> prints;
+  for (size_t i = 0; i < n; ++i) {
+    const Step &step = s.steps[i];
+    for (uint32_t d : step.deps)
+      if (d >= i) return internal_error("%s: dependency %u points forward", where(rank, i, step).c_str(), d);
+    const bool talks = step.kind != StepKind::kCopy;
+    if (talks && (step.peer < 0 || step.peer >= nranks || step.peer == rank))
+      return internal_error("%s: bad peer", where(rank, i, step).c_str());
+    if (talks && step.tag > kMaxStepTag)
+      return internal_error("%s: tag beyond %u", where(rank, i, step).c_str(), kMaxStepTag);
+    auto use = [&](Range r, bool write) -> Status {
+      if (r.offset + step.count > buffer_size(s, r.buffer))
+        return internal_error("%s: range [%zu, %zu) outside its buffer of %zu",
+                              where(rank, i, step).c_str(), r.offset, r.offset + step.count,
+                              buffer_size(s, r.buffer));
+      if (write && r.buffer == BufferId::kInput && !s.in_place)
+        return internal_error("%s: writes the input of an out-of-place collective",
+                              where(rank, i, step).c_str());
+      if (step.count > 0)
+        prints.push_back(footprint(s, static_cast<uint32_t>(i), r, step.count, write));
+      return Status::Ok();
+    };
+    switch (step.kind) {
+      case StepKind::kSend: DDL_RETURN_IF_ERROR(use(step.src, false)); break;
+      case StepKind::kRecv: DDL_RETURN_IF_ERROR(use(step.dst, true)); break;
+      case StepKind::kCopy:
+        DDL_RETURN_IF_ERROR(use(step.src, false));
+        DDL_RETURN_IF_ERROR(use(step.dst, true));
+        break;
+      case StepKind::kRecvReduce:
+        DDL_RETURN_IF_ERROR(use(step.tmp, true));
+        DDL_RETURN_IF_ERROR(use(step.src, false));
+        DDL_RETURN_IF_ERROR(use(step.dst, true));
+        break;
+    }
+  }
+  // ancestors[i]: a bitset of every step that completes before step i starts.
+  const size_t words = (n + 63) / 64;
+  std::vector<uint64_t> ancestors(n * words, 0);
+  auto is_ancestor = [&](size_t step, size_t of) {
+    return (ancestors[of * words + step / 64] >> (step % 64)) & 1;
+  };
+  for (size_t i = 0; i < n; ++i)
+    for (uint32_t d : s.steps[i].deps) {
+      ancestors[i * words + d / 64] |= 1ull << (d % 64);
+      for (size_t w = 0; w < words; ++w) ancestors[i * words + w] |= ancestors[d * words + w];
+    }
+  std::sort(prints.begin(), prints.end(), [](const Footprint &a, const Footprint &b) {
+    return std::tie(a.space, a.begin) < std::tie(b.space, b.begin);
+  });
+  for (size_t a = 0; a < prints.size(); ++a) {
+    for (size_t b = a + 1; b < prints.size(); ++b) {
+      const Footprint &x = prints[a], &y = prints[b];
+      if (y.space != x.space || y.begin >= x.end) break;
+      if (x.step == y.step || !(x.write || y.write)) continue;
+      const uint32_t early = std::min(x.step, y.step), late = std::max(x.step, y.step);
+      if (!is_ancestor(early, late))
+        return internal_error("%s and step %u touch overlapping memory without an order",
+                              where(rank, late, s.steps[late]).c_str(), early);
+    }
+  }
+  return Status::Ok();
+}
+
+// Sets each rank's initial memory and returns what its output must hold at the end.
+void initial_state(const CollectiveArgs &args, int rank, RankMemory *mem, std::vector<Sym> *expected) {
+  const Schedule &s = *mem->schedule;
+  const uint64_t all = args.nranks == 64 ? ~0ull : (1ull << args.nranks) - 1;
+  const uint64_t me = 1ull << rank;
+  mem->input.assign(s.input_count, Sym());
+  mem->output.assign(s.output_count, Sym());
+  mem->scratch.assign(s.scratch_count, Sym());
+  expected->assign(s.output_count, Sym());
+  if (args.collective == Collective::kBroadcast) {
+    for (size_t i = 0; i < s.output_count; ++i) {
+      if (rank == args.root) *mem->at(BufferId::kOutput, i) = Sym{me, i, true};
+      (*expected)[i] = Sym{1ull << args.root, i, true};
+    }
+    return;
+  }
+  const size_t input_base = args.collective == Collective::kAllgather ? rank * args.count : 0;
+  for (size_t i = 0; i < s.input_count; ++i)
+    *mem->at(BufferId::kInput, i) = Sym{me, input_base + i, true};
+  for (size_t i = 0; i < s.output_count; ++i) {
+    switch (args.collective) {
+      case Collective::kAllreduce: (*expected)[i] = Sym{all, i, true}; break;
+      case Collective::kReduceScatter:
+        (*expected)[i] = Sym{all, rank * args.count + i, true};
+        break;
+      case Collective::kAllgather:
+        (*expected)[i] = Sym{1ull << (i / args.count), i, true};
+        break;
+      default: break;
+    }
+  }
+}
+
+using MessageKey = std::tuple<int, int, uint32_t>;  // sender, receiver, tag
+
+struct Message {
+  std::vector<Sym> payload;
+  uint64_t knowledge;
+};
+
+// Applies dst = tmp (op) src for one element, checking that the contributions line up.
+Status combine(const Sym &a, const Sym &b, bool final_reduce, uint64_t all, Sym *out,
+               const std::string &context, size_t element) {
+  if (!a.defined || !b.defined)
+    return internal_error("%s: element %zu reduces an undefined value", context.c_str(), element);
+  if (a.index != b.index)
+    return internal_error("%s: element %zu combines input elements %llu and %llu",
+                          context.c_str(), element, static_cast<unsigned long long>(a.index),
+                          static_cast<unsigned long long>(b.index));
+  if (a.mask & b.mask)
+    return internal_error("%s: element %zu counts ranks %#llx twice", context.c_str(), element,
+                          static_cast<unsigned long long>(a.mask & b.mask));
+  *out = Sym{a.mask | b.mask, a.index, true};
+  if (final_reduce != (out->mask == all))
+    return internal_error("%s: element %zu: final_reduce is %s but the element %s complete",
+                          context.c_str(), element, final_reduce ? "set" : "not set",
+                          out->mask == all ? "is" : "is not");
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status verify_schedules(const CollectiveArgs &args, const std::vector<Schedule> &by_rank) {
+  const int n = args.nranks;
+  if (n < 1 || n > 64 || static_cast<int>(by_rank.size()) != n)
+    return invalid_argument("the verifier handles 1..64 ranks, one schedule each");
+  const uint64_t all = n == 64 ? ~0ull : (1ull << n) - 1;
+  std::vector<RankMemory> mem(n);
+  std::vector<std::vector<Sym>> expected(n);
+  std::vector<std::vector<bool>> done(n);
+  std::vector<std::vector<uint64_t>> knows(n);  // per step: ranks heard from when it finished
+  for (int r = 0; r < n; ++r) {
+    DDL_RETURN_IF_ERROR(check_structure(r, by_rank[r], n));
+    mem[r].schedule = &by_rank[r];
+    initial_state(args, r, &mem[r], &expected[r]);
+    done[r].assign(by_rank[r].steps.size(), false);
+    knows[r].assign(by_rank[r].steps.size(), 0);
+  }
+  std::vector<size_t> first_pending(n, 0);  // steps before it are all done
+  std::map<MessageKey, Message> in_flight;
+  std::set<MessageKey> sent;
+  const bool reducing = reduces(args.collective);
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int r = 0; r < n; ++r) {
+      const Schedule &s = by_rank[r];
+      while (first_pending[r] < s.steps.size() && done[r][first_pending[r]]) ++first_pending[r];
+      for (size_t i = first_pending[r]; i < s.steps.size(); ++i) {
+        const Step &step = s.steps[i];
+        if (done[r][i]) continue;
+        uint64_t know = 1ull << r;
+        bool ready = true;
+        for (uint32_t d : step.deps) {
+          ready = ready && done[r][d];
+          know |= knows[r][d];
+        }
+        if (!ready) continue;
+        if (step.kind != StepKind::kSend && step.kind != StepKind::kCopy &&
+            !in_flight.count(MessageKey{step.peer, r, step.tag}))
+          continue;  // not sent yet
+        const std::string context = where(r, i, step);
+        if (step.kind == StepKind::kSend) {
+          MessageKey key{r, step.peer, step.tag};
+          if (!sent.insert(key).second)
+            return internal_error("%s: a second message with this tag", context.c_str());
+          Message &m = in_flight[key];
+          m.knowledge = know;
+          for (size_t e = 0; e < step.count; ++e)
+            m.payload.push_back(*mem[r].at(step.src.buffer, step.src.offset + e));
+        } else if (step.kind == StepKind::kCopy) {
+          for (size_t e = 0; e < step.count; ++e) {
+            const Sym v = *mem[r].at(step.src.buffer, step.src.offset + e);
+            if (!v.defined)
+              return internal_error("%s: copies undefined element %zu", context.c_str(), e);
+            *mem[r].at(step.dst.buffer, step.dst.offset + e) = v;
+          }
+        } else {
+          auto it = in_flight.find(MessageKey{step.peer, r, step.tag});
+          if (it->second.payload.size() != step.count)
+            return internal_error("%s: the message holds %zu elements", context.c_str(),
+                                  it->second.payload.size());
+          know |= it->second.knowledge;
+          for (size_t e = 0; e < step.count; ++e) {
+            const Sym v = it->second.payload[e];
+            if (step.kind == StepKind::kRecv) {
+              *mem[r].at(step.dst.buffer, step.dst.offset + e) = v;
+              continue;
+            }
+            *mem[r].at(step.tmp.buffer, step.tmp.offset + e) = v;
+            Sym out;
+            DDL_RETURN_IF_ERROR(combine(v, *mem[r].at(step.src.buffer, step.src.offset + e),
+                                        step.final_reduce, all, &out, context, e));
+            *mem[r].at(step.dst.buffer, step.dst.offset + e) = out;
+          }
+          in_flight.erase(it);
+        }
+        if (!reducing && step.final_reduce)
+          return internal_error("%s: final_reduce in a collective that does not reduce",
+                                context.c_str());
+        done[r][i] = true;
+        knows[r][i] = know;
+        progress = true;
+      }
+    }
+  }
+  for (int r = 0; r < n; ++r) {
+    uint64_t know = 1ull << r;
+    for (size_t i = 0; i < done[r].size(); ++i) {
+      if (!done[r][i])
+        return internal_error("%s never runs: deadlock or a missing message",
+                              where(r, i, by_rank[r].steps[i]).c_str());
+      know |= knows[r][i];
+    }
+    if (args.collective == Collective::kBarrier && know != all)
+      return internal_error("rank %d leaves the barrier without hearing from ranks %#llx", r,
+                            static_cast<unsigned long long>(all & ~know));
+    for (size_t e = 0; e < expected[r].size(); ++e) {
+      const Sym got = *mem[r].at(BufferId::kOutput, e);
+      if (!(got == expected[r][e]))
+        return internal_error(
+            "rank %d: output element %zu holds ranks %#llx of index %llu%s; expected ranks "
+            "%#llx of index %llu",
+            r, e, static_cast<unsigned long long>(got.mask),
+            static_cast<unsigned long long>(got.index), got.defined ? "" : " (undefined)",
+            static_cast<unsigned long long>(expected[r][e].mask),
+            static_cast<unsigned long long>(expected[r][e].index));
+    }
+  }
+  if (!in_flight.empty()) {
+    const MessageKey &k = in_flight.begin()->first;
+    return internal_error("rank %d's message to rank %d with tag %u is never received",
+                          std::get<0>(k), std::get<1>(k), std::get<2>(k));
+  }
+  return Status::Ok();
+}
+
+Status verify_collective(const CollectiveArgs &args) {
+  std::vector<Schedule> by_rank(args.nranks);
+  for (int r = 0; r < args.nranks; ++r) {
+    CollectiveArgs mine = args;
+    mine.rank = r;
+    DDL_RETURN_IF_ERROR(build_schedule(mine, &by_rank[r]));
+  }
+  return verify_schedules(args, by_rank);
+}
+
+}  // namespace ddl

@@ -1,0 +1,25 @@
+// The schedule verifier: runs every rank's schedule of one collective symbolically, with
+// no processes and no data. Each element carries the set of ranks whose contributions it
+// holds and the index it came from, so a wrong offset, a contribution counted twice or
+// missed, and a wrong final result are all caught. It also checks the schedules' hygiene:
+// dependencies point backwards; ranges stay inside their buffers; tags are unique and
+// within the transport's range; every send meets a receive of the same size; no deadlock;
+// steps that touch overlapping memory (one of them writing) are ordered by dependencies,
+// so the executor may run ready steps in any order; an out-of-place input is never written;
+// final_reduce marks exactly the reductions that complete an element.
+#pragma once
+
+#include <vector>
+
+#include "lib/algorithms/schedule.h"
+#include "lib/common/status.h"
+
+namespace ddl {
+
+// args.rank is ignored; by_rank[r] is rank r's schedule. Up to 64 ranks.
+Status verify_schedules(const CollectiveArgs &args, const std::vector<Schedule> &by_rank);
+
+// Builds every rank's schedule with build_schedule() and verifies them.
+Status verify_collective(const CollectiveArgs &args);
+
+}  // namespace ddl
