@@ -1,0 +1,359 @@
+// The bootstrap's life: validating options, the connect phase (handshake.h), and the two
+// collectives, allgather and barrier, relayed through rank 0 (frame format in wire.h).
+#include "lib/bootstrap/bootstrap.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+
+#include "lib/bootstrap/handshake.h"
+#include "lib/bootstrap/wire.h"
+#include "lib/common/log.h"
+
+namespace ddl {
+
+using bootstrap::Deadline;
+using bootstrap::IoResult;
+using bootstrap::IoStatus;
+namespace wire = bootstrap::wire;
+
+static_assert(Bootstrap::kMaxBlobBytes == wire::kMaxBlob, "one bound for blobs");
+
+BootstrapOptions bootstrap_options_from(const LaunchInfo &info, int timeout_ms) {
+  BootstrapOptions opts;
+  opts.rank = info.rank;
+  opts.nranks = info.nranks;
+  opts.root_addr = info.root_addr;
+  opts.rendezvous_file = info.rendezvous_file;
+  opts.job_token = info.job_token;
+  opts.timeout_ms = timeout_ms;
+  opts.all_local = info.local_size > 0 && info.local_size == info.nranks;
+  return opts;
+}
+
+namespace {
+
+Status validate(const BootstrapOptions &o) {
+  if (o.nranks < 1 || o.nranks > wire::kMaxRanks)
+    return invalid_argument("bootstrap: nranks %d is not in 1..%d", o.nranks, wire::kMaxRanks);
+  if (o.rank < 0 || o.rank >= o.nranks)
+    return invalid_argument("bootstrap: rank %d is not in 0..%d", o.rank, o.nranks - 1);
+  if (o.timeout_ms <= 0)
+    return invalid_argument("bootstrap: rank %d: timeout_ms %d must be positive", o.rank,
+                            o.timeout_ms);
+  if (o.job_token.size() > wire::kMaxToken)
+    return invalid_argument("bootstrap: rank %d: job token of %zu bytes; at most %zu", o.rank,
+                            o.job_token.size(), wire::kMaxToken);
+  if (o.nranks == 1) return Status::Ok();
+  if (!o.root_addr.empty()) {
+    std::string host;
+    int port = 0;
+    Status st = bootstrap::parse_host_port(o.root_addr, &host, &port);
+    if (!st.ok()) return st.prefix(strprintf("bootstrap: rank %d: root address: ", o.rank));
+    if (port == 0 && o.rendezvous_file.empty())
+      return invalid_argument("bootstrap: rank %d: root address %s: port 0 needs a rendezvous file",
+                              o.rank, o.root_addr.c_str());
+  } else if (o.rendezvous_file.empty()) {
+    return invalid_argument("bootstrap: rank %d: neither a root address nor a rendezvous file",
+                            o.rank);
+  }
+  return Status::Ok();
+}
+
+// What the peer said, as far as a reader needs it to know the frame is the expected one.
+Status check_frame(const uint8_t *h, uint32_t op, uint32_t seq, const char *who) {
+  if (bootstrap::get_u32(h) != wire::kMagic)
+    return remote_error("%s sent a frame with bad magic 0x%08x (protocol out of step)", who,
+                        bootstrap::get_u32(h));
+  uint32_t their_op = bootstrap::get_u32(h + 4), their_seq = bootstrap::get_u32(h + 8);
+  if (their_op != op || their_seq != seq)
+    return remote_error("%s is in %s #%u while this rank is in %s #%u (mismatched collectives)",
+                        who, wire::op_name(their_op), their_seq, wire::op_name(op), seq);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status Bootstrap::create(const BootstrapOptions &opts, std::unique_ptr<Bootstrap> *out) {
+  if (!out) return invalid_argument("bootstrap: null output");
+  DDL_RETURN_IF_ERROR(validate(opts));
+  std::unique_ptr<Bootstrap> b(new Bootstrap(opts));
+  if (opts.nranks == 1) {
+    *out = std::move(b);
+    return Status::Ok();
+  }
+  Deadline deadline(opts.timeout_ms);
+  if (opts.rank != 0) {
+    int fd = -1;
+    DDL_RETURN_IF_ERROR(bootstrap::connect_to_root(opts, deadline, &fd, &b->root_addr_));
+    b->peers_.assign(1, fd);
+    *out = std::move(b);
+    return Status::Ok();
+  }
+  DDL_RETURN_IF_ERROR(bootstrap::open_listener(opts, &b->listen_fd_, &b->root_addr_));
+  bool file_mode = !opts.rendezvous_file.empty();
+  if (file_mode) {
+    std::string host;
+    int port = 0;
+    // root_addr with a real port is announced by the launcher: nothing to publish.
+    if (!opts.root_addr.empty() && bootstrap::parse_host_port(opts.root_addr, &host, &port).ok() &&
+        port != 0)
+      file_mode = false;
+  }
+  if (file_mode) {
+    DDL_RETURN_IF_ERROR(bootstrap::publish_address(opts.rendezvous_file, b->root_addr_));
+    b->published_file_ = opts.rendezvous_file;
+    b->published_addr_ = b->root_addr_;
+    DDL_INFO("bootstrap: rank 0: serving at %s (published in %s)", b->root_addr_.c_str(),
+             opts.rendezvous_file.c_str());
+  }
+  Status st = bootstrap::accept_peers(b->listen_fd_, opts, deadline, &b->peers_);
+  // Every rank is in (or the job is off): the port is not needed any more.
+  bootstrap::close_fd(&b->listen_fd_);
+  if (!st.ok()) {
+    b->abort_peers(st.message());
+    return st;  // ~Bootstrap closes the sockets and removes the file
+  }
+  *out = std::move(b);
+  return Status::Ok();
+}
+
+Bootstrap::~Bootstrap() {
+  for (int &fd : peers_) bootstrap::close_fd(&fd);
+  bootstrap::close_fd(&listen_fd_);
+  if (!published_file_.empty()) bootstrap::unpublish_address(published_file_, published_addr_);
+}
+
+std::vector<int> Bootstrap::fds() const {
+  std::vector<int> out;
+  for (int fd : peers_)
+    if (fd >= 0) out.push_back(fd);
+  return out;
+}
+
+Status Bootstrap::allgather(const std::string &mine, std::vector<std::string> *all) {
+  if (!all) return invalid_argument("bootstrap: rank %d: allgather: null output", opts_.rank);
+  if (mine.size() > wire::kMaxBlob)
+    return invalid_argument("bootstrap: rank %d: allgather of %zu bytes; at most %zu", opts_.rank,
+                            mine.size(), wire::kMaxBlob);
+  return exchange(wire::kAllgather, mine, all);
+}
+
+Status Bootstrap::barrier() {
+  std::vector<std::string> unused;
+  return exchange(wire::kBarrier, std::string(), &unused);
+}
+
+Status Bootstrap::exchange(uint32_t op, const std::string &mine, std::vector<std::string> *all) {
+  if (!failed_.ok()) return failed_;
+  if (opts_.nranks == 1) {
+    all->assign(1, mine);
+    return Status::Ok();
+  }
+  uint32_t seq = ++seq_;
+  Status st = opts_.rank == 0 ? root_exchange(op, seq, mine, all) : peer_exchange(op, seq, mine, all);
+  if (st.ok()) return st;
+  failed_ = st;
+  if (opts_.rank == 0) {
+    abort_peers(st.message());
+  } else {
+    // Rank 0 then sees this rank leave and tells the others, rather than them timing out.
+    shutdown(peers_[0], SHUT_RDWR);
+  }
+  return st;
+}
+
+Status Bootstrap::root_exchange(uint32_t op, uint32_t seq, const std::string &mine,
+                                std::vector<std::string> *all) {
+  const char *what = wire::op_name(op);
+  Deadline deadline(opts_.timeout_ms);
+  int n = opts_.nranks;
+  // Per peer: its frame header as it comes in, then its payload. Read with poll() across all
+  // peers so that a dead peer is noticed whatever order the others arrive in.
+  struct Incoming {
+    uint8_t header[wire::kFrameBytes];
+    size_t header_got = 0;
+    bool header_done = false, done = false;
+    std::string data;
+    size_t data_got = 0;
+  };
+  std::vector<Incoming> in(static_cast<size_t>(n));
+  in[0].done = true;
+  in[0].data = mine;
+  int left = n - 1;
+  std::vector<struct pollfd> pfds;
+  std::vector<int> who;
+  while (left > 0) {
+    int wait = deadline.remaining_ms();
+    if (wait == 0) {
+      std::vector<int> absent;
+      for (int r = 1; r < n; ++r)
+        if (!in[r].done) absent.push_back(r);
+      return timeout_error("bootstrap: rank 0: %s #%u timed out after %lld ms waiting for rank%s %s",
+                           what, seq, static_cast<long long>(deadline.elapsed_ms()),
+                           absent.size() == 1 ? "" : "s", bootstrap::rank_list(absent).c_str());
+    }
+    pfds.clear();
+    who.clear();
+    for (int r = 1; r < n; ++r) {
+      if (in[r].done) continue;
+      pfds.push_back(pollfd{peers_[r], POLLIN, 0});
+      who.push_back(r);
+    }
+    int ready = ::poll(pfds.data(), pfds.size(), wait);
+    if (ready < 0 && errno != EINTR) return system_error(errno, "bootstrap: rank 0: %s: poll", what);
+    for (size_t i = 0; ready > 0 && i < pfds.size(); ++i) {
+      if (pfds[i].revents == 0) continue;
+      int r = who[i];
+      Incoming &c = in[r];
+      for (;;) {
+        IoStatus io;
+        ssize_t got;
+        if (!c.header_done) {
+          got = bootstrap::recv_some(peers_[r], c.header + c.header_got,
+                                     sizeof c.header - c.header_got, &io);
+        } else {
+          got = bootstrap::recv_some(peers_[r], &c.data[c.data_got], c.data.size() - c.data_got,
+                                     &io);
+        }
+        if (got < 0)
+          return remote_error("bootstrap: rank 0: %s #%u: rank %d disconnected (%s)", what, seq, r,
+                              io.describe().c_str());
+        if (got == 0) break;
+        if (c.header_done) {
+          c.data_got += static_cast<size_t>(got);
+        } else if ((c.header_got += static_cast<size_t>(got)) == sizeof c.header) {
+          std::string name = strprintf("rank %d", r);
+          Status st = check_frame(c.header, op, seq, name.c_str());
+          if (!st.ok()) return st.prefix(strprintf("bootstrap: rank 0: %s #%u: ", what, seq));
+          uint32_t len = bootstrap::get_u32(c.header + 12);
+          size_t bound = op == wire::kAllgather ? wire::kMaxBlob : 0;
+          if (len > bound)
+            return remote_error("bootstrap: rank 0: %s #%u: rank %d announced %u bytes; at most %zu",
+                                what, seq, r, len, bound);
+          c.data.assign(len, '\0');
+          c.header_done = true;
+        }
+        if (c.header_done && c.data_got == c.data.size()) {
+          c.done = true;
+          --left;
+          break;
+        }
+      }
+    }
+  }
+  // One answer for everybody: the header, then each rank's blob with its length.
+  std::string reply = wire::encode_frame(op, seq, op == wire::kAllgather ? n : 0);
+  if (op == wire::kAllgather) {
+    for (const Incoming &c : in) {
+      uint8_t len[4];
+      bootstrap::put_u32(len, static_cast<uint32_t>(c.data.size()));
+      reply.append(reinterpret_cast<const char *>(len), 4);
+      reply += c.data;
+    }
+  }
+  for (int r = 1; r < n; ++r) {
+    IoStatus io = bootstrap::send_all(peers_[r], reply.data(), reply.size(), deadline);
+    if (io.result == IoResult::kTimeout)
+      return timeout_error("bootstrap: rank 0: %s #%u timed out after %lld ms sending to rank %d",
+                           what, seq, static_cast<long long>(deadline.elapsed_ms()), r);
+    if (!io.ok())
+      return remote_error("bootstrap: rank 0: %s #%u: rank %d disconnected (%s)", what, seq, r,
+                          io.describe().c_str());
+  }
+  all->clear();
+  if (op == wire::kAllgather) {
+    all->reserve(static_cast<size_t>(n));
+    for (Incoming &c : in) all->push_back(std::move(c.data));
+  }
+  return Status::Ok();
+}
+
+Status Bootstrap::peer_exchange(uint32_t op, uint32_t seq, const std::string &mine,
+                                std::vector<std::string> *all) {
+  const char *what = wire::op_name(op);
+  const int me = opts_.rank;
+  const int fd = peers_[0];
+  // A little longer than rank 0 waits: rank 0 sees every rank, so when somebody is missing
+  // it should be rank 0 that times out first and tells us who, not us guessing "rank 0".
+  int grace = std::min(5000, std::max(200, opts_.timeout_ms / 10));
+  Deadline deadline(opts_.timeout_ms > INT32_MAX - grace ? INT32_MAX : opts_.timeout_ms + grace);
+  std::string frame = wire::encode_frame(op, seq, static_cast<uint32_t>(mine.size())) + mine;
+  IoStatus io = bootstrap::send_all(fd, frame.data(), frame.size(), deadline);
+  // A send that fails still reads on: rank 0 may have left an error frame saying why it quit.
+  Deadline read_deadline = io.ok() ? deadline : Deadline(100);
+  IoStatus sent = io;
+  auto lost = [&](const IoStatus &e) -> Status {
+    if (e.result == IoResult::kTimeout && sent.ok())
+      return timeout_error("bootstrap: rank %d: %s #%u timed out after %lld ms waiting for rank 0 "
+                           "(the root, at %s)",
+                           me, what, seq, static_cast<long long>(deadline.elapsed_ms()),
+                           root_addr_.c_str());
+    const IoStatus &cause = sent.ok() ? e : sent;
+    return remote_error("bootstrap: rank %d: %s #%u: rank 0 (the root, at %s) disconnected (%s)",
+                        me, what, seq, root_addr_.c_str(), cause.describe().c_str());
+  };
+  uint8_t h[wire::kFrameBytes];
+  io = bootstrap::recv_all(fd, h, sizeof h, read_deadline);
+  if (!io.ok()) return lost(io);
+  uint32_t count = bootstrap::get_u32(h + 12);
+  if (bootstrap::get_u32(h) == wire::kMagic && bootstrap::get_u32(h + 4) == wire::kError) {
+    // Rank 0 gave up; its text names the culprit.
+    if (count > wire::kMaxError) count = 0;
+    std::string text(count, '\0');
+    if (count && !bootstrap::recv_all(fd, &text[0], count, Deadline(1000)).ok()) text = "?";
+    return remote_error("bootstrap: rank %d: %s #%u failed at rank 0: %s", me, what, seq,
+                        text.c_str());
+  }
+  if (!sent.ok()) return lost(sent);
+  Status st = check_frame(h, op, seq, "rank 0");
+  if (!st.ok()) return st.prefix(strprintf("bootstrap: rank %d: %s #%u: ", me, what, seq));
+  uint32_t want = op == wire::kAllgather ? static_cast<uint32_t>(opts_.nranks) : 0;
+  if (count != want)
+    return remote_error("bootstrap: rank %d: %s #%u: rank 0 sent %u entries, expected %u", me, what,
+                        seq, count, want);
+  std::vector<std::string> out;
+  out.reserve(count);
+  for (uint32_t r = 0; r < count; ++r) {
+    uint8_t len_bytes[4];
+    io = bootstrap::recv_all(fd, len_bytes, 4, deadline);
+    if (!io.ok()) return lost(io);
+    uint32_t len = bootstrap::get_u32(len_bytes);
+    if (len > wire::kMaxBlob)
+      return remote_error("bootstrap: rank %d: %s #%u: rank 0 sent %u bytes for rank %u; at most %zu",
+                          me, what, seq, len, r, wire::kMaxBlob);
+    std::string blob(len, '\0');
+    if (len) {
+      io = bootstrap::recv_all(fd, &blob[0], len, deadline);
+      if (!io.ok()) return lost(io);
+    }
+    out.push_back(std::move(blob));
+  }
+  *all = std::move(out);
+  return Status::Ok();
+}
+
+void Bootstrap::abort_peers(const std::string &why) {
+  std::string text = why.substr(0, wire::kMaxError);
+  std::string frame =
+      wire::encode_frame(wire::kError, seq_, static_cast<uint32_t>(text.size())) + text;
+  for (int fd : peers_) {
+    if (fd < 0) continue;
+    // One non-blocking try: a peer that is not reading must not hold up the others.
+    bootstrap::send_all(fd, frame.data(), frame.size(), Deadline(0));
+    // Half-close: the peer reads the error, then end-of-file, whatever it does next.
+    shutdown(fd, SHUT_WR);
+    // Drain what it sent, so that closing later sends FIN and not RST (which could make the
+    // peer's kernel discard the error before it reads it).
+    char scratch[4096];
+    IoStatus io;
+    for (int i = 0; i < 64 && bootstrap::recv_some(fd, scratch, sizeof scratch, &io) > 0; ++i) {
+    }
+  }
+}
+
+}  // namespace ddl

@@ -1,0 +1,97 @@
+// The bootstrap: a small TCP rendezvous served by rank 0, through which ranks exchange a few
+// blobs (their UCX worker addresses) before talking over the real transports. It knows nothing
+// of transports, as gloo keeps gloo/rendezvous/ apart from gloo/transport/.
+//
+// Topology: a star. Rank 0 listens; every other rank opens one connection to it, presents a
+// hello (magic, protocol version, job token, rank, nranks; see wire.h) and gets an ack. An
+// exchange sends each rank's blob to rank 0, which answers every rank with all of them. That is
+// O(nranks^2) bytes through rank 0, fine for addresses of a few hundred bytes on thousands of
+// ranks; it is not meant to carry data.
+//
+// Never hangs: every wait is a poll() against a deadline (timeout_ms for the connect phase and
+// for each exchange). Strangers (wrong token, garbage, stalls) are dropped with a warning while
+// rank 0 keeps waiting for the real ranks. When rank 0 gives up (a rank died or never came), it
+// tells every other rank why before closing, so each survivor's error names the culprit.
+//
+// Not thread-safe: one thread drives a Bootstrap's collectives at a time.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lib/bootstrap/launch_env.h"
+#include "lib/common/status.h"
+
+namespace ddl {
+
+struct BootstrapOptions {
+  int rank = -1, nranks = -1;
+  // host:port (IPv4, hostnames, [v6]:port) of rank 0's rendezvous. Rank 0 binds that port on
+  // every interface (only on loopback when the host is a loopback address), so that a hostname
+  // that resolves differently on rank 0 (Debian's 127.0.1.1) still works for the others.
+  // Port 0 is invalid unless rendezvous_file is used.
+  std::string root_addr;
+  // Used when root_addr is empty: rank 0 binds an ephemeral port on listen_host, else on
+  // 127.0.0.1 when all_local, else on a non-loopback address of its hostname (or of its first
+  // up interface), writes host:port there atomically (tmp + rename) and removes it at
+  // destruction; the others poll the file until the deadline.
+  std::string rendezvous_file;
+  std::string job_token;  // shared secret (at most 256 bytes); "" is a valid (empty) token
+  int timeout_ms = 300000;  // deadline for the whole connect phase and for each later exchange
+  bool all_local = false;   // every rank runs on this host (rendezvous-file mode only)
+  std::string listen_host;  // rendezvous-file mode: the address rank 0 binds and publishes
+};
+
+// Options for a job described by the launcher (launch_info_from_env).
+BootstrapOptions bootstrap_options_from(const LaunchInfo &info, int timeout_ms);
+
+class Bootstrap {
+ public:
+  // Largest blob one rank may contribute to allgather.
+  static constexpr size_t kMaxBlobBytes = 64 * 1024;
+
+  // Rank 0 listens and accepts nranks-1 peers; the others connect, retrying until the deadline
+  // (rank 0 may start later). nranks == 1 touches no network.
+  static Status create(const BootstrapOptions &opts, std::unique_ptr<Bootstrap> *out);
+  ~Bootstrap();  // closes every socket, removes the rendezvous file if it wrote one
+  Bootstrap(const Bootstrap &) = delete;
+  Bootstrap &operator=(const Bootstrap &) = delete;
+
+  // Every rank contributes `mine` (at most 64 KiB); `all` gets every rank's blob in rank
+  // order. Collective. A peer that disconnects is DDL_ERR_REMOTE naming it; after such a
+  // failure every later call returns the same error.
+  Status allgather(const std::string &mine, std::vector<std::string> *all);
+  Status barrier();
+
+  // Socket fds of the bootstrap connections (rank 0: one per peer, in rank order; others: one),
+  // for later liveness checks. Owned by the Bootstrap: do not close or read them.
+  std::vector<int> fds() const;
+
+  int rank() const { return opts_.rank; }
+  int nranks() const { return opts_.nranks; }
+  // host:port of rank 0's rendezvous as this rank used it ("" when nranks == 1).
+  const std::string &root_address() const { return root_addr_; }
+
+ private:
+  explicit Bootstrap(const BootstrapOptions &opts) : opts_(opts) {}
+  Status exchange(uint32_t op, const std::string &mine, std::vector<std::string> *all);
+  Status root_exchange(uint32_t op, uint32_t seq, const std::string &mine,
+                       std::vector<std::string> *all);
+  Status peer_exchange(uint32_t op, uint32_t seq, const std::string &mine,
+                       std::vector<std::string> *all);
+  // Rank 0 after a failure: best-effort error frame to every peer, then shut the sockets so
+  // that no peer waits for its deadline.
+  void abort_peers(const std::string &why);
+
+  BootstrapOptions opts_;
+  std::vector<int> peers_;  // rank 0: fd of rank r at [r] ([0] = -1); others: [0] = root
+  int listen_fd_ = -1;
+  std::string root_addr_;
+  std::string published_file_;  // rendezvous file this rank wrote (rank 0)
+  std::string published_addr_;
+  uint32_t seq_ = 0;
+  Status failed_;
+};
+
+}  // namespace ddl

@@ -1,0 +1,39 @@
+// The connect phase of the bootstrap, internal to lib/bootstrap: rank 0's listener and accept
+// loop (root_side.cc) and the other ranks' connect-and-hello loop (peer_side.cc).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "lib/bootstrap/bootstrap.h"
+#include "lib/bootstrap/socket.h"
+
+namespace ddl {
+namespace bootstrap {
+
+// Rank 0: opens the listening socket described by opts (root_addr's port on every interface,
+// or an ephemeral port for the rendezvous file) and says in *served the host:port that the
+// other ranks should dial.
+Status open_listener(const BootstrapOptions &opts, int *fd, std::string *served);
+
+// Rank 0: writes addr to file atomically (a temporary file in the same directory, renamed).
+Status publish_address(const std::string &file, const std::string &addr);
+// Removes file if it still holds addr (a later job may have reused the name).
+void unpublish_address(const std::string &file, const std::string &addr);
+
+// Rank 0: accepts connections until ranks 1..nranks-1 have each presented a valid hello, or the
+// deadline passes. (*peers)[r] receives rank r's fd as it arrives, on failure too, so that the
+// caller can tell the ranks that did come why the job is off. Strangers are dropped and logged.
+Status accept_peers(int listen_fd, const BootstrapOptions &opts, const Deadline &deadline,
+                    std::vector<int> *peers);
+
+// Other ranks: connects to rank 0 (root_addr, or the address in the rendezvous file), presents
+// the hello and waits for the ack, retrying until the deadline. *root_addr: the address used.
+Status connect_to_root(const BootstrapOptions &opts, const Deadline &deadline, int *fd,
+                       std::string *root_addr);
+
+// "2, 5-7, 9" for the sorted ranks (at most 32 items, then "and N more").
+std::string rank_list(const std::vector<int> &ranks);
+
+}  // namespace bootstrap
+}  // namespace ddl

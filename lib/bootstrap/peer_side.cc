@@ -1,0 +1,226 @@
+// The other ranks' side of the connect phase: find rank 0 (its address, or the rendezvous file
+// it publishes), connect, present the hello and wait for the ack, retrying until the deadline
+// because rank 0 may start later than we do.
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "lib/bootstrap/handshake.h"
+#include "lib/bootstrap/wire.h"
+#include "lib/common/log.h"
+
+namespace ddl {
+namespace bootstrap {
+namespace {
+
+// One connection attempt (connect + hello + ack) may take this long before we retry: a stale
+// rendezvous file can point at a port that some other program now holds and never answers on.
+constexpr int kAttemptMs = 5000;
+// Pause between attempts, doubling from the first to the last.
+constexpr int kFirstBackoffMs = 10;
+constexpr int kMaxBackoffMs = 250;
+constexpr int kRefusedBackoffMs = 1000;
+
+// Reads host:port from the rendezvous file. False with *why when it is not (yet) usable.
+bool read_rendezvous_file(const std::string &file, std::string *addr, std::string *why) {
+  int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    int err = errno;
+    *why = err == ENOENT ? strprintf("rendezvous file %s does not exist yet (rank 0 has not "
+                                     "published its address)",
+                                     file.c_str())
+                         : strprintf("opening rendezvous file %s: %s (errno %d)", file.c_str(),
+                                     strerror(err), err);
+    return false;
+  }
+  char buf[1100];
+  ssize_t n = ::read(fd, buf, sizeof buf);
+  int err = errno;
+  ::close(fd);
+  if (n < 0) {
+    *why = strprintf("reading rendezvous file %s: %s (errno %d)", file.c_str(), strerror(err), err);
+    return false;
+  }
+  std::string text(buf, static_cast<size_t>(n));
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' '))
+    text.pop_back();
+  std::string host;
+  int port = 0;
+  Status st = parse_host_port(text, &host, &port);
+  if (!st.ok() || port == 0 || static_cast<size_t>(n) == sizeof buf) {
+    *why = strprintf("rendezvous file %s does not hold a host:port", file.c_str());
+    return false;
+  }
+  *addr = join_host_port(host, port);
+  return true;
+}
+
+enum class Attempt { kConnected, kRetry, kFatal };
+
+class Connector {
+ public:
+  Connector(const BootstrapOptions &opts, const Deadline &deadline)
+      : opts_(opts), deadline_(deadline) {}
+
+  // Tries every address of addr once. kRetry leaves the reason in last_error_.
+  Attempt try_address(const std::string &addr, int *fd, Status *fatal) {
+    std::string host;
+    int port = 0;
+    Status st = parse_host_port(addr, &host, &port);
+    if (!st.ok()) {
+      *fatal = st;
+      return Attempt::kFatal;
+    }
+    struct addrinfo hints;
+    std::memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICSERV;
+    struct addrinfo *res = nullptr;
+    std::string service = std::to_string(port);
+    int rc = getaddrinfo(host.c_str(), service.c_str(), &hints, &res);
+    if (rc != 0) {
+      // Name service hiccups are retried too; the last text is reported at the deadline.
+      last_error_ = strprintf("resolving %s: %s", host.c_str(), gai_strerror(rc));
+      return Attempt::kRetry;
+    }
+    Attempt result = Attempt::kRetry;
+    for (struct addrinfo *ai = res; ai && result == Attempt::kRetry; ai = ai->ai_next)
+      result = try_one(addr, ai, fd, fatal);
+    freeaddrinfo(res);
+    return result;
+  }
+
+  const std::string &last_error() const { return last_error_; }
+  // True once a root took the connection and then dropped the hello: retry slowly then, so
+  // that a rank with a wrong token does not flood rank 0's log.
+  bool refused() const { return refused_; }
+  // The last of those refusals, kept because it explains more than a later "Connection
+  // refused" from a root that has finished its connect phase and closed its port.
+  const std::string &refusal() const { return refusal_; }
+
+ private:
+  Attempt try_one(const std::string &addr, const struct addrinfo *ai, int *out, Status *fatal) {
+    Deadline attempt(std::min(kAttemptMs, std::max(1, deadline_.remaining_ms())));
+    int fd = ::socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return retry_errno(addr, errno);
+    int err = 0;
+    if (::connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
+      err = errno;
+      if (err == EINPROGRESS || err == EINTR) {
+        struct pollfd pfd = {fd, POLLOUT, 0};
+        int n;
+        do {
+          n = ::poll(&pfd, 1, attempt.remaining_ms());
+        } while (n < 0 && errno == EINTR);
+        socklen_t len = sizeof err;
+        if (n == 0) {
+          err = ETIMEDOUT;
+        } else if (n < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) {
+          err = errno;
+        }
+      }
+    }
+    if (err != 0) {
+      ::close(fd);
+      return retry_errno(addr, err);
+    }
+    set_nodelay(fd);
+    std::string hello = wire::encode_hello(opts_.job_token, opts_.rank, opts_.nranks);
+    uint8_t ack[wire::kAckBytes];
+    IoStatus io = send_all(fd, hello.data(), hello.size(), attempt);
+    if (io.ok()) io = recv_all(fd, ack, sizeof ack, attempt);
+    if (!io.ok()) {
+      ::close(fd);
+      // The root drops a wrong token (or protocol version) without a word; so does an old
+      // job's root found through a stale rendezvous file. Both are worth another try.
+      refused_ = true;
+      refusal_ = last_error_ = strprintf(
+          "connected to %s, but the handshake failed: %s (wrong DDL_JOB_TOKEN, a different ddl "
+          "version, or not a ddl rendezvous?)",
+          addr.c_str(), io.describe().c_str());
+      return Attempt::kRetry;
+    }
+    uint16_t code = get_u16(ack + 6);
+    if (get_u32(ack) != wire::kMagic || get_u16(ack + 4) != wire::kVersion) {
+      ::close(fd);
+      last_error_ = strprintf("%s answered with something that is not a ddl ack", addr.c_str());
+      return Attempt::kRetry;
+    }
+    if (code != wire::kAccepted) {
+      ::close(fd);
+      // A root of our own job (the token matched) refused us: retrying cannot help.
+      *fatal = invalid_argument(
+          "bootstrap: rank %d: root %s refused rank %d of %d: %s (the job has %u ranks)",
+          opts_.rank, addr.c_str(), opts_.rank, opts_.nranks, wire::ack_code_name(code),
+          get_u32(ack + 8));
+      return Attempt::kFatal;
+    }
+    *out = fd;
+    return Attempt::kConnected;
+  }
+
+  Attempt retry_errno(const std::string &addr, int err) {
+    last_error_ = strprintf("connecting to root %s: %s (errno %d)", addr.c_str(), strerror(err), err);
+    return Attempt::kRetry;
+  }
+
+  const BootstrapOptions &opts_;
+  const Deadline &deadline_;
+  std::string last_error_;
+  bool refused_ = false;
+  std::string refusal_;
+};
+
+}  // namespace
+
+Status connect_to_root(const BootstrapOptions &opts, const Deadline &deadline, int *fd,
+                       std::string *root_addr) {
+  Connector connector(opts, deadline);
+  std::string file_error;
+  int backoff = kFirstBackoffMs;
+  int attempts = 0;
+  for (;;) {
+    std::string addr = opts.root_addr;
+    bool have = true;
+    // In rendezvous-file mode the file is read again on every attempt: the first read may
+    // have found the previous job's stale file.
+    if (!opts.rendezvous_file.empty() && !opts.root_addr.empty()) {
+      std::string host;
+      int port = 0;
+      if (parse_host_port(opts.root_addr, &host, &port).ok() && port == 0) addr.clear();
+    }
+    if (addr.empty()) have = read_rendezvous_file(opts.rendezvous_file, &addr, &file_error);
+    if (have) {
+      ++attempts;
+      Status fatal;
+      Attempt a = connector.try_address(addr, fd, &fatal);
+      if (a == Attempt::kConnected) {
+        *root_addr = addr;
+        return Status::Ok();
+      }
+      if (a == Attempt::kFatal) return fatal;
+    }
+    int left = deadline.remaining_ms();
+    if (left == 0) {
+      std::string why = attempts ? connector.last_error() : file_error;
+      if (attempts && !connector.last_error().empty() && !have) why += "; then " + file_error;
+      std::string earlier;
+      if (connector.refused() && connector.refusal() != connector.last_error())
+        earlier = "; earlier: " + connector.refusal();
+      return timeout_error("bootstrap: rank %d: %s, retried for %.1f s%s", opts.rank, why.c_str(),
+                           static_cast<double>(deadline.elapsed_ms()) / 1000.0, earlier.c_str());
+    }
+    ::poll(nullptr, 0, std::min(backoff, left));
+    backoff = std::min(backoff * 2, kMaxBackoffMs);
+    if (connector.refused()) backoff = kRefusedBackoffMs;
+  }
+}
+
+}  // namespace bootstrap
+}  // namespace ddl

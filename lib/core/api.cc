@@ -1,0 +1,217 @@
+// The C ABI: every ddl_* entry point. Each one checks its handle and arguments, runs, and
+// leaves the words of any failure in ddl_comm_last_error.
+#include <string>
+
+#include "ddl/ddl.h"
+#include "lib/bootstrap/launch_env.h"
+#include "lib/common/datatype.h"
+#include "lib/common/log.h"
+#include "lib/core/collectives.h"
+#include "lib/core/comm.h"
+
+using ddl::Status;
+
+namespace {
+
+thread_local std::string t_last_error;  // errors of calls without a (valid) communicator
+
+ddl_result_t fail_without_comm(const Status &s) {
+  t_last_error = s.message();
+  DDL_LOG(ddl::LogLevel::kError, "%s", s.message().c_str());
+  return s.code();
+}
+
+// Marks the communicator in use by this thread for the length of one call.
+class CommCall {
+ public:
+  CommCall(ddl_comm *comm, const char *what) : comm_(comm) {
+    if (!comm) {
+      status_ = ddl::invalid_argument("%s: the communicator is NULL", what);
+    } else if (!ddl::comm_is_live(comm)) {
+      status_ = ddl::invalid_usage("%s: %p is not a live communicator (destroyed, or never "
+                                   "created by ddl_comm_init)",
+                                   what, static_cast<void *>(comm));
+    } else if (comm->busy.exchange(true)) {
+      status_ = ddl::invalid_usage(
+          "rank %d: %s: another thread is inside a call on this communicator; calls on one "
+          "communicator must not overlap",
+          comm->rank, what);
+    } else {
+      owned_ = true;
+    }
+  }
+  ~CommCall() {
+    if (owned_) comm_->busy.store(false);
+  }
+  bool ok() const { return status_.ok(); }
+  ddl_result_t fail() { return finish(status_); }
+  ddl_result_t finish(const Status &s) {
+    if (s.ok()) return DDL_SUCCESS;
+    if (owned_) {
+      comm_->last_error = s.message();
+      DDL_LOG(ddl::LogLevel::kError, "%s", s.message().c_str());
+      return s.code();
+    }
+    return fail_without_comm(s);
+  }
+
+ private:
+  ddl_comm *comm_;
+  Status status_;
+  bool owned_ = false;
+};
+
+ddl_result_t run(ddl_comm_t comm, const ddl::CollectiveCall &call) {
+  CommCall guard(comm, ddl::collective_name(call.collective));
+  if (!guard.ok()) return guard.fail();
+  return guard.finish(ddl::run_collective(comm, call));
+}
+
+ddl_result_t init(const ddl::BootstrapOptions &options, const ddl::CommConfig &config,
+                  ddl_comm_t *comm) {
+  Status s = ddl::create_comm(options, config, comm);
+  if (!s.ok()) return fail_without_comm(s.prefix(ddl::strprintf("rank %d: init: ", options.rank)));
+  return DDL_SUCCESS;
+}
+
+}  // namespace
+
+extern "C" {
+
+ddl_result_t ddl_get_version(int *major, int *minor, int *patch) {
+  if (!major || !minor || !patch)
+    return fail_without_comm(ddl::invalid_argument("ddl_get_version: a NULL pointer"));
+  *major = DDL_VERSION_MAJOR;
+  *minor = DDL_VERSION_MINOR;
+  *patch = DDL_VERSION_PATCH;
+  return DDL_SUCCESS;
+}
+
+ddl_result_t ddl_comm_init(ddl_comm_t *comm, int nranks, int rank, const char *root_addr,
+                           const ddl_config_t *config) {
+  if (!comm) return fail_without_comm(ddl::invalid_argument("ddl_comm_init: comm is NULL"));
+  *comm = nullptr;
+  if (nranks < 1 || nranks > (1 << 20))
+    return fail_without_comm(
+        ddl::invalid_argument("ddl_comm_init: nranks %d is not within 1..1048576", nranks));
+  if (rank < 0 || rank >= nranks)
+    return fail_without_comm(ddl::invalid_argument(
+        "ddl_comm_init: rank %d is not within 0..%d (nranks %d)", rank, nranks - 1, nranks));
+  if (nranks > 1 && (!root_addr || !*root_addr))
+    return fail_without_comm(ddl::invalid_argument(
+        "ddl_comm_init: rank %d: root_addr (host:port of rank 0's rendezvous) is required", rank));
+  ddl::CommConfig resolved;
+  Status s = ddl::resolve_config(config, &resolved);
+  if (!s.ok()) return fail_without_comm(s.prefix("ddl_comm_init: "));
+  ddl::BootstrapOptions options;
+  options.rank = rank;
+  options.nranks = nranks;
+  options.root_addr = root_addr ? root_addr : "";
+  options.job_token = resolved.job_token;
+  options.timeout_ms = resolved.timeout_ms;
+  return init(options, resolved, comm);
+}
+
+ddl_result_t ddl_comm_init_from_env(ddl_comm_t *comm) {
+  if (!comm)
+    return fail_without_comm(ddl::invalid_argument("ddl_comm_init_from_env: comm is NULL"));
+  *comm = nullptr;
+  ddl::LaunchInfo info;
+  Status s = ddl::launch_info_from_env(&info);
+  if (!s.ok()) return fail_without_comm(s.prefix("ddl_comm_init_from_env: "));
+  ddl::CommConfig resolved;
+  s = ddl::resolve_config(nullptr, &resolved);
+  if (!s.ok()) return fail_without_comm(s.prefix("ddl_comm_init_from_env: "));
+  ddl::BootstrapOptions options = ddl::bootstrap_options_from(info, resolved.timeout_ms);
+  resolved.job_token = options.job_token;
+  return init(options, resolved, comm);
+}
+
+ddl_result_t ddl_comm_destroy(ddl_comm_t comm) {
+  if (!comm) return fail_without_comm(ddl::invalid_argument("ddl_comm_destroy: comm is NULL"));
+  if (!ddl::comm_is_live(comm))
+    return fail_without_comm(ddl::invalid_usage(
+        "ddl_comm_destroy: %p is not a live communicator (destroyed twice?)",
+        static_cast<void *>(comm)));
+  if (comm->busy.exchange(true))
+    return fail_without_comm(ddl::invalid_usage(
+        "rank %d: ddl_comm_destroy: another thread is inside a call on this communicator; "
+        "ddl_comm_abort it, wait for that call to return, then destroy",
+        comm->rank));
+  ddl::unregister_comm(comm);
+  ddl::destroy_comm(comm);
+  return DDL_SUCCESS;
+}
+
+ddl_result_t ddl_comm_abort(ddl_comm_t comm) {
+  // No CommCall: abort must work while another thread is inside a call.
+  if (!comm || !ddl::comm_is_live(comm))
+    return fail_without_comm(ddl::invalid_usage("ddl_comm_abort: not a live communicator"));
+  comm->aborted.store(true);
+  return DDL_SUCCESS;
+}
+
+ddl_result_t ddl_comm_rank(ddl_comm_t comm, int *rank) {
+  CommCall guard(comm, "ddl_comm_rank");
+  if (!guard.ok()) return guard.fail();
+  if (!rank) return guard.finish(ddl::invalid_argument("ddl_comm_rank: rank is NULL"));
+  *rank = comm->rank;
+  return DDL_SUCCESS;
+}
+
+ddl_result_t ddl_comm_size(ddl_comm_t comm, int *size) {
+  CommCall guard(comm, "ddl_comm_size");
+  if (!guard.ok()) return guard.fail();
+  if (!size) return guard.finish(ddl::invalid_argument("ddl_comm_size: size is NULL"));
+  *size = comm->nranks;
+  return DDL_SUCCESS;
+}
+
+ddl_result_t ddl_allreduce(const void *sendbuf, void *recvbuf, size_t count, ddl_datatype_t dtype,
+                           ddl_op_t op, ddl_comm_t comm) {
+  return run(comm, {ddl::Collective::kAllreduce, sendbuf, recvbuf, count, dtype, op, 0});
+}
+
+ddl_result_t ddl_broadcast(void *buf, size_t count, ddl_datatype_t dtype, int root,
+                           ddl_comm_t comm) {
+  return run(comm, {ddl::Collective::kBroadcast, buf, buf, count, dtype, DDL_SUM, root});
+}
+
+ddl_result_t ddl_allgather(const void *sendbuf, void *recvbuf, size_t sendcount,
+                           ddl_datatype_t dtype, ddl_comm_t comm) {
+  return run(comm, {ddl::Collective::kAllgather, sendbuf, recvbuf, sendcount, dtype, DDL_SUM, 0});
+}
+
+ddl_result_t ddl_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                ddl_datatype_t dtype, ddl_op_t op, ddl_comm_t comm) {
+  return run(comm, {ddl::Collective::kReduceScatter, sendbuf, recvbuf, recvcount, dtype, op, 0});
+}
+
+ddl_result_t ddl_barrier(ddl_comm_t comm) {
+  return run(comm, {ddl::Collective::kBarrier, nullptr, nullptr, 0, DDL_UINT8, DDL_SUM, 0});
+}
+
+const char *ddl_result_string(ddl_result_t result) {
+  switch (result) {
+    case DDL_SUCCESS: return "DDL_SUCCESS: no error";
+    case DDL_ERR_INVALID_ARGUMENT: return "DDL_ERR_INVALID_ARGUMENT: invalid argument";
+    case DDL_ERR_INVALID_USAGE: return "DDL_ERR_INVALID_USAGE: invalid usage";
+    case DDL_ERR_SYSTEM: return "DDL_ERR_SYSTEM: system or library error";
+    case DDL_ERR_INTERNAL: return "DDL_ERR_INTERNAL: internal error (a bug in ddl)";
+    case DDL_ERR_REMOTE: return "DDL_ERR_REMOTE: a remote rank failed or disconnected";
+    case DDL_ERR_TIMEOUT: return "DDL_ERR_TIMEOUT: a deadline passed";
+    case DDL_ERR_UNSUPPORTED: return "DDL_ERR_UNSUPPORTED: not supported";
+    default: return "unknown ddl_result_t value";
+  }
+}
+
+const char *ddl_comm_last_error(ddl_comm_t comm) {
+  if (comm && ddl::comm_is_live(comm)) return comm->last_error.c_str();
+  return t_last_error.c_str();
+}
+
+size_t ddl_datatype_size(ddl_datatype_t dtype) { return ddl::datatype_size(dtype); }
+const char *ddl_datatype_name(ddl_datatype_t dtype) { return ddl::datatype_name(dtype); }
+const char *ddl_op_name(ddl_op_t op) { return ddl::op_name(op); }
+
+}  // extern "C"

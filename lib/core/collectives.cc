@@ -1,0 +1,161 @@
+#include "lib/core/collectives.h"
+
+#include <cstdint>
+
+#include "lib/algorithms/registry.h"
+#include "lib/common/datatype.h"
+#include "lib/common/log.h"
+
+namespace ddl {
+namespace {
+
+// Plans kept per communicator; past this the cache starts over (training loops reuse a
+// handful of shapes).
+constexpr size_t kMaxCachedPlans = 256;
+
+bool overlaps(const void *a, size_t a_bytes, const void *b, size_t b_bytes) {
+  const uintptr_t x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
+  return a_bytes && b_bytes && x < y + b_bytes && y < x + a_bytes;
+}
+
+// Checks pointers, enums and sizes; decides in-place. Nothing is touched on failure.
+Status check_call(const ddl_comm *comm, const CollectiveCall &call, bool *in_place) {
+  const bool reducing =
+      call.collective == Collective::kAllreduce || call.collective == Collective::kReduceScatter;
+  if (!valid_datatype(call.dtype))
+    return invalid_argument("datatype %d is not a ddl_datatype_t (0..%d)",
+                            static_cast<int>(call.dtype), DDL_DATATYPE_COUNT - 1);
+  if (reducing && !valid_op(call.op))
+    return invalid_argument("op %d is not a ddl_op_t (0..%d)", static_cast<int>(call.op),
+                            DDL_OP_COUNT - 1);
+  if (call.collective == Collective::kBroadcast && (call.root < 0 || call.root >= comm->nranks))
+    return invalid_argument("root %d is not a rank of this communicator (0..%d)", call.root,
+                            comm->nranks - 1);
+  const size_t elem = datatype_size(call.dtype);
+  const size_t n = static_cast<size_t>(comm->nranks);
+  const bool per_rank = call.collective == Collective::kAllgather ||
+                        call.collective == Collective::kReduceScatter;
+  if (call.count > SIZE_MAX / elem / (per_rank ? n : 1))
+    return invalid_argument("count %zu of %s overflows the address space", call.count,
+                            datatype_name(call.dtype));
+  const size_t bytes = call.count * elem;
+  size_t send_bytes = bytes, recv_bytes = bytes;
+  if (call.collective == Collective::kAllgather) recv_bytes = bytes * n;
+  if (call.collective == Collective::kReduceScatter) send_bytes = bytes * n;
+  *in_place = true;
+  if (call.collective == Collective::kBroadcast || call.collective == Collective::kBarrier)
+    return call.count > 0 && !call.recvbuf ? invalid_argument("buffer is NULL with count %zu",
+                                                              call.count)
+                                           : Status::Ok();
+  if (call.count == 0) return Status::Ok();
+  if (!call.sendbuf) return invalid_argument("sendbuf is NULL with count %zu", call.count);
+  if (!call.recvbuf) return invalid_argument("recvbuf is NULL with count %zu", call.count);
+  const char *send = static_cast<const char *>(call.sendbuf);
+  const char *recv = static_cast<const char *>(call.recvbuf);
+  const size_t mine = bytes * static_cast<size_t>(comm->rank);
+  switch (call.collective) {
+    case Collective::kAllgather: *in_place = send == recv + mine; break;
+    case Collective::kReduceScatter: *in_place = recv == send + mine; break;
+    default: *in_place = send == recv; break;
+  }
+  if (!*in_place && overlaps(send, send_bytes, recv, recv_bytes))
+    return invalid_argument(
+        "sendbuf and recvbuf overlap without being the in-place layout (sendbuf %p, %zu B; "
+        "recvbuf %p, %zu B)",
+        call.sendbuf, send_bytes, call.recvbuf, recv_bytes);
+  return Status::Ok();
+}
+
+Status find_plan(ddl_comm *comm, const CollectiveCall &call, bool in_place, const Plan **plan) {
+  const size_t elem = datatype_size(call.dtype);
+  const ddl_comm::PlanKey key{static_cast<int>(call.collective), call.count, call.root, in_place,
+                              elem};
+  auto it = comm->plans.find(key);
+  if (it != comm->plans.end()) {
+    *plan = it->second.get();
+    return Status::Ok();
+  }
+  CollectiveArgs args;
+  args.collective = call.collective;
+  args.nranks = comm->nranks;
+  args.rank = comm->rank;
+  args.count = call.count;
+  args.root = call.root;
+  args.in_place = in_place;
+  args.chunk_elems = comm->config.chunk_bytes / elem;
+  Schedule schedule;
+  DDL_RETURN_IF_ERROR(build_schedule(args, &schedule));
+  for (const Step &step : schedule.steps)
+    if (step.tag > kMaxStepTag)
+      return unsupported("%zu elements need more messages than the transport's tags allow; "
+                         "raise DDL_CHUNK_BYTES",
+                         call.count);
+  DDL_DEBUG("%s: %s schedule with %zu steps", collective_name(call.collective),
+            schedule.algorithm.c_str(), schedule.steps.size());
+  if (comm->plans.size() >= kMaxCachedPlans) comm->plans.clear();
+  std::unique_ptr<Plan> made(new Plan());
+  make_plan(std::move(schedule), made.get());
+  *plan = made.get();
+  comm->plans[key] = std::move(made);
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::string describe_call(const ddl_comm *comm, const CollectiveCall &call, uint32_t seq) {
+  std::string what = strprintf("rank %d: %s #%u", comm->rank, collective_name(call.collective), seq);
+  switch (call.collective) {
+    case Collective::kBarrier: return what;
+    case Collective::kBroadcast:
+      return what + strprintf(" (count %zu, %s, root %d)", call.count, datatype_name(call.dtype),
+                              call.root);
+    case Collective::kAllgather:
+      return what + strprintf(" (count %zu, %s)", call.count, datatype_name(call.dtype));
+    default:
+      return what + strprintf(" (count %zu, %s, %s)", call.count, datatype_name(call.dtype),
+                              op_name(call.op));
+  }
+}
+
+Status run_collective(ddl_comm *comm, const CollectiveCall &call) {
+  const uint32_t seq = comm->seq;
+  const std::string context = describe_call(comm, call, seq) + ": ";
+  bool in_place = false;
+  Status s = check_call(comm, call, &in_place);
+  if (!s.ok()) return s.prefix(context);
+  if (!comm->failure.ok())
+    return Status(comm->failure.code(),
+                  context + "the communicator failed earlier and must be destroyed: " +
+                      comm->failure.message());
+  if (comm->aborted.load())
+    return invalid_usage("%sthe communicator was aborted; destroy it", context.c_str());
+  ++comm->seq;  // every rank counts every call, including empty ones, to stay in step
+  if (call.count == 0 && call.collective != Collective::kBarrier) return Status::Ok();
+
+  const Plan *plan = nullptr;
+  s = find_plan(comm, call, in_place, &plan);
+  if (!s.ok()) return s.prefix(context);
+  const size_t elem = datatype_size(call.dtype);
+  const size_t scratch_bytes = plan->schedule.scratch_count * elem;
+  if (comm->scratch.size() < scratch_bytes) comm->scratch.resize(scratch_bytes);
+
+  ExecArgs exec;
+  exec.input = call.collective == Collective::kBroadcast ? call.recvbuf : call.sendbuf;
+  exec.output = call.recvbuf;
+  exec.scratch = comm->scratch.data();
+  exec.dtype = call.dtype;
+  exec.op = call.op;
+  exec.nranks = comm->nranks;
+  exec.seq = seq;
+  exec.deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(comm->config.timeout_ms);
+  exec.abort_flag = &comm->aborted;
+  s = comm->executor.run(*plan, exec, comm->transport.get());
+  if (!s.ok()) {
+    s.prefix(context);
+    comm->failure = s;  // messages of this call may still be in flight: no safe reuse
+  }
+  return s;
+}
+
+}  // namespace ddl

@@ -1,0 +1,26 @@
+// The collectives behind the C API: argument checks, plan lookup, execution, and error
+// messages that name the rank, the collective, its sequence number and the cause.
+#pragma once
+
+#include "lib/algorithms/schedule.h"
+#include "lib/core/comm.h"
+
+namespace ddl {
+
+struct CollectiveCall {
+  Collective collective = Collective::kAllreduce;
+  const void *sendbuf = nullptr;
+  void *recvbuf = nullptr;
+  size_t count = 0;  // as the C call names it (per-rank count for allgather/reduce_scatter)
+  ddl_datatype_t dtype = DDL_FLOAT32;
+  ddl_op_t op = DDL_SUM;
+  int root = 0;
+};
+
+// Validates and runs one collective on comm (a live communicator owned by this thread).
+Status run_collective(ddl_comm *comm, const CollectiveCall &call);
+
+// "allreduce #12 (count 1024, float32, sum)": how errors name a call.
+std::string describe_call(const ddl_comm *comm, const CollectiveCall &call, uint32_t seq);
+
+}  // namespace ddl

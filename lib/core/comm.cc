@@ -1,0 +1,66 @@
+#include "lib/core/comm.h"
+
+#include <mutex>
+#include <set>
+
+#include "lib/common/log.h"
+
+namespace ddl {
+namespace {
+
+std::mutex g_registry_mutex;
+std::set<ddl_comm *> &registry() {
+  static std::set<ddl_comm *> live;
+  return live;
+}
+
+// How long destroy waits for UCX to flush what this rank sent.
+constexpr int kCloseTimeoutMs = 5000;
+
+}  // namespace
+
+void register_comm(ddl_comm *comm) {
+  std::lock_guard<std::mutex> lock(g_registry_mutex);
+  registry().insert(comm);
+}
+
+bool unregister_comm(ddl_comm *comm) {
+  std::lock_guard<std::mutex> lock(g_registry_mutex);
+  return registry().erase(comm) > 0;
+}
+
+bool comm_is_live(ddl_comm *comm) {
+  std::lock_guard<std::mutex> lock(g_registry_mutex);
+  return registry().count(comm) > 0;
+}
+
+Status create_comm(const BootstrapOptions &options, const CommConfig &config, ddl_comm **out) {
+  std::unique_ptr<ddl_comm> comm(new ddl_comm());
+  comm->rank = options.rank;
+  comm->nranks = options.nranks;
+  comm->config = config;
+  set_log_rank(options.rank);
+
+  DDL_RETURN_IF_ERROR(Bootstrap::create(options, &comm->bootstrap));
+  Status s = UcxTransport::create(options.rank, options.nranks, &comm->transport);
+  if (!s.ok()) return s.prefix("creating the UCX transport: ");
+  std::vector<std::string> addresses;
+  s = comm->bootstrap->allgather(comm->transport->worker_address(), &addresses);
+  if (!s.ok()) return s.prefix("exchanging UCX addresses: ");
+  DDL_RETURN_IF_ERROR(comm->transport->connect(addresses));
+  DDL_INFO("communicator ready: rank %d of %d, transport %s, timeout %d ms, chunk %zu B",
+           comm->rank, comm->nranks, comm->transport->name(), config.timeout_ms,
+           config.chunk_bytes);
+  *out = comm.release();
+  register_comm(*out);
+  return Status::Ok();
+}
+
+void destroy_comm(ddl_comm *comm) {
+  if (comm->transport) comm->transport->close(kCloseTimeoutMs);
+  comm->transport.reset();
+  comm->bootstrap.reset();
+  delete comm;
+}
+
+}  // namespace ddl

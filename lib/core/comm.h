@@ -1,0 +1,50 @@
+// The communicator behind ddl_comm_t, and the registry that makes a destroyed or foreign
+// handle an error instead of a crash.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "ddl/ddl.h"
+#include "lib/bootstrap/bootstrap.h"
+#include "lib/core/config.h"
+#include "lib/exec/executor.h"
+#include "lib/exec/plan.h"
+#include "transports/ucx/ucx_transport.h"
+
+struct ddl_comm {
+  int rank = 0;
+  int nranks = 1;
+  ddl::CommConfig config;
+  std::unique_ptr<ddl::Bootstrap> bootstrap;
+  std::unique_ptr<ddl::UcxTransport> transport;
+  ddl::Executor executor;
+
+  uint32_t seq = 0;  // collectives started, for message matching and error messages
+  // Plans of recent calls, by (collective, count, root, in place, element size).
+  using PlanKey = std::tuple<int, size_t, int, bool, size_t>;
+  std::map<PlanKey, std::unique_ptr<ddl::Plan>> plans;
+  std::vector<unsigned char> scratch;
+
+  std::atomic<bool> aborted{false};
+  std::atomic<bool> busy{false};  // a call is running: a second thread is an error
+  ddl::Status failure;            // sticky: a failed collective leaves the comm unusable
+  std::string last_error;
+};
+
+namespace ddl {
+
+// Creates the communicator: bootstrap, transport, address exchange.
+Status create_comm(const BootstrapOptions &options, const CommConfig &config, ddl_comm **out);
+void destroy_comm(ddl_comm *comm);
+
+// Live communicators: API calls check a handle here before touching it.
+void register_comm(ddl_comm *comm);
+bool unregister_comm(ddl_comm *comm);
+bool comm_is_live(ddl_comm *comm);
+
+}  // namespace ddl

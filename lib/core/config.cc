@@ -1,0 +1,68 @@
+#include "lib/core/config.h"
+
+#include <cstddef>
+
+#include "lib/common/log.h"
+#include "lib/common/params.h"
+
+namespace ddl {
+namespace {
+
+// Whether the caller's struct (of config->size bytes) contains `field`.
+#define DDL_HAS_FIELD(config, field) \
+  ((config)->size >= offsetof(ddl_config_t, field) + sizeof((config)->field))
+
+constexpr int64_t kMaxTimeoutMs = 7LL * 24 * 3600 * 1000;
+constexpr uint64_t kMinChunkBytes = 4096, kMaxChunkBytes = 1ULL << 30;
+
+}  // namespace
+
+Status resolve_config(const ddl_config_t *config, CommConfig *out) {
+  *out = CommConfig();
+  if (config) {
+    if (config->size < offsetof(ddl_config_t, timeout_ms) || config->version == 0 ||
+        config->version > 1000)
+      return invalid_argument(
+          "config: size %zu / version %u do not look like a ddl_config_t; initialise it with "
+          "DDL_CONFIG_INITIALIZER",
+          config->size, config->version);
+  }
+  std::string env = env_string("DDL_TIMEOUT_MS");
+  int64_t value = 0;
+  if (config && DDL_HAS_FIELD(config, timeout_ms) && config->timeout_ms != 0) {
+    if (config->timeout_ms < 0)
+      return invalid_argument("config.timeout_ms = %d: must be > 0 ms", config->timeout_ms);
+    out->timeout_ms = config->timeout_ms;
+  } else if (!env.empty()) {
+    if (!parse_int(env, 1, kMaxTimeoutMs, &value))
+      return invalid_argument("DDL_TIMEOUT_MS=%s: expected milliseconds in 1..%lld", env.c_str(),
+                              static_cast<long long>(kMaxTimeoutMs));
+    out->timeout_ms = static_cast<int>(value);
+  }
+  if (config && DDL_HAS_FIELD(config, job_token) && config->job_token)
+    out->job_token = config->job_token;
+  else
+    out->job_token = env_string("DDL_JOB_TOKEN");
+
+  env = env_string("DDL_CHUNK_BYTES");
+  uint64_t bytes = 0;
+  if (config && DDL_HAS_FIELD(config, chunk_bytes) && config->chunk_bytes != 0) {
+    bytes = config->chunk_bytes;
+  } else if (!env.empty() && !parse_bytes(env, &bytes)) {
+    return invalid_argument("DDL_CHUNK_BYTES=%s: expected a size like 512K or 1M", env.c_str());
+  }
+  if (bytes != 0) {
+    if (bytes < kMinChunkBytes || bytes > kMaxChunkBytes)
+      return invalid_argument("chunk size %llu B: must be within 4 KiB..1 GiB",
+                              static_cast<unsigned long long>(bytes));
+    out->chunk_bytes = bytes;
+  }
+  if (config && DDL_HAS_FIELD(config, log_level) && config->log_level >= 0) {
+    if (config->log_level > 3)
+      return invalid_argument("config.log_level = %d: expected -1..3", config->log_level);
+    set_log_level(static_cast<LogLevel>(config->log_level));
+  }
+  return Status::Ok();
+}
+
+}  // namespace ddl

@@ -1,0 +1,22 @@
+// The communicator's settings: ddl_config_t (as far as the caller's struct reaches), then
+// the DDL_* environment variables, then defaults.
+#pragma once
+
+#include <string>
+
+#include "ddl/ddl.h"
+#include "lib/common/status.h"
+
+namespace ddl {
+
+struct CommConfig {
+  int timeout_ms = 300000;
+  std::string job_token;
+  size_t chunk_bytes = 512 * 1024;
+};
+
+// Validates `config` (may be null) and fills *out. Bad values are DDL_ERR_INVALID_ARGUMENT
+// naming the field or variable.
+Status resolve_config(const ddl_config_t *config, CommConfig *out);
+
+}  // namespace ddl

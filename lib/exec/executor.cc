@@ -1,0 +1,204 @@
+#include "lib/exec/executor.h"
+
+#include <sched.h>
+
+#include <cstring>
+#include <ctime>
+#include <set>
+
+#include "lib/common/datatype.h"
+#include "lib/reduce/reduce.h"
+
+namespace ddl {
+namespace {
+
+// Waiting that survives oversubscription: spin while the peer is likely running, then yield
+// the core, then sleep briefly so that ranks sharing a core still get to run.
+constexpr int kSpinsBeforeYield = 2000;
+constexpr int kYieldsBeforeSleep = 200;
+constexpr long kSleepNs = 20000;
+// How often (in idle iterations) the deadline and the abort flag are looked at.
+constexpr int kCheckEvery = 256;
+
+const char *kind_text(StepKind kind) {
+  switch (kind) {
+    case StepKind::kSend: return "send to";
+    case StepKind::kRecv: return "receive from";
+    case StepKind::kRecvReduce: return "receive-and-reduce from";
+    case StepKind::kCopy: return "local copy";
+  }
+  return "?";
+}
+
+std::string describe(const Step &step, size_t index, size_t elem_size) {
+  if (step.kind == StepKind::kCopy)
+    return strprintf("step %zu (local copy of %zu B)", index, step.count * elem_size);
+  return strprintf("step %zu (%s rank %d, tag %u, %zu B)", index, kind_text(step.kind), step.peer,
+                   step.tag, step.count * elem_size);
+}
+
+char *address(const ExecArgs &args, Range range, size_t elem_size) {
+  char *base = nullptr;
+  switch (range.buffer) {
+    case BufferId::kInput: base = static_cast<char *>(const_cast<void *>(args.input)); break;
+    case BufferId::kOutput: base = static_cast<char *>(args.output); break;
+    case BufferId::kScratch: base = static_cast<char *>(args.scratch); break;
+  }
+  return base + range.offset * elem_size;
+}
+
+}  // namespace
+
+Status Executor::run(const Plan &plan, const ExecArgs &args, Transport *transport) {
+  const size_t n = plan.schedule.steps.size();
+  if (requests_.size() < n) requests_.resize(n);
+  remaining_.assign(plan.dep_counts.begin(), plan.dep_counts.end());
+  ready_.assign(plan.initial_ready.begin(), plan.initial_ready.end());
+  in_flight_.clear();
+  completed_ = 0;
+  size_t next_ready = 0;
+  int idle = 0;
+  while (completed_ < n) {
+    // Start everything that may start. Starting can complete steps (copies, eager
+    // messages already there) and so make more steps ready: ready_ grows while we walk it.
+    while (next_ready < ready_.size()) {
+      Status s = start(plan, ready_[next_ready++], args, transport);
+      if (!s.ok()) {
+        cancel_all(transport);
+        return s;
+      }
+    }
+    if (completed_ == n) break;
+    bool progressed = transport->progress();
+    for (size_t k = 0; k < in_flight_.size();) {
+      const uint32_t step = in_flight_[k];
+      if (!requests_[step].done) {
+        ++k;
+        continue;
+      }
+      in_flight_[k] = in_flight_.back();
+      in_flight_.pop_back();
+      Status s = finish(plan, step, args);
+      if (!s.ok()) {
+        cancel_all(transport);
+        return s;
+      }
+      progressed = true;
+    }
+    if (progressed) {
+      idle = 0;
+      continue;
+    }
+    if (in_flight_.empty() && next_ready == ready_.size())
+      return internal_error("the schedule cannot make progress: %zu of %zu steps done", completed_,
+                            n);
+    ++idle;
+    if (idle % kCheckEvery == 0) {
+      const bool aborted = args.abort_flag && args.abort_flag->load(std::memory_order_relaxed);
+      const bool timed_out = std::chrono::steady_clock::now() >= args.deadline;
+      Status s = waiting_error(plan, args, transport, timed_out);
+      if (aborted) s = Status(DDL_ERR_INVALID_USAGE, "aborted by ddl_comm_abort while waiting");
+      if (!s.ok()) {
+        cancel_all(transport);
+        return s;
+      }
+    }
+    if (idle > kSpinsBeforeYield + kYieldsBeforeSleep) {
+      const timespec pause = {0, kSleepNs};
+      nanosleep(&pause, nullptr);
+    } else if (idle > kSpinsBeforeYield) {
+      sched_yield();
+    }
+  }
+  return Status::Ok();
+}
+
+Status Executor::start(const Plan &plan, uint32_t index, const ExecArgs &args,
+                       Transport *transport) {
+  const Step &step = plan.schedule.steps[index];
+  const size_t elem = datatype_size(args.dtype);
+  const size_t bytes = step.count * elem;
+  TransferRequest *req = &requests_[index];
+  Status s;
+  switch (step.kind) {
+    case StepKind::kCopy:
+      if (bytes) std::memcpy(address(args, step.dst, elem), address(args, step.src, elem), bytes);
+      complete(plan, index);
+      return Status::Ok();
+    case StepKind::kSend:
+      s = transport->post_send(step.peer, args.seq, step.tag, address(args, step.src, elem), bytes,
+                               req);
+      break;
+    case StepKind::kRecv:
+      s = transport->post_recv(step.peer, args.seq, step.tag, address(args, step.dst, elem), bytes,
+                               req);
+      break;
+    case StepKind::kRecvReduce:
+      s = transport->post_recv(step.peer, args.seq, step.tag, address(args, step.tmp, elem), bytes,
+                               req);
+      break;
+  }
+  if (!s.ok()) return s.prefix(describe(step, index, elem) + ": ");
+  if (req->done) return finish(plan, index, args);
+  in_flight_.push_back(index);
+  return Status::Ok();
+}
+
+Status Executor::finish(const Plan &plan, uint32_t index, const ExecArgs &args) {
+  const Step &step = plan.schedule.steps[index];
+  const size_t elem = datatype_size(args.dtype);
+  TransferRequest &req = requests_[index];
+  if (!req.status.ok()) {
+    Status s = req.status;
+    if (s.code() == DDL_ERR_SYSTEM && step.peer >= 0) s = Status(DDL_ERR_REMOTE, s.message());
+    return s.prefix(describe(step, index, elem) + ": ");
+  }
+  if (step.kind != StepKind::kSend && req.received != step.count * elem)
+    return remote_error("%s: rank %d sent %zu B instead of %zu B (mismatched collective calls?)",
+                        describe(step, index, elem).c_str(), step.peer, req.received,
+                        step.count * elem);
+  if (step.kind == StepKind::kRecvReduce && step.count > 0) {
+    // AVG sums along the way and divides once, where the element becomes complete.
+    const ddl_op_t op = args.op == DDL_AVG && !step.final_reduce ? DDL_SUM : args.op;
+    reduce(args.dtype, op, address(args, step.dst, elem), address(args, step.tmp, elem),
+           address(args, step.src, elem), step.count, args.nranks);
+  }
+  complete(plan, index);
+  return Status::Ok();
+}
+
+void Executor::complete(const Plan &plan, uint32_t index) {
+  ++completed_;
+  for (uint32_t k = plan.dependents_begin[index]; k < plan.dependents_begin[index + 1]; ++k) {
+    const uint32_t next = plan.dependents[k];
+    if (--remaining_[next] == 0) ready_.push_back(next);
+  }
+}
+
+// While waiting: a known-dead peer is an error now; a passed deadline names who is silent.
+Status Executor::waiting_error(const Plan &plan, const ExecArgs &args, Transport *transport,
+                               bool timed_out) {
+  std::set<int> silent;
+  for (uint32_t index : in_flight_) {
+    const Step &step = plan.schedule.steps[index];
+    Status peer = transport->peer_status(step.peer);
+    if (!peer.ok())
+      return peer.prefix(describe(step, index, datatype_size(args.dtype)) + ": ");
+    silent.insert(step.peer);
+  }
+  if (!timed_out) return Status::Ok();
+  std::string peers;
+  for (int p : silent) peers += (peers.empty() ? "" : ", ") + std::to_string(p);
+  const uint32_t first = in_flight_.empty() ? 0 : in_flight_.front();
+  return timeout_error("timed out with %zu of %zu steps done, waiting for ranks %s (e.g. %s)",
+                       completed_, plan.schedule.steps.size(), peers.c_str(),
+                       in_flight_.empty() ? "nothing" :
+                       describe(plan.schedule.steps[first], first, datatype_size(args.dtype)).c_str());
+}
+
+void Executor::cancel_all(Transport *transport) {
+  for (uint32_t index : in_flight_) transport->cancel(&requests_[index]);
+  in_flight_.clear();
+}
+
+}  // namespace ddl

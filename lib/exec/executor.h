@@ -1,0 +1,49 @@
+// The executor: runs one rank's plan over a transport. Steps start as soon as their
+// dependencies complete, so the chunks of a pipelined schedule overlap sending, receiving
+// and reducing. Every wait honours the deadline; a failure names the step and the peer.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <vector>
+
+#include "ddl/ddl.h"
+#include "lib/exec/plan.h"
+#include "transports/transport.h"
+
+namespace ddl {
+
+struct ExecArgs {
+  const void *input = nullptr;
+  void *output = nullptr;
+  void *scratch = nullptr;  // at least plan.schedule.scratch_count elements
+  ddl_datatype_t dtype = DDL_FLOAT32;
+  ddl_op_t op = DDL_SUM;
+  int nranks = 1;
+  uint32_t seq = 0;  // the collective's sequence number (message matching)
+  std::chrono::steady_clock::time_point deadline;
+  const std::atomic<bool> *abort_flag = nullptr;  // ddl_comm_abort: checked while waiting
+};
+
+class Executor {
+ public:
+  // Runs the plan to completion. On error every unfinished transfer is cancelled.
+  Status run(const Plan &plan, const ExecArgs &args, Transport *transport);
+
+ private:
+  Status start(const Plan &plan, uint32_t step, const ExecArgs &args, Transport *transport);
+  Status finish(const Plan &plan, uint32_t step, const ExecArgs &args);
+  void complete(const Plan &plan, uint32_t step);
+  Status waiting_error(const Plan &plan, const ExecArgs &args, Transport *transport, bool timed_out);
+  void cancel_all(Transport *transport);
+
+  // Reused between runs to keep the hot path free of allocations.
+  std::vector<TransferRequest> requests_;
+  std::vector<uint32_t> remaining_;
+  std::vector<uint32_t> ready_;
+  std::vector<uint32_t> in_flight_;
+  size_t completed_ = 0;
+};
+
+}  // namespace ddl

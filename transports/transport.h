@@ -1,0 +1,44 @@
+// The one small interface every transport implements (after gloo's transport::Pair):
+// post a send or a receive of a byte range to or from a peer, drive progress, learn when a
+// peer is gone. Connection setup is transport-specific; the rendezvous that carries the
+// addresses (lib/bootstrap) stays outside.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "lib/common/status.h"
+
+namespace ddl {
+
+// One posted send or receive. The caller owns it and must keep it in place until `done`,
+// or until cancel() returned.
+struct TransferRequest {
+  bool done = false;
+  Status status;        // the failure, when done with an error
+  size_t received = 0;  // bytes that arrived (receives)
+  void *handle = nullptr;  // the transport's own request
+  bool empty_payload = false;  // transport's: a zero-byte message sent as a placeholder
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual const char *name() const = 0;
+
+  // Messages are matched by (sender, collective sequence number, step tag). The sequence
+  // number wraps at 2^20 and the tag must be at most kMaxStepTag (2^24 - 1).
+  virtual Status post_send(int peer, uint32_t seq, uint32_t tag, const void *buf, size_t bytes,
+                           TransferRequest *req) = 0;
+  virtual Status post_recv(int peer, uint32_t seq, uint32_t tag, void *buf, size_t bytes,
+                           TransferRequest *req) = 0;
+  // Drives communication and completes requests; true when anything happened.
+  virtual bool progress() = 0;
+  // Detaches an unfinished request (after an error or a timeout): the transport will never
+  // touch *req again, and cancels the operation where it can.
+  virtual void cancel(TransferRequest *req) = 0;
+  // OK while the peer looks alive; else why it is not (closed connection, error).
+  virtual Status peer_status(int peer) const = 0;
+};
+
+}  // namespace ddl

@@ -1,0 +1,243 @@
+#include "transports/ucx/ucx_transport.h"
+
+#include <chrono>
+
+#include "lib/algorithms/schedule.h"
+#include "lib/common/log.h"
+
+namespace ddl {
+namespace {
+
+// Our state inside each UCX request (ucp_params.request_size). The owner travels as the
+// callback's user_data, because UCX may run the callback before the posting call returns;
+// `detached` (set by cancel) tells the callback that the owner is gone. UCX recycles
+// requests without re-running request_init, so the callback resets the flag.
+struct UcxRequest {
+  bool detached;
+};
+
+// Tag layout: sender rank (20 bits) | sequence number (20 bits) | step tag (24 bits).
+// Receives name the sender, so a message can only match the receive meant for it.
+constexpr int kRankBits = 20, kSeqBits = 20, kTagBits = 24;
+static_assert(kRankBits + kSeqBits + kTagBits == 64, "the tag is 64 bits");
+constexpr uint64_t kFullMask = ~0ull;
+
+ucp_tag_t make_tag(int sender, uint32_t seq, uint32_t tag) {
+  return (static_cast<uint64_t>(sender) << (kSeqBits + kTagBits)) |
+         (static_cast<uint64_t>(seq & ((1u << kSeqBits) - 1)) << kTagBits) |
+         static_cast<uint64_t>(tag & kMaxStepTag);
+}
+
+Status ucx_error(ucs_status_t status, const char *what) {
+  return Status(DDL_ERR_SYSTEM, strprintf("%s: UCX error: %s", what, ucs_status_string(status)));
+}
+
+void request_init(void *request) { static_cast<UcxRequest *>(request)->detached = false; }
+
+// Completion of a request that did not complete at once. Frees the UCX request here: the
+// executor only looks at its own TransferRequest.
+void finish(void *request, ucs_status_t status, size_t received, TransferRequest *owner) {
+  UcxRequest *r = static_cast<UcxRequest *>(request);
+  if (!r->detached) {
+    owner->received = owner->empty_payload ? 0 : received;
+    if (status != UCS_OK) owner->status = ucx_error(status, "transfer failed");
+    owner->handle = nullptr;
+    owner->done = true;
+  }
+  r->detached = false;
+  ucp_request_free(request);
+}
+
+void on_send_done(void *request, ucs_status_t status, void *user_data) {
+  finish(request, status, 0, static_cast<TransferRequest *>(user_data));
+}
+
+// Empty messages (barrier signals, empty blocks) travel as one ignored byte, so that every
+// message has a payload whose length can be checked.
+uint8_t g_empty_payload = 0;
+uint8_t g_empty_sink = 0;
+
+void on_recv_done(void *request, ucs_status_t status, const ucp_tag_recv_info_t *info,
+                  void *user_data) {
+  finish(request, status, status == UCS_OK ? info->length : 0,
+         static_cast<TransferRequest *>(user_data));
+}
+
+void on_endpoint_error_cb(void *arg, ucp_ep_h /*ep*/, ucs_status_t status) {
+  auto *ctx = static_cast<UcxTransport::ErrorContext *>(arg);
+  ctx->transport->on_endpoint_error(ctx->peer, status);
+}
+
+}  // namespace
+
+Status UcxTransport::create(int rank, int nranks, std::unique_ptr<UcxTransport> *out) {
+  std::unique_ptr<UcxTransport> t(new UcxTransport(rank, nranks));
+  ucp_config_t *config = nullptr;
+  ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
+  if (st != UCS_OK) return ucx_error(st, "reading the UCX configuration (UCX_* variables)");
+  ucp_params_t params = {};
+  params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_REQUEST_SIZE |
+                      UCP_PARAM_FIELD_REQUEST_INIT | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS |
+                      UCP_PARAM_FIELD_MT_WORKERS_SHARED;
+  params.features = UCP_FEATURE_TAG;
+  params.request_size = sizeof(UcxRequest);
+  params.request_init = request_init;
+  params.estimated_num_eps = static_cast<size_t>(nranks);
+  params.mt_workers_shared = 0;
+  st = ucp_init(&params, config, &t->context_);
+  ucp_config_release(config);
+  if (st != UCS_OK) return ucx_error(st, "ucp_init");
+
+  ucp_worker_params_t wparams = {};
+  wparams.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+  wparams.thread_mode = UCS_THREAD_MODE_SINGLE;  // one thread at a time per communicator
+  st = ucp_worker_create(t->context_, &wparams, &t->worker_);
+  if (st != UCS_OK) return ucx_error(st, "ucp_worker_create");
+
+  ucp_address_t *address = nullptr;
+  size_t length = 0;
+  st = ucp_worker_get_address(t->worker_, &address, &length);
+  if (st != UCS_OK) return ucx_error(st, "ucp_worker_get_address");
+  t->address_.assign(reinterpret_cast<const char *>(address), length);
+  ucp_worker_release_address(t->worker_, address);
+  *out = std::move(t);
+  return Status::Ok();
+}
+
+Status UcxTransport::connect(const std::vector<std::string> &addresses) {
+  DDL_CHECK(static_cast<int>(addresses.size()) == nranks_);
+  endpoints_.assign(nranks_, nullptr);
+  peer_errors_.assign(nranks_, UCS_OK);
+  error_contexts_.clear();
+  error_contexts_.reserve(nranks_);
+  for (int peer = 0; peer < nranks_; ++peer) error_contexts_.push_back(ErrorContext{this, peer});
+  for (int peer = 0; peer < nranks_; ++peer) {
+    if (peer == rank_) continue;
+    ucp_ep_params_t ep = {};
+    ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                    UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    ep.address = reinterpret_cast<const ucp_address_t *>(addresses[peer].data());
+    ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    ep.err_handler.cb = on_endpoint_error_cb;
+    ep.err_handler.arg = &error_contexts_[peer];
+    ucs_status_t st = ucp_ep_create(worker_, &ep, &endpoints_[peer]);
+    if (st != UCS_OK)
+      return ucx_error(st, strprintf("creating the UCX endpoint to rank %d", peer).c_str());
+  }
+  return Status::Ok();
+}
+
+void UcxTransport::on_endpoint_error(int peer, ucs_status_t status) {
+  if (peer_errors_[peer] == UCS_OK) {
+    DDL_INFO("UCX endpoint to rank %d failed: %s", peer, ucs_status_string(status));
+    peer_errors_[peer] = status;
+  }
+}
+
+Status UcxTransport::peer_status(int peer) const {
+  if (peer < 0 || peer >= static_cast<int>(peer_errors_.size()) || peer_errors_[peer] == UCS_OK)
+    return Status::Ok();
+  return Status(DDL_ERR_REMOTE, strprintf("connection to rank %d lost: UCX error: %s", peer,
+                                          ucs_status_string(peer_errors_[peer])));
+}
+
+Status UcxTransport::post_send(int peer, uint32_t seq, uint32_t tag, const void *buf,
+                               size_t bytes, TransferRequest *req) {
+  *req = TransferRequest();
+  DDL_RETURN_IF_ERROR(peer_status(peer));
+  ucp_request_param_t param = {};
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  param.cb.send = on_send_done;
+  param.user_data = req;
+  if (bytes == 0) {
+    buf = &g_empty_payload;
+    bytes = 1;
+  }
+  ucs_status_ptr_t p =
+      ucp_tag_send_nbx(endpoints_[peer], buf, bytes, make_tag(rank_, seq, tag), &param);
+  if (p == nullptr) {
+    req->done = true;
+  } else if (UCS_PTR_IS_ERR(p)) {
+    return ucx_error(UCS_PTR_STATUS(p), strprintf("sending to rank %d", peer).c_str());
+  } else if (!req->done) {
+    req->handle = p;
+  }
+  return Status::Ok();
+}
+
+Status UcxTransport::post_recv(int peer, uint32_t seq, uint32_t tag, void *buf, size_t bytes,
+                               TransferRequest *req) {
+  *req = TransferRequest();
+  // UCX 1.13 may complete at once without filling recv_info: a length still at the
+  // sentinel then means "the whole buffer" (a longer message fails as truncated).
+  ucp_tag_recv_info_t info = {};
+  info.length = SIZE_MAX;
+  ucp_request_param_t param = {};
+  param.op_attr_mask =
+      UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_RECV_INFO;
+  param.cb.recv = on_recv_done;
+  param.user_data = req;
+  param.recv_info.tag_info = &info;
+  const bool empty = bytes == 0;
+  if (empty) {
+    buf = &g_empty_sink;  // written concurrently by several receives; never read
+    bytes = 1;
+    req->empty_payload = true;
+  }
+  ucs_status_ptr_t p =
+      ucp_tag_recv_nbx(worker_, buf, bytes, make_tag(peer, seq, tag), kFullMask, &param);
+  if (UCS_PTR_IS_ERR(p))
+    return ucx_error(UCS_PTR_STATUS(p), strprintf("receiving from rank %d", peer).c_str());
+  if (p == nullptr && !req->done) {  // completed at once without the callback
+    req->received = empty ? 0 : info.length == SIZE_MAX ? bytes : info.length;
+    req->done = true;
+  } else if (p != nullptr && !req->done) {
+    req->handle = p;
+  }
+  return Status::Ok();
+}
+
+bool UcxTransport::progress() { return ucp_worker_progress(worker_) != 0; }
+
+void UcxTransport::cancel(TransferRequest *req) {
+  if (req->done || req->handle == nullptr) return;
+  static_cast<UcxRequest *>(req->handle)->detached = true;  // the callback will only free it
+  ucp_request_cancel(worker_, req->handle);
+  req->handle = nullptr;
+}
+
+void UcxTransport::close(int timeout_ms) {
+  if (!worker_) return;
+  std::vector<ucs_status_ptr_t> closing;
+  for (int peer = 0; peer < static_cast<int>(endpoints_.size()); ++peer) {
+    if (!endpoints_[peer]) continue;
+    ucp_request_param_t param = {};
+    // Flush what this rank sent unless the peer is known dead (then flushing cannot end).
+    if (peer_errors_[peer] != UCS_OK) {
+      param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+      param.flags = UCP_EP_CLOSE_FLAG_FORCE;
+    }
+    ucs_status_ptr_t p = ucp_ep_close_nbx(endpoints_[peer], &param);
+    if (p != nullptr && !UCS_PTR_IS_ERR(p)) closing.push_back(p);
+    endpoints_[peer] = nullptr;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (ucs_status_ptr_t p : closing) {
+    while (ucp_request_check_status(p) == UCS_INPROGRESS &&
+           std::chrono::steady_clock::now() < deadline)
+      ucp_worker_progress(worker_);
+    if (ucp_request_check_status(p) == UCS_INPROGRESS) {
+      DDL_WARN("closing a UCX endpoint did not finish within %d ms; forcing it", timeout_ms);
+      ucp_request_cancel(worker_, p);
+    }
+    ucp_request_free(p);
+  }
+}
+
+UcxTransport::~UcxTransport() {
+  close(1000);
+  if (worker_) ucp_worker_destroy(worker_);
+  if (context_) ucp_cleanup(context_);
+}
+
+}  // namespace ddl

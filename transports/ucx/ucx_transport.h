@@ -1,0 +1,60 @@
+// UCX (ucp tag matching) transport: whatever UCX selects on the machine — shared memory and
+// cma within a host, verbs on InfiniBand/RoCE, TCP otherwise. One ucp context and worker
+// per communicator; an endpoint per peer with peer-failure handling, so that a dead peer
+// becomes an error instead of a hang.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ucp/api/ucp.h>
+
+#include "transports/transport.h"
+
+namespace ddl {
+
+class UcxTransport : public Transport {
+ public:
+  // Creates the context and worker. Step 1 of 2: then exchange worker_address() with the
+  // peers (through the bootstrap) and call connect().
+  static Status create(int rank, int nranks, std::unique_ptr<UcxTransport> *out);
+  ~UcxTransport() override;
+
+  // This worker's address, to be sent to every peer.
+  const std::string &worker_address() const { return address_; }
+  // Creates an endpoint to every peer from their worker addresses (by rank).
+  Status connect(const std::vector<std::string> &addresses);
+  // Closes endpoints, flushing what was sent, waiting at most timeout_ms.
+  void close(int timeout_ms);
+
+  const char *name() const override { return "ucx"; }
+  Status post_send(int peer, uint32_t seq, uint32_t tag, const void *buf, size_t bytes,
+                   TransferRequest *req) override;
+  Status post_recv(int peer, uint32_t seq, uint32_t tag, void *buf, size_t bytes,
+                   TransferRequest *req) override;
+  bool progress() override;
+  void cancel(TransferRequest *req) override;
+  Status peer_status(int peer) const override;
+
+  // Called by UCX when an endpoint fails (err_handler.arg points at one of these).
+  void on_endpoint_error(int peer, ucs_status_t status);
+  struct ErrorContext {
+    UcxTransport *transport;
+    int peer;
+  };
+
+ private:
+  UcxTransport(int rank, int nranks) : rank_(rank), nranks_(nranks) {}
+
+  int rank_;
+  int nranks_;
+  ucp_context_h context_ = nullptr;
+  ucp_worker_h worker_ = nullptr;
+  std::string address_;
+  std::vector<ucp_ep_h> endpoints_;
+  std::vector<ucs_status_t> peer_errors_;  // UCS_OK while alive
+  std::vector<ErrorContext> error_contexts_;  // stable addresses for UCX's err_handler.arg
+};
+
+}  // namespace ddl
