@@ -112,11 +112,17 @@ Status Bootstrap::create(const BootstrapOptions &opts, std::unique_ptr<Bootstrap
              opts.rendezvous_file.c_str());
   }
   Status st = bootstrap::accept_peers(b->listen_fd_, opts, deadline, &b->peers_);
-  // Every rank is in (or the job is off): the port is not needed any more.
+  // Every rank is in (or the job is off): neither the port nor the published address is
+  // needed any more. Removing the file now, not at destruction, leaves no stale file behind
+  // if this process dies later.
   bootstrap::close_fd(&b->listen_fd_);
+  if (!b->published_file_.empty()) {
+    bootstrap::unpublish_address(b->published_file_, b->published_addr_);
+    b->published_file_.clear();
+  }
   if (!st.ok()) {
     b->abort_peers(st.message());
-    return st;  // ~Bootstrap closes the sockets and removes the file
+    return st;  // ~Bootstrap closes the sockets
   }
   *out = std::move(b);
   return Status::Ok();
@@ -155,7 +161,8 @@ Status Bootstrap::exchange(uint32_t op, const std::string &mine, std::vector<std
     return Status::Ok();
   }
   uint32_t seq = ++seq_;
-  Status st = opts_.rank == 0 ? root_exchange(op, seq, mine, all) : peer_exchange(op, seq, mine, all);
+  Status st =
+      opts_.rank == 0 ? root_exchange(op, seq, mine, all) : peer_exchange(op, seq, mine, all);
   if (st.ok()) return st;
   failed_ = st;
   if (opts_.rank == 0) {
@@ -193,9 +200,10 @@ Status Bootstrap::root_exchange(uint32_t op, uint32_t seq, const std::string &mi
       std::vector<int> absent;
       for (int r = 1; r < n; ++r)
         if (!in[r].done) absent.push_back(r);
-      return timeout_error("bootstrap: rank 0: %s #%u timed out after %lld ms waiting for rank%s %s",
-                           what, seq, static_cast<long long>(deadline.elapsed_ms()),
-                           absent.size() == 1 ? "" : "s", bootstrap::rank_list(absent).c_str());
+      return timeout_error(
+          "bootstrap: rank 0: %s #%u timed out after %lld ms waiting for rank%s %s", what, seq,
+          static_cast<long long>(deadline.elapsed_ms()), absent.size() == 1 ? "" : "s",
+          bootstrap::rank_list(absent).c_str());
     }
     pfds.clear();
     who.clear();
@@ -205,7 +213,8 @@ Status Bootstrap::root_exchange(uint32_t op, uint32_t seq, const std::string &mi
       who.push_back(r);
     }
     int ready = ::poll(pfds.data(), pfds.size(), wait);
-    if (ready < 0 && errno != EINTR) return system_error(errno, "bootstrap: rank 0: %s: poll", what);
+    if (ready < 0 && errno != EINTR)
+      return system_error(errno, "bootstrap: rank 0: %s: poll", what);
     for (size_t i = 0; ready > 0 && i < pfds.size(); ++i) {
       if (pfds[i].revents == 0) continue;
       int r = who[i];
@@ -217,8 +226,8 @@ Status Bootstrap::root_exchange(uint32_t op, uint32_t seq, const std::string &mi
           got = bootstrap::recv_some(peers_[r], c.header + c.header_got,
                                      sizeof c.header - c.header_got, &io);
         } else {
-          got = bootstrap::recv_some(peers_[r], &c.data[c.data_got], c.data.size() - c.data_got,
-                                     &io);
+          got =
+              bootstrap::recv_some(peers_[r], &c.data[c.data_got], c.data.size() - c.data_got, &io);
         }
         if (got < 0)
           return remote_error("bootstrap: rank 0: %s #%u: rank %d disconnected (%s)", what, seq, r,
@@ -233,8 +242,9 @@ Status Bootstrap::root_exchange(uint32_t op, uint32_t seq, const std::string &mi
           uint32_t len = bootstrap::get_u32(c.header + 12);
           size_t bound = op == wire::kAllgather ? wire::kMaxBlob : 0;
           if (len > bound)
-            return remote_error("bootstrap: rank 0: %s #%u: rank %d announced %u bytes; at most %zu",
-                                what, seq, r, len, bound);
+            return remote_error(
+                "bootstrap: rank 0: %s #%u: rank %d announced %u bytes; at most %zu", what, seq, r,
+                len, bound);
           c.data.assign(len, '\0');
           c.header_done = true;
         }
@@ -289,10 +299,10 @@ Status Bootstrap::peer_exchange(uint32_t op, uint32_t seq, const std::string &mi
   IoStatus sent = io;
   auto lost = [&](const IoStatus &e) -> Status {
     if (e.result == IoResult::kTimeout && sent.ok())
-      return timeout_error("bootstrap: rank %d: %s #%u timed out after %lld ms waiting for rank 0 "
-                           "(the root, at %s)",
-                           me, what, seq, static_cast<long long>(deadline.elapsed_ms()),
-                           root_addr_.c_str());
+      return timeout_error(
+          "bootstrap: rank %d: %s #%u timed out after %lld ms waiting for rank 0 "
+          "(the root, at %s)",
+          me, what, seq, static_cast<long long>(deadline.elapsed_ms()), root_addr_.c_str());
     const IoStatus &cause = sent.ok() ? e : sent;
     return remote_error("bootstrap: rank %d: %s #%u: rank 0 (the root, at %s) disconnected (%s)",
                         me, what, seq, root_addr_.c_str(), cause.describe().c_str());
@@ -324,8 +334,9 @@ Status Bootstrap::peer_exchange(uint32_t op, uint32_t seq, const std::string &mi
     if (!io.ok()) return lost(io);
     uint32_t len = bootstrap::get_u32(len_bytes);
     if (len > wire::kMaxBlob)
-      return remote_error("bootstrap: rank %d: %s #%u: rank 0 sent %u bytes for rank %u; at most %zu",
-                          me, what, seq, len, r, wire::kMaxBlob);
+      return remote_error(
+          "bootstrap: rank %d: %s #%u: rank 0 sent %u bytes for rank %u; at most %zu", me, what,
+          seq, len, r, wire::kMaxBlob);
     std::string blob(len, '\0');
     if (len) {
       io = bootstrap::recv_all(fd, &blob[0], len, deadline);

@@ -32,13 +32,18 @@ struct BootstrapOptions {
   // that resolves differently on rank 0 (Debian's 127.0.1.1) still works for the others.
   // Port 0 is invalid unless rendezvous_file is used.
   std::string root_addr;
-  // Used when root_addr is empty: rank 0 binds an ephemeral port on listen_host, else on
-  // 127.0.0.1 when all_local, else on a non-loopback address of its hostname (or of its first
-  // up interface), writes host:port there atomically (tmp + rename) and removes it at
-  // destruction; the others poll the file until the deadline.
+  // Used when root_addr is empty (or has port 0, then its host is the one bound): rank 0 binds
+  // an ephemeral port on listen_host, else on 127.0.0.1 when all_local, else on a non-loopback
+  // address of its hostname (or of its first up interface), writes host:port there atomically
+  // (tmp + rename) and removes it once every rank has arrived (at the latest at destruction);
+  // the others poll the file until the deadline, reading it again on every attempt (it may be
+  // a stale file from an earlier job).
   std::string rendezvous_file;
   std::string job_token;  // shared secret (at most 256 bytes); "" is a valid (empty) token
-  int timeout_ms = 300000;  // deadline for the whole connect phase and for each later exchange
+  // Deadline for the whole connect phase and for each later exchange. Ranks other than 0 wait
+  // for an exchange a little longer (10%, at least 0.2 s, at most 5 s more), so that rank 0,
+  // which sees every rank, times out first and tells them which ranks are missing.
+  int timeout_ms = 300000;
   bool all_local = false;   // every rank runs on this host (rendezvous-file mode only)
   std::string listen_host;  // rendezvous-file mode: the address rank 0 binds and publishes
 };
@@ -54,13 +59,14 @@ class Bootstrap {
   // Rank 0 listens and accepts nranks-1 peers; the others connect, retrying until the deadline
   // (rank 0 may start later). nranks == 1 touches no network.
   static Status create(const BootstrapOptions &opts, std::unique_ptr<Bootstrap> *out);
-  ~Bootstrap();  // closes every socket, removes the rendezvous file if it wrote one
+  ~Bootstrap();  // closes every socket (and removes the rendezvous file if still there)
   Bootstrap(const Bootstrap &) = delete;
   Bootstrap &operator=(const Bootstrap &) = delete;
 
   // Every rank contributes `mine` (at most 64 KiB); `all` gets every rank's blob in rank
   // order. Collective. A peer that disconnects is DDL_ERR_REMOTE naming it; after such a
-  // failure every later call returns the same error.
+  // failure every later call returns the same error. Messages number exchanges ("allgather
+  // #3"), counting allgathers and barriers together.
   Status allgather(const std::string &mine, std::vector<std::string> *all);
   Status barrier();
 

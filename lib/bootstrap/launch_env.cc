@@ -94,7 +94,8 @@ int slurm_tasks_on_node(const std::string &text, int node) {
 // A job id turned into a safe file-name piece ("prterun-vm-123@1" -> "prterun-vm-123_1").
 Status rendezvous_file_for(const Env &env, const char *what, const std::string &jobid,
                            std::string *file) {
-  if (jobid.size() > 200) return invalid_argument("%s job id of %zu characters", what, jobid.size());
+  if (jobid.size() > 200)
+    return invalid_argument("%s job id of %zu characters", what, jobid.size());
   std::string safe = jobid;
   for (char &c : safe) {
     bool okc = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
@@ -113,7 +114,8 @@ Status parse_root(const char *var, const std::string &text, std::string *root_ad
   int port = 0;
   Status st = parse_host_port(text, &host, &port);
   if (!st.ok()) return invalid_argument("%s: %s", var, st.message().c_str());
-  if (port == 0) return invalid_argument("%s='%s': port 0 is not a rendezvous port", var, text.c_str());
+  if (port == 0)
+    return invalid_argument("%s='%s': port 0 is not a rendezvous port", var, text.c_str());
   *root_addr = join_host_port(host, port);
   return Status::Ok();
 }
@@ -144,7 +146,8 @@ Status from_mpirun(const Env &env, LaunchInfo *info) {
   if (!var)
     return invalid_argument(
         "no root address: set DDL_ROOT=host:port, or run under an mpirun that exports "
-        "OMPI_MCA_ess_base_jobid or PMIX_NAMESPACE (to name the rendezvous file); both are missing");
+        "OMPI_MCA_ess_base_jobid or PMIX_NAMESPACE (to name the rendezvous file); both are "
+        "missing");
   return rendezvous_file_for(env, "mpirun", env.get(var), &info->rendezvous_file);
 }
 
@@ -177,8 +180,9 @@ Status from_slurm(const Env &env, LaunchInfo *info) {
 Status from_torchrun(const Env &env, LaunchInfo *info) {
   info->source = "torchrun";
   bool root = env.has("DDL_ROOT");
-  std::string missing = root ? missing_of(env, {"RANK", "WORLD_SIZE"})
-                             : missing_of(env, {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"});
+  std::string missing = root
+                            ? missing_of(env, {"RANK", "WORLD_SIZE"})
+                            : missing_of(env, {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"});
   if (!missing.empty()) return invalid_argument("%s", missing.c_str());
   DDL_RETURN_IF_ERROR(parse_var(env, "WORLD_SIZE", 1, wire::kMaxRanks, &info->nranks));
   DDL_RETURN_IF_ERROR(parse_var(env, "RANK", 0, wire::kMaxRanks - 1, &info->rank));
@@ -206,7 +210,8 @@ Status finish(const Env &env, LaunchInfo *info) {
     DDL_RETURN_IF_ERROR(parse_root("DDL_ROOT", env.get("DDL_ROOT"), &info->root_addr));
     info->rendezvous_file.clear();
   }
-  if (info->root_addr.empty() && info->rendezvous_file.empty())
+  // One rank needs no rendezvous.
+  if (info->root_addr.empty() && info->rendezvous_file.empty() && info->nranks > 1)
     return invalid_argument("missing DDL_ROOT (host:port of rank 0's rendezvous)");
   info->job_token = env.get("DDL_JOB_TOKEN");
   if (info->job_token.size() > wire::kMaxToken)
@@ -245,8 +250,7 @@ Status launch_info_from(const GetEnv &getenv_fn, LaunchInfo *info) {
 }
 
 Status launch_info_from_env(LaunchInfo *info) {
-  return launch_info_from([](const char *name) -> const char * { return std::getenv(name); },
-                          info);
+  return launch_info_from([](const char *name) -> const char * { return std::getenv(name); }, info);
 }
 
 }  // namespace ddl

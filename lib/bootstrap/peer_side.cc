@@ -31,9 +31,10 @@ bool read_rendezvous_file(const std::string &file, std::string *addr, std::strin
   int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     int err = errno;
-    *why = err == ENOENT ? strprintf("rendezvous file %s does not exist yet (rank 0 has not "
-                                     "published its address)",
-                                     file.c_str())
+    *why = err == ENOENT ? strprintf(
+                               "rendezvous file %s does not exist yet (rank 0 has not "
+                               "published its address)",
+                               file.c_str())
                          : strprintf("opening rendezvous file %s: %s (errno %d)", file.c_str(),
                                      strerror(err), err);
     return false;
@@ -166,7 +167,8 @@ class Connector {
   }
 
   Attempt retry_errno(const std::string &addr, int err) {
-    last_error_ = strprintf("connecting to root %s: %s (errno %d)", addr.c_str(), strerror(err), err);
+    last_error_ =
+        strprintf("connecting to root %s: %s (errno %d)", addr.c_str(), strerror(err), err);
     return Attempt::kRetry;
   }
 

@@ -86,7 +86,8 @@ Status listen_wildcard(int port, int rank, int *fd) {
   a4.sin_family = AF_INET;
   a4.sin_addr.s_addr = htonl(INADDR_ANY);
   a4.sin_port = htons(static_cast<uint16_t>(port));
-  Status st4 = bind_and_listen(reinterpret_cast<struct sockaddr *>(&a4), sizeof a4, false, rank, fd);
+  Status st4 =
+      bind_and_listen(reinterpret_cast<struct sockaddr *>(&a4), sizeof a4, false, rank, fd);
   return st4.ok() ? st4 : st;
 }
 
@@ -136,15 +137,17 @@ std::string auto_host() {
         if (!(i->ifa_flags & IFF_UP) || (i->ifa_flags & IFF_LOOPBACK)) continue;
         if (std::strncmp(i->ifa_name, "docker", 6) == 0) continue;
         if (!usable_address(i->ifa_addr)) continue;
-        socklen_t len = family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
+        socklen_t len =
+            family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
         found = numeric_host(i->ifa_addr, len);
       }
     }
     freeifaddrs(ifs);
   }
   if (!found.empty()) return found;
-  DDL_WARN("bootstrap: no non-loopback address found; publishing 127.0.0.1 (ranks on other "
-           "hosts will not reach it)");
+  DDL_WARN(
+      "bootstrap: no non-loopback address found; publishing 127.0.0.1 (ranks on other "
+      "hosts will not reach it)");
   return "127.0.0.1";
 }
 
@@ -264,13 +267,13 @@ class Acceptor {
       p.header_got += static_cast<size_t>(n);
       // The magic first, as soon as its 4 bytes are in: garbage is turned away at once.
       if (p.header_got >= 4 && get_u32(p.header) != wire::kMagic)
-        return drop(why, strprintf("bad magic 0x%08x (not a ddl bootstrap client)",
-                                   get_u32(p.header)));
+        return drop(why,
+                    strprintf("bad magic 0x%08x (not a ddl bootstrap client)", get_u32(p.header)));
       if (p.header_got < sizeof p.header) continue;
       uint16_t version = get_u16(p.header + 4), token_len = get_u16(p.header + 6);
       if (version != wire::kVersion)
-        return drop(why, strprintf("protocol version %u, this build speaks %u", version,
-                                   wire::kVersion));
+        return drop(
+            why, strprintf("protocol version %u, this build speaks %u", version, wire::kVersion));
       if (token_len > wire::kMaxToken)
         return drop(why, strprintf("token length %u exceeds %zu", token_len, wire::kMaxToken));
       p.token.assign(token_len, '\0');
@@ -283,8 +286,7 @@ class Acceptor {
       p.token_got += static_cast<size_t>(n);
     }
     // The token before anything else: a stranger learns nothing about the job.
-    if (!wire::constant_time_equal(p.token, opts_.job_token))
-      return drop(why, "wrong job token");
+    if (!wire::constant_time_equal(p.token, opts_.job_token)) return drop(why, "wrong job token");
     uint32_t r = get_u32(p.header + 8), n = get_u32(p.header + 12);
     uint16_t code = wire::kAccepted;
     if (n != static_cast<uint32_t>(opts_.nranks)) {
@@ -342,10 +344,10 @@ Status accept_peers(int listen_fd, const BootstrapOptions &opts, const Deadline 
       std::vector<int> absent;
       for (int r = 1; r < opts.nranks; ++r)
         if ((*peers)[r] < 0) absent.push_back(r);
-      std::string more =
-          drops.count ? strprintf("; %d other connection%s dropped, last %s", drops.count,
-                                  drops.count == 1 ? " was" : "s were", drops.last.c_str())
-                      : std::string();
+      std::string more = drops.count
+                             ? strprintf("; %d other connection%s dropped, last %s", drops.count,
+                                         drops.count == 1 ? " was" : "s were", drops.last.c_str())
+                             : std::string();
       result = timeout_error(
           "bootstrap: rank 0: timed out after %lld ms waiting for rank%s %s to connect (%d of %d "
           "arrived)%s",
@@ -384,9 +386,9 @@ Status accept_peers(int listen_fd, const BootstrapOptions &opts, const Deadline 
     now = std::chrono::steady_clock::now();
     for (Pending &p : pending)
       if (p.fd >= 0 && now >= p.stall_at) drop_pending(p, "stalled in its hello", 0, &drops);
-    pending.erase(std::remove_if(pending.begin(), pending.end(),
-                                 [](const Pending &p) { return p.fd < 0; }),
-                  pending.end());
+    pending.erase(
+        std::remove_if(pending.begin(), pending.end(), [](const Pending &p) { return p.fd < 0; }),
+        pending.end());
     if (n > 0 && (pfds[0].revents & POLLIN)) {
       for (;;) {
         struct sockaddr_storage ss;

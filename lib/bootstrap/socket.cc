@@ -16,9 +16,9 @@ namespace ddl {
 namespace bootstrap {
 
 int Deadline::remaining_ms() const {
-  auto left_us = std::chrono::duration_cast<std::chrono::microseconds>(
-                     end_ - std::chrono::steady_clock::now())
-                     .count();
+  auto left_us =
+      std::chrono::duration_cast<std::chrono::microseconds>(end_ - std::chrono::steady_clock::now())
+          .count();
   if (left_us <= 0) return 0;
   // Rounded up, so that a poll() for the remaining time does not wake just before the end.
   int64_t left = (left_us + 999) / 1000;

@@ -1,0 +1,277 @@
+// launch_info_from: every launcher's variables, precedence, missing and malformed values. The
+// environment is a map handed in as a getenv-like function; the process environment is untouched.
+#include <criterion/criterion.h>
+
+#include <map>
+#include <string>
+
+#include "lib/bootstrap/bootstrap.h"
+#include "lib/bootstrap/launch_env.h"
+
+using namespace ddl;
+
+namespace {
+
+using Vars = std::map<std::string, std::string>;
+
+Status parse(const Vars &vars, LaunchInfo *info) {
+  return launch_info_from(
+      [&vars](const char *name) -> const char * {
+        auto it = vars.find(name);
+        return it == vars.end() ? nullptr : it->second.c_str();
+      },
+      info);
+}
+
+LaunchInfo parse_ok(const Vars &vars) {
+  LaunchInfo info;
+  Status st = parse(vars, &info);
+  cr_assert(st.ok(), "unexpected error: %s", st.message().c_str());
+  return info;
+}
+
+// Asserts an INVALID_ARGUMENT error whose message contains every one of `words`.
+void parse_fails(const Vars &vars, std::initializer_list<const char *> words) {
+  LaunchInfo info;
+  info.rank = 42;
+  Status st = parse(vars, &info);
+  cr_assert(!st.ok(), "expected an error");
+  cr_assert_eq(st.code(), DDL_ERR_INVALID_ARGUMENT, "code %d: %s", st.code(), st.message().c_str());
+  for (const char *w : words)
+    cr_assert(st.message().find(w) != std::string::npos, "'%s' not in: %s", w,
+              st.message().c_str());
+  cr_assert_eq(info.rank, 42, "output written on error");
+}
+
+void expect_str(const std::string &got, const char *want) {
+  cr_assert(got == want, "got '%s', want '%s'", got.c_str(), want);
+}
+
+}  // namespace
+
+Test(launch_env, ddl_variables) {
+  LaunchInfo i = parse_ok({{"DDL_RANK", "3"},
+                           {"DDL_WORLD_SIZE", "8"},
+                           {"DDL_ROOT", "10.0.0.1:29500"},
+                           {"DDL_JOB_TOKEN", "s3cret"},
+                           {"DDL_LOCAL_RANK", "1"},
+                           {"DDL_LOCAL_SIZE", "4"}});
+  cr_assert_eq(i.rank, 3);
+  cr_assert_eq(i.nranks, 8);
+  cr_assert_str_eq(i.root_addr.c_str(), "10.0.0.1:29500");
+  cr_assert(i.rendezvous_file.empty());
+  cr_assert_str_eq(i.job_token.c_str(), "s3cret");
+  cr_assert_str_eq(i.source.c_str(), "DDL_*");
+  cr_assert_eq(i.local_rank, 1);
+  cr_assert_eq(i.local_size, 4);
+  i = parse_ok({{"DDL_RANK", "0"}, {"DDL_WORLD_SIZE", "1"}, {"DDL_ROOT", "[fd00::2]:29500"}});
+  cr_assert_str_eq(i.root_addr.c_str(), "[fd00::2]:29500");
+  cr_assert_eq(i.local_rank, -1);
+  cr_assert(i.job_token.empty());
+  i = parse_ok({{"DDL_RANK", "0"}, {"DDL_WORLD_SIZE", "1"}});  // one rank: no root needed
+  cr_assert(i.root_addr.empty() && i.rendezvous_file.empty());
+  i = parse_ok({{"DDL_RANK", "1"}, {"DDL_WORLD_SIZE", "2"}, {"DDL_ROOT", "node-7.cluster:1"}});
+  cr_assert_str_eq(i.root_addr.c_str(), "node-7.cluster:1");
+}
+
+Test(launch_env, ddl_missing_and_garbage) {
+  parse_fails({{"DDL_RANK", "1"}}, {"missing DDL_WORLD_SIZE"});
+  parse_fails({{"DDL_WORLD_SIZE", "4"}, {"DDL_ROOT", "h:1"}}, {"missing DDL_RANK"});
+  parse_fails({{"DDL_RANK", "1"}, {"DDL_WORLD_SIZE", "4"}}, {"DDL_ROOT"});
+  parse_fails({{"DDL_RANK", "abc"}, {"DDL_WORLD_SIZE", "4"}, {"DDL_ROOT", "h:1"}},
+              {"DDL_RANK='abc'"});
+  parse_fails({{"DDL_RANK", "1x"}, {"DDL_WORLD_SIZE", "4"}, {"DDL_ROOT", "h:1"}}, {"DDL_RANK"});
+  parse_fails({{"DDL_RANK", "-1"}, {"DDL_WORLD_SIZE", "4"}, {"DDL_ROOT", "h:1"}}, {"DDL_RANK"});
+  parse_fails({{"DDL_RANK", "0"}, {"DDL_WORLD_SIZE", "0"}, {"DDL_ROOT", "h:1"}},
+              {"DDL_WORLD_SIZE"});
+  parse_fails({{"DDL_RANK", "0"}, {"DDL_WORLD_SIZE", "99999999999999999999"}, {"DDL_ROOT", "h:1"}},
+              {"DDL_WORLD_SIZE"});
+  parse_fails({{"DDL_RANK", "4"}, {"DDL_WORLD_SIZE", "4"}, {"DDL_ROOT", "h:1"}},
+              {"rank 4", "world size 4"});
+  parse_fails({{"DDL_RANK", "0"}, {"DDL_WORLD_SIZE", "4"}, {"DDL_ROOT", "nohostport"}},
+              {"DDL_ROOT", "no port"});
+  parse_fails({{"DDL_RANK", "0"}, {"DDL_WORLD_SIZE", "4"}, {"DDL_ROOT", "h:0"}},
+              {"DDL_ROOT", "port 0"});
+  parse_fails({{"DDL_RANK", "0"}, {"DDL_WORLD_SIZE", "4"}, {"DDL_ROOT", "h:70000"}},
+              {"DDL_ROOT", "70000"});
+  parse_fails({{"DDL_RANK", "0"}, {"DDL_WORLD_SIZE", "4"}, {"DDL_ROOT", "::1:29500"}},
+              {"DDL_ROOT", "[addr]:port"});
+  parse_fails({{"DDL_RANK", "0"}, {"DDL_WORLD_SIZE", "4"}, {"DDL_ROOT", "a b:1"}}, {"DDL_ROOT"});
+  parse_fails({{"DDL_RANK", "0"}, {"DDL_WORLD_SIZE", "4"}, {"DDL_ROOT", ":1"}}, {"empty host"});
+  parse_fails({{"DDL_RANK", "0"},
+               {"DDL_WORLD_SIZE", "4"},
+               {"DDL_ROOT", "h:1"},
+               {"DDL_JOB_TOKEN", std::string(300, 'x')}},
+              {"DDL_JOB_TOKEN"});
+  parse_fails(
+      {{"DDL_RANK", "0"}, {"DDL_WORLD_SIZE", "4"}, {"DDL_ROOT", "h:1"}, {"DDL_LOCAL_RANK", "z"}},
+      {"DDL_LOCAL_RANK"});
+  parse_fails({{"DDL_RANK", "0"},
+               {"DDL_WORLD_SIZE", "4"},
+               {"DDL_ROOT", "h:1"},
+               {"DDL_LOCAL_RANK", "2"},
+               {"DDL_LOCAL_SIZE", "2"}},
+              {"local rank 2"});
+}
+
+Test(launch_env, nothing_set) {
+  parse_fails({}, {"no launcher", "DDL_RANK", "mpirun"});
+  parse_fails({{"PATH", "/bin"}, {"SLURM_JOB_ID", "5"}}, {"no launcher"});
+}
+
+Test(launch_env, mpirun) {
+  Vars v = {{"OMPI_COMM_WORLD_RANK", "2"},        {"OMPI_COMM_WORLD_SIZE", "4"},
+            {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},  {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
+            {"OMPI_MCA_ess_base_jobid", "12345"}, {"PMIX_NAMESPACE", "ignored"}};
+  LaunchInfo i = parse_ok(v);
+  cr_assert_str_eq(i.source.c_str(), "mpirun");
+  cr_assert_eq(i.rank, 2);
+  cr_assert_eq(i.nranks, 4);
+  cr_assert_eq(i.local_rank, 0);
+  cr_assert_eq(i.local_size, 2);
+  cr_assert(i.root_addr.empty());
+  cr_assert_str_eq(i.rendezvous_file.c_str(), "/tmp/ddl-12345.root");
+
+  // Open MPI 5: only the PMIx namespace, made file-name safe; DDL_RENDEZVOUS_DIR moves it.
+  v.erase("OMPI_MCA_ess_base_jobid");
+  v["PMIX_NAMESPACE"] = "prterun-vm-9@1";
+  v["DDL_RENDEZVOUS_DIR"] = "/shared/ddl//";
+  i = parse_ok(v);
+  cr_assert_str_eq(i.rendezvous_file.c_str(), "/shared/ddl/ddl-prterun-vm-9_1.root");
+
+  // DDL_ROOT overrides: an address, no file.
+  v["DDL_ROOT"] = "head:29500";
+  v["DDL_JOB_TOKEN"] = "t";
+  i = parse_ok(v);
+  cr_assert_str_eq(i.root_addr.c_str(), "head:29500");
+  cr_assert(i.rendezvous_file.empty());
+  cr_assert_str_eq(i.job_token.c_str(), "t");
+
+  parse_fails({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}},
+              {"OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE", "DDL_ROOT"});
+  parse_fails({{"OMPI_COMM_WORLD_RANK", "0"}}, {"mpirun", "missing OMPI_COMM_WORLD_SIZE"});
+  parse_fails({{"OMPI_COMM_WORLD_RANK", "5"}, {"OMPI_COMM_WORLD_SIZE", "2"}, {"DDL_ROOT", "h:1"}},
+              {"rank 5"});
+  parse_fails({{"OMPI_COMM_WORLD_RANK", "0"},
+               {"OMPI_COMM_WORLD_SIZE", "2"},
+               {"OMPI_COMM_WORLD_LOCAL_RANK", "x"},
+               {"DDL_ROOT", "h:1"}},
+              {"OMPI_COMM_WORLD_LOCAL_RANK"});
+}
+
+Test(launch_env, slurm) {
+  Vars v = {{"SLURM_PROCID", "5"},
+            {"SLURM_NTASKS", "7"},
+            {"SLURM_LOCALID", "1"},
+            {"SLURM_NODEID", "2"},
+            {"SLURM_JOB_ID", "777"},
+            {"SLURM_STEP_ID", "3"},
+            {"SLURM_STEP_TASKS_PER_NODE", "2(x2),3"}};
+  LaunchInfo i = parse_ok(v);
+  cr_assert_str_eq(i.source.c_str(), "slurm");
+  cr_assert_eq(i.rank, 5);
+  cr_assert_eq(i.nranks, 7);
+  cr_assert_eq(i.local_rank, 1);
+  cr_assert_eq(i.local_size, 3);
+  cr_assert_str_eq(i.rendezvous_file.c_str(), "/tmp/ddl-777.3.root");
+  v["SLURM_NODEID"] = "1";
+  cr_assert_eq(parse_ok(v).local_size, 2);
+  v["SLURM_STEP_TASKS_PER_NODE"] = "garbage(";  // only a hint: unknown, not an error
+  cr_assert_eq(parse_ok(v).local_size, -1);
+  v.erase("SLURM_STEP_ID");
+  expect_str(parse_ok(v).rendezvous_file, "/tmp/ddl-777.root");
+  v["DDL_ROOT"] = "10.1.1.1:4000";
+  i = parse_ok(v);
+  cr_assert_str_eq(i.root_addr.c_str(), "10.1.1.1:4000");
+  cr_assert(i.rendezvous_file.empty());
+
+  parse_fails({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}}, {"SLURM_JOB_ID", "DDL_ROOT"});
+  parse_fails({{"SLURM_PROCID", "0"}, {"SLURM_JOB_ID", "1"}}, {"slurm", "missing SLURM_NTASKS"});
+  parse_fails({{"SLURM_PROCID", "2"}, {"SLURM_NTASKS", "2"}, {"SLURM_JOB_ID", "1"}}, {"rank 2"});
+  parse_fails({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "two"}, {"SLURM_JOB_ID", "1"}},
+              {"SLURM_NTASKS='two'"});
+}
+
+Test(launch_env, torchrun) {
+  Vars v = {{"RANK", "1"},
+            {"WORLD_SIZE", "4"},
+            {"MASTER_ADDR", "10.0.0.9"},
+            {"MASTER_PORT", "29500"},
+            {"LOCAL_RANK", "1"},
+            {"LOCAL_WORLD_SIZE", "2"}};
+  LaunchInfo i = parse_ok(v);
+  cr_assert_str_eq(i.source.c_str(), "torchrun");
+  cr_assert_eq(i.rank, 1);
+  cr_assert_eq(i.nranks, 4);
+  cr_assert_eq(i.local_rank, 1);
+  cr_assert_eq(i.local_size, 2);
+  // MASTER_PORT is torchrun's own store: ours is the next port.
+  cr_assert_str_eq(i.root_addr.c_str(), "10.0.0.9:29501");
+  v["MASTER_ADDR"] = "fd00::1";
+  expect_str(parse_ok(v).root_addr, "[fd00::1]:29501");
+  v["DDL_ROOT"] = "10.0.0.9:40000";
+  expect_str(parse_ok(v).root_addr, "10.0.0.9:40000");
+
+  parse_fails({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}},
+              {"torchrun", "missing MASTER_PORT"});
+  parse_fails({{"RANK", "0"}, {"MASTER_ADDR", "h"}}, {"missing WORLD_SIZE, MASTER_PORT"});
+  parse_fails({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "65535"}},
+              {"MASTER_PORT"});
+  parse_fails({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "http"}},
+              {"MASTER_PORT='http'"});
+  parse_fails({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "a/b"}, {"MASTER_PORT", "1"}},
+              {"MASTER_ADDR"});
+  parse_fails({{"RANK", "3"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}},
+              {"rank 3"});
+}
+
+Test(launch_env, precedence) {
+  Vars slurm = {{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_JOB_ID", "9"}};
+  // mpirun inside a Slurm allocation: Open MPI's numbering is the truth.
+  Vars v = slurm;
+  v["OMPI_COMM_WORLD_RANK"] = "3";
+  v["OMPI_COMM_WORLD_SIZE"] = "4";
+  v["OMPI_MCA_ess_base_jobid"] = "1";
+  LaunchInfo i = parse_ok(v);
+  cr_assert_str_eq(i.source.c_str(), "mpirun");
+  cr_assert_eq(i.rank, 3);
+  // torchrun started by srun (one agent per node): RANK numbers workers.
+  v = slurm;
+  v["RANK"] = "5";
+  v["WORLD_SIZE"] = "8";
+  v["MASTER_ADDR"] = "n0";
+  v["MASTER_PORT"] = "29500";
+  i = parse_ok(v);
+  cr_assert_str_eq(i.source.c_str(), "torchrun");
+  cr_assert_eq(i.rank, 5);
+  // A stray RANK without WORLD_SIZE does not hide Slurm.
+  v = slurm;
+  v["RANK"] = "7";
+  expect_str(parse_ok(v).source, "slurm");
+  // DDL_* beats everything.
+  v["DDL_RANK"] = "1";
+  v["DDL_WORLD_SIZE"] = "3";
+  v["DDL_ROOT"] = "h:2";
+  i = parse_ok(v);
+  cr_assert_str_eq(i.source.c_str(), "DDL_*");
+  cr_assert_eq(i.nranks, 3);
+  // Empty values count as unset.
+  v = {{"DDL_RANK", ""},    {"DDL_WORLD_SIZE", ""}, {"RANK", "0"},
+       {"WORLD_SIZE", "1"}, {"MASTER_ADDR", "h"},   {"MASTER_PORT", "5"}};
+  expect_str(parse_ok(v).source, "torchrun");
+}
+
+Test(launch_env, to_bootstrap_options) {
+  LaunchInfo i = parse_ok({{"OMPI_COMM_WORLD_RANK", "1"},
+                           {"OMPI_COMM_WORLD_SIZE", "2"},
+                           {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
+                           {"OMPI_MCA_ess_base_jobid", "42"},
+                           {"DDL_JOB_TOKEN", "tok"}});
+  BootstrapOptions o = bootstrap_options_from(i, 1234);
+  cr_assert_eq(o.rank, 1);
+  cr_assert_eq(o.nranks, 2);
+  cr_assert(o.all_local, "every rank is on this host");
+  cr_assert_str_eq(o.rendezvous_file.c_str(), "/tmp/ddl-42.root");
+  cr_assert_str_eq(o.job_token.c_str(), "tok");
+  cr_assert_eq(o.timeout_ms, 1234);
+}
