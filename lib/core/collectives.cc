@@ -119,22 +119,23 @@ std::string describe_call(const ddl_comm *comm, const CollectiveCall &call, uint
 
 Status run_collective(ddl_comm *comm, const CollectiveCall &call) {
   const uint32_t seq = comm->seq;
-  const std::string context = describe_call(comm, call, seq) + ": ";
+  // Built only on failure: the success path stays free of string formatting.
+  auto context = [&] { return describe_call(comm, call, seq) + ": "; };
   bool in_place = false;
   Status s = check_call(comm, call, &in_place);
-  if (!s.ok()) return s.prefix(context);
+  if (!s.ok()) return s.prefix(context());
   if (!comm->failure.ok())
     return Status(comm->failure.code(),
-                  context + "the communicator failed earlier and must be destroyed: " +
+                  context() + "the communicator failed earlier and must be destroyed: " +
                       comm->failure.message());
   if (comm->aborted.load())
-    return invalid_usage("%sthe communicator was aborted; destroy it", context.c_str());
+    return invalid_usage("%sthe communicator was aborted; destroy it", context().c_str());
   ++comm->seq;  // every rank counts every call, including empty ones, to stay in step
   if (call.count == 0 && call.collective != Collective::kBarrier) return Status::Ok();
 
   const Plan *plan = nullptr;
   s = find_plan(comm, call, in_place, &plan);
-  if (!s.ok()) return s.prefix(context);
+  if (!s.ok()) return s.prefix(context());
   const size_t elem = datatype_size(call.dtype);
   const size_t scratch_bytes = plan->schedule.scratch_count * elem;
   if (comm->scratch.size() < scratch_bytes) comm->scratch.resize(scratch_bytes);
@@ -152,7 +153,7 @@ Status run_collective(ddl_comm *comm, const CollectiveCall &call) {
   exec.abort_flag = &comm->aborted;
   s = comm->executor.run(*plan, exec, comm->transport.get());
   if (!s.ok()) {
-    s.prefix(context);
+    s.prefix(context());
     comm->failure = s;  // messages of this call may still be in flight: no safe reuse
   }
   return s;

@@ -1,6 +1,7 @@
 // Bad input gets a clear error and loses nothing; waits end at their deadline; abort and
 // concurrent calls are refused cleanly.
 #include <criterion/criterion.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -154,4 +155,28 @@ Test(errors, abort_unblocks_a_waiting_call_and_a_second_thread_is_refused) {
     return 0;
   });
   cr_assert(failures.empty(), "%s", failures.c_str());
+}
+
+Test(errors, a_killed_peer_is_an_error_naming_it) {
+  RunOptions options;
+  options.comm_timeout_ms = 20000;
+  std::string failures = run_ranks(
+      2,
+      [](ddl_comm_t comm, int rank, int) {
+        std::vector<float> data(1 << 20, 1.0f);
+        RANK_OK(ddl_allreduce(data.data(), data.data(), data.size(), DDL_FLOAT32, DDL_SUM, comm));
+        if (rank == 1) raise(SIGKILL);
+        auto start = std::chrono::steady_clock::now();
+        ddl_result_t r = DDL_SUCCESS;
+        for (int i = 0; i < 100 && r == DDL_SUCCESS; ++i)
+          r = ddl_allreduce(data.data(), data.data(), data.size(), DDL_FLOAT32, DDL_SUM, comm);
+        double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        fprintf(stderr, "rank 0 learned of the death in %.2f s: %s\n", waited, ddl_comm_last_error(comm));
+        RANK_CHECK(r == DDL_ERR_REMOTE || r == DDL_ERR_TIMEOUT, "got %s", ddl_result_string(r));
+        RANK_CHECK(contains(ddl_comm_last_error(comm), "rank 1"), "%s", ddl_comm_last_error(comm));
+        return 0;
+      },
+      options);
+  // Rank 1 was killed on purpose; only rank 0's verdict counts.
+  cr_assert(failures.find("rank 0") == std::string::npos, "%s", failures.c_str());
 }
