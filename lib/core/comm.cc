@@ -17,6 +17,27 @@ std::set<ddl_comm *> &registry() {
 // How long destroy waits for UCX to flush what this rank sent.
 constexpr int kCloseTimeoutMs = 5000;
 
+// Every rank says where it runs; every rank then builds the same tiers from the same list.
+// A machine that hwloc cannot describe still gets a placement (its host identity).
+Status exchange_placements(ddl_comm *comm) {
+  topo::Topology topology;
+  Status s = topo::discover(topo::discover_options_from_env(), &topology);
+  if (!s.ok()) DDL_WARN("topology discovery failed, placing this rank by host only: %s",
+                        s.message().c_str());
+  const topo::Placement mine = topo::local_placement(topology, -1);
+  std::vector<std::string> all;
+  s = comm->bootstrap->allgather(topo::serialize(mine), &all);
+  if (!s.ok()) return s.prefix("exchanging placements: ");
+  std::vector<topo::Placement> by_rank(all.size());
+  for (size_t r = 0; r < all.size(); ++r) {
+    s = topo::parse_placement(all[r], &by_rank[r]);
+    if (!s.ok()) return s.prefix(strprintf("rank %zu's placement: ", r));
+  }
+  comm->tiers = topo::build_tiers(by_rank);
+  DDL_INFO("%s", topo::describe_tiers(comm->tiers).c_str());
+  return Status::Ok();
+}
+
 }  // namespace
 
 void register_comm(ddl_comm *comm) {
@@ -48,6 +69,7 @@ Status create_comm(const BootstrapOptions &options, const CommConfig &config, dd
   s = comm->bootstrap->allgather(comm->transport->worker_address(), &addresses);
   if (!s.ok()) return s.prefix("exchanging UCX addresses: ");
   DDL_RETURN_IF_ERROR(comm->transport->connect(addresses));
+  DDL_RETURN_IF_ERROR(exchange_placements(comm.get()));
   DDL_INFO("communicator ready: rank %d of %d, transport %s, timeout %d ms, chunk %zu B",
            comm->rank, comm->nranks, comm->transport->name(), config.timeout_ms,
            config.chunk_bytes);

@@ -14,6 +14,7 @@
 #include "lib/core/config.h"
 #include "lib/exec/executor.h"
 #include "lib/exec/plan.h"
+#include "topology/tiers.h"
 #include "transports/ucx/ucx_transport.h"
 
 struct ddl_comm {
@@ -23,6 +24,8 @@ struct ddl_comm {
   std::unique_ptr<ddl::Bootstrap> bootstrap;
   std::unique_ptr<ddl::UcxTransport> transport;
   ddl::Executor executor;
+  // Which ranks share a host, socket, NUMA node, PCIe switch (identical on every rank).
+  ddl::topo::Tiers tiers;
 
   uint32_t seq = 0;  // collectives started, for message matching and error messages
   // Plans of recent calls, by (collective, count, root, in place, element size).

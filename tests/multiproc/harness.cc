@@ -35,6 +35,7 @@ namespace {
 [[noreturn]] void run_child(int rank, int nranks, const std::string &root, const RankBody &body,
                             const RunOptions &options) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the test
+  if (options.before_init) options.before_init(rank);
   ddl_config_t config = DDL_CONFIG_INITIALIZER;
   config.timeout_ms = options.comm_timeout_ms;
   config.job_token = "test-token";

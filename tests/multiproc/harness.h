@@ -16,6 +16,8 @@ using RankBody = std::function<int(ddl_comm_t comm, int rank, int nranks)>;
 struct RunOptions {
   int timeout_ms = 120000;     // the whole run; children still alive then are killed
   int comm_timeout_ms = 60000;  // DDL timeout inside the communicator
+  // Runs in each child before ddl_comm_init (e.g. to set environment variables).
+  std::function<void(int rank)> before_init;
 };
 
 // "" when every rank returned 0; else one line per failed rank.
