@@ -27,17 +27,21 @@ namespace ddl {
 namespace reduce_detail {
 namespace {
 
-// Loads and stores through memcpy: defined behaviour at any byte address, and GCC still
-// emits plain (unaligned) vector loads and stores for them.
+// Element loads and stores through a may_alias, 1-byte-aligned type (a GNU extension, as the
+// intrinsic headers' __m256_u is): defined at any byte address, and typed, so that GCC keeps
+// a double a double. (Through memcpy GCC turns the double min/max selects into 64-bit
+// integer selects, which baseline SSE2 cannot vectorize.)
+template <class S>
+struct Unaligned {
+  typedef S type __attribute__((aligned(1), may_alias));
+};
 template <class S>
 DDL_REDUCE_TARGET inline S load_at(const void *p, size_t i) {
-  S v;
-  std::memcpy(&v, static_cast<const char *>(p) + i * sizeof(S), sizeof(S));
-  return v;
+  return static_cast<const typename Unaligned<S>::type *>(p)[i];
 }
 template <class S>
 DDL_REDUCE_TARGET inline void store_at(void *p, size_t i, S v) {
-  std::memcpy(static_cast<char *>(p) + i * sizeof(S), &v, sizeof(S));
+  static_cast<typename Unaligned<S>::type *>(p)[i] = v;
 }
 
 // Codecs: how a stored element (S) becomes the type the arithmetic runs in (C) and back.
@@ -77,26 +81,31 @@ DDL_REDUCE_TARGET inline C add(C a, C b) {
 
 // Division by AVG's divisor d (>= 2 here: divisor 1 takes the SUM loop), truncating for
 // integers. x86 has no SIMD integer division and a scalar one costs 20-90 cycles, so:
-//  - 8- and 32-bit: q = trunc(|x| * RN(1/d)) in float (8-bit) or double (32-bit), then one
-//    correction. Why that is exact: the product's relative error is under 2u (u = 2^-24 or
-//    2^-53) and |x| / d < 2^8 / d (resp. 2^32 / d), so its absolute error is below 1/d.
-//    If d does not divide |x|, the quotient lies at least 1/d away from either integer and
-//    truncation is right; if it does, truncation may give k - 1 for k, which the remainder
-//    test (|x| - q*d >= d) puts right. Everything here vectorizes (cvtdq2pd, mulpd, cvttpd2dq,
-//    pmulld, compares and blends).
+//  - 8-bit: |x| <= 255, and q = (|x| * m) >> 16 with m = ceil(2^16 / d) is exact: with
+//    e = m*d - 2^16 < d, the error term |x| * e / 2^16 stays below 1 for d <= 255
+//    (255 * 254 < 2^16), and for d > 255 the product is below 2^16, giving 0 as it should.
+//    Computed in 16-bit lanes, where the high half of the product is one vpmulhuw.
+//  - 32-bit: q = trunc(|x| * RN(1/d)) in double, then one correction. The product's
+//    relative error is under 2^-52 and |x| / d < 2^32 / d, so its absolute error is below
+//    1/d: if d does not divide |x| the quotient is at least 1/d from either integer and
+//    truncation is right; if it does, truncation may give k - 1 for k (e.g. 49 / 49), which
+//    the remainder test (|x| - q*d >= d) puts right. All of it vectorizes (cvtdq2pd,
+//    mulpd, cvttpd2dq, pmulld, compares, blends).
 //  - 64-bit: Granlund-Montgomery's multiply-high by a precomputed magic number (Hacker's
-//    Delight 10-8; one 64x64->128 multiply, a few cycles), on |x| for signed types.
+//    Delight 10-8; one 64x64->128 multiply, a few cycles, scalar), on |x| for signed types.
+// Signed types divide |x| and restore the sign with masks (x ^ s) - s, not branches: on
+// random data a branch would mispredict every other element (int64 AVG ran at 2 GB/s).
 template <class C>
 struct Divide {
-  using F = std::conditional_t<(sizeof(C) == 1), float, double>;
-  C d;        // floating types
-  uint32_t ud;  // 8- and 32-bit
-  F inv;
+  C d;             // floating types
+  uint32_t ud;     // 32-bit
+  double inv;      // 32-bit
+  uint16_t m16;    // 8-bit: ceil(2^16 / d) <= 32768 for d >= 2 (wraps to 0 for d = 1: unused)
   uint64_t magic;  // 64-bit
-  int shift;
+  int shift;       // 64-bit
   DDL_REDUCE_TARGET explicit Divide(int divisor)
-      : d(static_cast<C>(divisor)), ud(static_cast<uint32_t>(divisor)),
-        inv(F(1) / static_cast<F>(divisor)), magic(0), shift(0) {
+      : d(static_cast<C>(divisor)), ud(static_cast<uint32_t>(divisor)), inv(1.0 / divisor),
+        m16(static_cast<uint16_t>((65536 + static_cast<int64_t>(divisor) - 1) / divisor)), magic(0), shift(0) {
     if constexpr (std::is_integral_v<C> && sizeof(C) == 8) {
       if (divisor < 2) return;
       int l = 1;  // ceil(log2(divisor))
@@ -110,25 +119,26 @@ struct Divide {
   DDL_REDUCE_TARGET C operator()(C x) const {
     if constexpr (std::is_floating_point_v<C>) {
       return x / d;
-    } else if constexpr (sizeof(C) == 8) {
-      const bool neg = std::is_signed_v<C> && x < 0;
-      const uint64_t ax = neg ? uint64_t{0} - static_cast<uint64_t>(x) : static_cast<uint64_t>(x);
+    } else if constexpr (sizeof(C) == 1) {
+      const uint16_t sign = std::is_signed_v<C> && x < 0 ? 0xffff : 0;
+      const uint16_t ax = static_cast<uint16_t>((static_cast<uint16_t>(static_cast<int16_t>(x)) ^ sign) - sign);
+      const uint16_t q = static_cast<uint16_t>((static_cast<uint32_t>(ax) * static_cast<uint32_t>(m16)) >> 16);
+      return static_cast<C>(static_cast<uint16_t>((q ^ sign) - sign));
+    } else if constexpr (sizeof(C) == 4) {
+      const uint32_t sign = std::is_signed_v<C> && x < 0 ? ~0u : 0u;
+      const uint32_t ax = (static_cast<uint32_t>(x) ^ sign) - sign;
+      // |x| as a double, exactly, by conversions the vector units have (int32 -> double).
+      const double fx = std::is_signed_v<C> ? std::fabs(static_cast<double>(static_cast<int32_t>(x)))
+                                            : static_cast<double>(static_cast<int32_t>(ax ^ 0x80000000u)) + 2147483648.0;
+      uint32_t q = static_cast<uint32_t>(static_cast<int32_t>(fx * inv));  // < 2^31 as d >= 2
+      q += (ax - q * ud) >= ud ? 1u : 0u;
+      return static_cast<C>((q ^ sign) - sign);
+    } else {
+      const uint64_t sign = std::is_signed_v<C> && x < 0 ? ~uint64_t{0} : 0;
+      const uint64_t ax = (static_cast<uint64_t>(x) ^ sign) - sign;
       const uint64_t t = static_cast<uint64_t>((static_cast<unsigned __int128>(magic) * ax) >> 64);
       const uint64_t q = (t + ((ax - t) >> 1)) >> shift;
-      return static_cast<C>(neg ? uint64_t{0} - q : q);
-    } else {
-      const bool neg = std::is_signed_v<C> && x < 0;
-      const uint32_t ax = neg ? 0u - static_cast<uint32_t>(x) : static_cast<uint32_t>(x);
-      F fx;  // |x| as F, exactly, by conversions the vector units have
-      if constexpr (sizeof(C) == 1)
-        fx = static_cast<F>(static_cast<int32_t>(ax));
-      else if constexpr (std::is_signed_v<C>)
-        fx = std::fabs(static_cast<F>(x));
-      else
-        fx = static_cast<F>(static_cast<int32_t>(ax ^ 0x80000000u)) + F(2147483648.0);
-      uint32_t q = static_cast<uint32_t>(static_cast<int32_t>(fx * inv));  // < 2^31 as d >= 2
-      q += 0;
-      return static_cast<C>(neg ? 0u - q : q);
+      return static_cast<C>((q ^ sign) - sign);
     }
   }
 };

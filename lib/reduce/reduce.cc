@@ -18,6 +18,10 @@
 #include "lib/reduce/convert.h"
 #include "lib/reduce/kernels.h"
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 namespace ddl {
 namespace {
 
@@ -38,8 +42,11 @@ const KernelTable *table_of(int isa) {
 bool cpu_has(int isa) {
 #if defined(__x86_64__)
   __builtin_cpu_init();  // in case we run before the constructors that would have done it
-  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                    __builtin_cpu_supports("f16c");
+  // F16C straight from CPUID (leaf 1, ECX bit 29): clang 14's __builtin_cpu_supports does
+  // not know "f16c". The avx2 test already covers the OS saving the ymm registers.
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & (1u << 29)) != 0;
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
   switch (isa) {
     case kPortable: return true;
     case kAvx2: return avx2;

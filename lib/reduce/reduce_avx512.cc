@@ -12,13 +12,17 @@
 // GCC 12.1/12.2 report the intentionally undefined registers inside the AVX-512 intrinsic
 // headers (_mm512_undefined_*) as "may be used uninitialized" once inlined (GCC PR105593,
 // fixed in 12.3). The pragma covers only what the header defines.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 #pragma GCC diagnostic pop
-
 #define DDL_REDUCE_TARGET \
   __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c,prefer-vector-width=512")))
+#else  // clang: no prefer-vector-width in target strings
+#include <immintrin.h>
+#define DDL_REDUCE_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
+#endif
 #include "lib/reduce/generic.h"
 
 namespace ddl {
@@ -68,33 +72,42 @@ struct F16Lanes {
   DDL_REDUCE_TARGET static V splat(int d) { return _mm512_set1_ps(static_cast<float>(d)); }
 };
 
-// bfloat16: as in the AVX2 file; vpmovdw narrows 16 dwords to 16 words without the
-// lane-crossing fix-up that AVX2's pack needs.
+// bfloat16: as in the AVX2 file, 32 elements (one zmm) as two float vectors, even and odd,
+// with shifts and masks instead of shuffles.
+struct Pair {
+  __m512 even, odd;
+};
+
+DDL_REDUCE_TARGET inline __m512i bf16_round(__m512 v) {
+  const __m512i u = _mm512_castps_si512(v);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  const __m512i rounded = _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb);
+  const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+  return _mm512_mask_or_epi32(rounded, nan, u, _mm512_set1_epi32(0x00400000));
+}
+
 struct BF16Lanes {
   using S = uint16_t;
-  using V = __m512;
-  using M = __mmask16;
-  static constexpr size_t N = 16;
-  DDL_REDUCE_TARGET static V widen(__m256i h) {
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  using V = Pair;
+  using M = __mmask32;
+  static constexpr size_t N = 32;
+  DDL_REDUCE_TARGET static V widen(__m512i x) {
+    return {_mm512_castsi512_ps(_mm512_slli_epi32(x, 16)),
+            _mm512_castsi512_ps(_mm512_and_si512(x, _mm512_set1_epi32(static_cast<int>(0xffff0000u))))};
   }
-  DDL_REDUCE_TARGET static __m256i narrow(V v) {
-    const __m512i u = _mm512_castps_si512(v);
-    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-    const __m512i rounded = _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb);
-    const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-    const __m512i r = _mm512_mask_or_epi32(rounded, nan, u, _mm512_set1_epi32(0x00400000));
-    return _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16));
+  DDL_REDUCE_TARGET static __m512i narrow(V v) {
+    const __m512i even = _mm512_srli_epi32(bf16_round(v.even), 16);
+    const __m512i odd = _mm512_and_si512(bf16_round(v.odd), _mm512_set1_epi32(static_cast<int>(0xffff0000u)));
+    return _mm512_or_si512(even, odd);
   }
-  DDL_REDUCE_TARGET static V load(const char *p) {
-    return widen(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(p)));
+  DDL_REDUCE_TARGET static V load(const char *p) { return widen(_mm512_loadu_si512(p)); }
+  DDL_REDUCE_TARGET static V load(const char *p, M k) { return widen(_mm512_maskz_loadu_epi16(k, p)); }
+  DDL_REDUCE_TARGET static void store(char *p, V v) { _mm512_storeu_si512(p, narrow(v)); }
+  DDL_REDUCE_TARGET static void store(char *p, V v, M k) { _mm512_mask_storeu_epi16(p, k, narrow(v)); }
+  DDL_REDUCE_TARGET static V splat(int d) {
+    const __m512 v = _mm512_set1_ps(static_cast<float>(d));
+    return {v, v};
   }
-  DDL_REDUCE_TARGET static V load(const char *p, M k) { return widen(_mm256_maskz_loadu_epi16(k, p)); }
-  DDL_REDUCE_TARGET static void store(char *p, V v) {
-    _mm256_storeu_si256(reinterpret_cast<__m256i *>(p), narrow(v));
-  }
-  DDL_REDUCE_TARGET static void store(char *p, V v, M k) { _mm256_mask_storeu_epi16(p, k, narrow(v)); }
-  DDL_REDUCE_TARGET static V splat(int d) { return _mm512_set1_ps(static_cast<float>(d)); }
 };
 
 // MIN/MAX: vminps(a, b) is `a < b ? a : b`; the masked move lets a NaN in a win too
@@ -117,6 +130,13 @@ DDL_REDUCE_TARGET inline __m512d vmin(__m512d a, __m512d b) {
 DDL_REDUCE_TARGET inline __m512d vmax(__m512d a, __m512d b) {
   return _mm512_mask_mov_pd(_mm512_max_pd(a, b), _mm512_cmp_pd_mask(a, a, _CMP_UNORD_Q), a);
 }
+
+// A Pair (bfloat16's even and odd elements) does everything twice.
+DDL_REDUCE_TARGET inline Pair vadd(Pair a, Pair b) { return {vadd(a.even, b.even), vadd(a.odd, b.odd)}; }
+DDL_REDUCE_TARGET inline Pair vmul(Pair a, Pair b) { return {vmul(a.even, b.even), vmul(a.odd, b.odd)}; }
+DDL_REDUCE_TARGET inline Pair vdiv(Pair a, Pair b) { return {vdiv(a.even, b.even), vdiv(a.odd, b.odd)}; }
+DDL_REDUCE_TARGET inline Pair vmin(Pair a, Pair b) { return {vmin(a.even, b.even), vmin(a.odd, b.odd)}; }
+DDL_REDUCE_TARGET inline Pair vmax(Pair a, Pair b) { return {vmax(a.even, b.even), vmax(a.odd, b.odd)}; }
 
 struct VSum {
   template <class V>
@@ -164,7 +184,7 @@ DDL_REDUCE_TARGET void vec_loop(void *dst, const void *a, const void *b, size_t 
   }
   for (; i + N <= n; i += N) L::store(pd + i * W, Op::apply(L::load(pa + i * W), L::load(pb + i * W), d));
   if (i < n) {
-    const M k = static_cast<M>((1u << (n - i)) - 1u);  // n - i < N <= 16
+    const M k = static_cast<M>((1u << (n - i)) - 1u);  // n - i < N <= 32
     L::store(pd + i * W, Op::apply(L::load(pa + i * W, k), L::load(pb + i * W, k), d), k);
   }
 }

@@ -1,0 +1,145 @@
+// ddl_perf end to end: clear errors for bad options, and real runs under ddlrun (and under
+// mpirun where it is installed) that verify every element, for several datatypes, ops,
+// collectives and rank counts, printing nccl-tests' columns.
+#include <criterion/criterion.h>
+#include <unistd.h>
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "spawn.h"
+
+using ddl_test::run_command;
+using ddl_test::RunResult;
+
+namespace {
+
+const std::string kDdlrun = DDLRUN_PATH;
+const std::string kDdlPerf = DDL_PERF_PATH;
+const std::string kMpirun = MPIRUN_PATH;  // "...-NOTFOUND" without Open MPI
+
+const char kColumns[] =
+    "#       size         count      type   redop    root     time   algbw   busbw #wrong     "
+    "time   algbw   busbw #wrong";
+
+bool contains(const std::string &text, const std::string &part) {
+  return text.find(part) != std::string::npos;
+}
+
+// The table's rows: lines that are not comments, split into their 13 columns.
+std::vector<std::vector<std::string>> rows_of(const std::string &out) {
+  std::vector<std::vector<std::string>> rows;
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream fields(line);
+    std::vector<std::string> row;
+    for (std::string field; fields >> field;) row.push_back(field);
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+// Runs ddl_perf on `nranks` ranks under ddlrun and checks a clean, verified table.
+void expect_clean_run(int nranks, std::vector<std::string> args, size_t expected_rows = 0) {
+  std::vector<std::string> argv = {kDdlrun,     "-n",  std::to_string(nranks),
+                                   "--timeout", "240", kDdlPerf};
+  argv.insert(argv.end(), args.begin(), args.end());
+  RunResult r = run_command(argv, 280);
+  cr_assert(r.finished, "ddl_perf did not finish in time; stderr: %s", r.err.c_str());
+  cr_assert_eq(r.exit_status, 0, "exit %d\nstdout:\n%s\nstderr:\n%s", r.exit_status, r.out.c_str(),
+               r.err.c_str());
+  cr_assert(contains(r.out, kColumns), "no nccl-tests header in:\n%s", r.out.c_str());
+  cr_assert(contains(r.out, "# Out of bounds values : 0 OK"), "%s", r.out.c_str());
+  cr_assert(contains(r.out, "# Avg bus bandwidth    : "), "%s", r.out.c_str());
+  auto rows = rows_of(r.out);
+  cr_assert(!rows.empty(), "no rows in:\n%s", r.out.c_str());
+  if (expected_rows) cr_assert_eq(rows.size(), expected_rows, "%s", r.out.c_str());
+  for (const auto &row : rows) {
+    cr_assert_eq(row.size(), 13u, "a row without 13 columns in:\n%s", r.out.c_str());
+    cr_assert_eq(row[8], std::string("0"), "wrong out-of-place values:\n%s", r.out.c_str());
+    cr_assert(row[12] == "0" || row[12] == "N/A", "wrong in-place values:\n%s", r.out.c_str());
+    cr_assert(std::stod(row[5]) > 0, "a zero time:\n%s", r.out.c_str());
+  }
+}
+
+}  // namespace
+
+TestSuite(ddl_perf, .fini = ddl_test::kill_all_spawned, .timeout = 300);
+
+Test(ddl_perf, bad_options_are_reported_clearly) {
+  struct Case {
+    std::vector<std::string> args;
+    const char *message;
+  };
+  const Case cases[] = {
+      {{"-b", "lots"}, "-b wants a size in bytes such as 8, 64K, 256M or 1G, not 'lots'"},
+      {{"-b", "1M", "-e", "1K"}, "-b (1048576) is larger than -e (1024)"},
+      {{"-d", "float128"}, "unknown datatype 'float128'"},
+      {{"-o", "nand"}, "unknown op 'nand'"},
+      {{"-c", "yes"}, "-c wants 0 or 1"},
+      {{"-q"}, "unknown option -q"},
+  };
+  for (const Case &c : cases) {
+    std::vector<std::string> argv = {kDdlPerf};
+    argv.insert(argv.end(), c.args.begin(), c.args.end());
+    RunResult r = run_command(argv, 30);
+    cr_assert_eq(r.exit_status, 2, "'%s': exit %d", c.message, r.exit_status);
+    cr_assert(contains(r.err, c.message), "want '%s' in: %s", c.message, r.err.c_str());
+  }
+  RunResult help = run_command({kDdlPerf, "--help"}, 30);
+  cr_assert_eq(help.exit_status, 0);
+  cr_assert(contains(help.out, "-b, --minbytes"), "%s", help.out.c_str());
+}
+
+Test(ddl_perf, allreduce_float_sum_two_ranks) {
+  // 8, 32, ..., 512K: 9 sizes.
+  expect_clean_run(2, {"-b", "8", "-e", "1M", "-f", "4", "-c", "1"}, 9);
+}
+
+Test(ddl_perf, allreduce_half_max) {
+  expect_clean_run(2, {"-b", "8", "-e", "1M", "-f", "4", "-c", "1", "-d", "half", "-o", "max"});
+}
+
+Test(ddl_perf, allreduce_bfloat16_sum_three_ranks) {
+  expect_clean_run(3, {"-b", "8", "-e", "256K", "-f", "8", "-d", "bfloat16", "-o", "sum"});
+}
+
+Test(ddl_perf, allreduce_int8_prod_and_float_avg) {
+  expect_clean_run(2, {"-b", "8", "-e", "64K", "-f", "8", "-d", "int8", "-o", "prod"});
+  expect_clean_run(3, {"-b", "8", "-e", "64K", "-f", "8", "-d", "float", "-o", "avg"});
+}
+
+Test(ddl_perf, allreduce_every_type_and_op_four_ranks) {
+  expect_clean_run(
+      4, {"-b", "8", "-e", "4K", "-f", "8", "-n", "3", "-w", "1", "-d", "all", "-o", "all"});
+}
+
+Test(ddl_perf, other_collectives) {
+  expect_clean_run(3, {"-C", "broadcast", "-r", "1", "-b", "8", "-e", "256K", "-f", "8"});
+  expect_clean_run(3, {"-C", "allgather", "-b", "8", "-e", "256K", "-f", "8", "-d", "half"});
+  expect_clean_run(3, {"-C", "reduce_scatter", "-b", "8", "-e", "256K", "-f", "8", "-o", "max"});
+}
+
+Test(ddl_perf, json_output) {
+  std::string dir = ddl_test::make_temp_dir();
+  std::string path = dir + "/results.json";
+  expect_clean_run(2, {"-b", "8", "-e", "64", "-J", path}, 4);
+  std::string json = ddl_test::read_file(path);
+  ddl_test::remove_dir(dir);
+  cr_assert(contains(json, "\"collective\": \"allreduce\"") && contains(json, "\"nranks\": 2") &&
+                contains(json, "\"size\": 64") && contains(json, "\"out_of_bounds\": 0"),
+            "%s", json.c_str());
+}
+
+Test(ddl_perf, runs_under_mpirun) {
+  if (access(kMpirun.c_str(), X_OK) != 0) cr_skip_test("mpirun is not installed");
+  RunResult r = run_command({kMpirun, "-np", "2", "--allow-run-as-root", "--oversubscribe",
+                             "--bind-to", "none", kDdlPerf, "-b", "8", "-e", "64K", "-f", "8"},
+                            240);
+  cr_assert(r.finished, "ddl_perf under mpirun did not finish; stderr: %s", r.err.c_str());
+  cr_assert_eq(r.exit_status, 0, "stdout:\n%s\nstderr:\n%s", r.out.c_str(), r.err.c_str());
+  cr_assert(contains(r.out, "# Out of bounds values : 0 OK"), "%s", r.out.c_str());
+  cr_assert(contains(r.out, ", 2 ranks"), "%s", r.out.c_str());
+}

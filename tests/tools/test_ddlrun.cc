@@ -1,0 +1,237 @@
+// ddlrun end to end: environment, output tagging, failure propagation, signals, timeouts.
+// The ranks are small `sh -c` scripts; every test has deadlines and kills what it spawned.
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "spawn.h"
+
+using ddl_test::run_command;
+using ddl_test::RunResult;
+
+namespace {
+
+const std::string kDdlrun = DDLRUN_PATH;
+std::string g_dir;  // per-test scratch directory
+
+void setup() {
+  g_dir = ddl_test::make_temp_dir();
+}
+void teardown() {
+  ddl_test::kill_all_spawned();
+  ddl_test::remove_dir(g_dir);
+}
+
+std::vector<std::string> ddlrun(std::vector<std::string> options, const std::string &script) {
+  std::vector<std::string> argv = {kDdlrun};
+  argv.insert(argv.end(), options.begin(), options.end());
+  argv.insert(argv.end(), {"--", "/bin/sh", "-c", script});
+  return argv;
+}
+
+std::vector<std::string> lines_of(const std::string &text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+bool contains(const std::string &text, const std::string &part) {
+  return text.find(part) != std::string::npos;
+}
+
+// Waits until DIR/<prefix>.<rank> exists for every rank; returns the pids written in them.
+std::vector<pid_t> wait_for_pid_files(const std::string &prefix, int nranks, double seconds) {
+  std::vector<pid_t> pids;
+  for (int tries = 0; tries < static_cast<int>(seconds * 100); ++tries) {
+    pids.clear();
+    for (int rank = 0; rank < nranks; ++rank) {
+      std::string text = ddl_test::read_file(g_dir + "/" + prefix + "." + std::to_string(rank));
+      if (!text.empty() && text.back() == '\n') pids.push_back(std::stoi(text));
+    }
+    if (static_cast<int>(pids.size()) == nranks) return pids;
+    usleep(10000);
+  }
+  return pids;
+}
+
+void assert_all_gone(const std::vector<pid_t> &pids) {
+  for (pid_t pid : pids) {
+    cr_assert(ddl_test::wait_until_gone(pid, 5), "process %d outlived ddlrun",
+              static_cast<int>(pid));
+  }
+}
+
+}  // namespace
+
+TestSuite(ddlrun, .init = setup, .fini = teardown, .timeout = 60);
+
+Test(ddlrun, sets_the_environment_of_each_rank) {
+  RunResult r = run_command(
+      ddlrun({"-n", "3", "-x", "EXTRA_VAR=some value"},
+             "echo \"$DDL_RANK $DDL_WORLD_SIZE $DDL_LOCAL_RANK $DDL_LOCAL_SIZE $DDL_ROOT "
+             "$DDL_JOB_TOKEN $EXTRA_VAR\" > " +
+                 g_dir + "/env.$DDL_RANK"),
+      20);
+  cr_assert(r.finished && r.exit_status == 0, "status %d, stderr: %s", r.exit_status,
+            r.err.c_str());
+  std::set<std::string> roots, tokens;
+  for (int rank = 0; rank < 3; ++rank) {
+    std::istringstream in(ddl_test::read_file(g_dir + "/env." + std::to_string(rank)));
+    int r_rank = -1, world = -1, local_rank = -1, local_size = -1;
+    std::string root, token, extra1, extra2;
+    in >> r_rank >> world >> local_rank >> local_size >> root >> token >> extra1 >> extra2;
+    cr_assert_eq(r_rank, rank);
+    cr_assert_eq(world, 3);
+    cr_assert_eq(local_rank, rank);
+    cr_assert_eq(local_size, 3);
+    cr_assert(root.rfind("127.0.0.1:", 0) == 0 && root.size() > 10, "DDL_ROOT=%s", root.c_str());
+    int port = std::stoi(root.substr(10));
+    cr_assert(port > 0 && port < 65536);
+    cr_assert_eq(token.size(), 32u, "DDL_JOB_TOKEN=%s", token.c_str());
+    cr_assert(token.find_first_not_of("0123456789abcdef") == std::string::npos);
+    cr_assert_eq(extra1 + " " + extra2, std::string("some value"));
+    roots.insert(root);
+    tokens.insert(token);
+  }
+  cr_assert_eq(roots.size(), 1u, "all ranks must share DDL_ROOT");
+  cr_assert_eq(tokens.size(), 1u, "all ranks must share DDL_JOB_TOKEN");
+
+  // Another job gets another token.
+  RunResult again = run_command(ddlrun({"-n", "1"}, "echo $DDL_JOB_TOKEN"), 20);
+  cr_assert_eq(again.exit_status, 0);
+  cr_assert(!contains(again.out, *tokens.begin()), "the job token must be random");
+}
+
+Test(ddlrun, tag_output_prefixes_every_line_with_the_rank) {
+  RunResult r = run_command(
+      ddlrun({"-n", "2", "--tag-output"}, "echo first; echo oops >&2; echo second; printf tail"),
+      20);
+  cr_assert(r.finished && r.exit_status == 0, "status %d, stderr: %s", r.exit_status,
+            r.err.c_str());
+  std::vector<std::string> out = lines_of(r.out);
+  std::multiset<std::string> got(out.begin(), out.end());
+  std::multiset<std::string> want = {"[0] first", "[0] second", "[0] tail",
+                                     "[1] first", "[1] second", "[1] tail"};
+  cr_assert(got == want, "stdout was:\n%s", r.out.c_str());
+  cr_assert(contains(r.err, "[0] oops\n") && contains(r.err, "[1] oops\n"), "stderr: %s",
+            r.err.c_str());
+  // Each rank's own lines keep their order.
+  for (const char *rank : {"[0] ", "[1] "}) {
+    std::vector<std::string> mine;
+    for (const std::string &line : out)
+      if (line.rfind(rank, 0) == 0) mine.push_back(line.substr(4));
+    cr_assert(mine == std::vector<std::string>({"first", "second", "tail"}));
+  }
+
+  RunResult plain = run_command(ddlrun({"-n", "2"}, "echo untagged"), 20);
+  cr_assert_eq(plain.out, std::string("untagged\nuntagged\n"));
+}
+
+Test(ddlrun, a_failing_rank_stops_the_others_and_sets_the_exit_code) {
+  std::vector<std::string> argv = ddlrun(
+      {"-n", "4"}, "echo $$ > " + g_dir + "/pid.$DDL_RANK; " +
+                       "if [ \"$DDL_RANK\" = 2 ]; then sleep 0.3; exit 3; fi; exec sleep 60");
+  RunResult r = run_command(argv, 20);
+  cr_assert(r.finished, "ddlrun did not stop the sleeping ranks");
+  cr_assert_eq(r.exit_status, 3, "stderr: %s", r.err.c_str());
+  cr_assert(r.seconds < 5, "took %.1f s to stop the sleeping ranks", r.seconds);
+  cr_assert(contains(r.err, "rank 2 (pid ") && contains(r.err, "exited with code 3") &&
+                contains(r.err, "stopping the other 3 ranks"),
+            "stderr: %s", r.err.c_str());
+  assert_all_gone(wait_for_pid_files("pid", 4, 1));
+}
+
+Test(ddlrun, a_killed_rank_is_named_and_gives_128_plus_signal) {
+  RunResult r = run_command(
+      ddlrun({"-n", "3"}, "if [ \"$DDL_RANK\" = 1 ]; then kill -9 $$; fi; exec sleep 60"), 20);
+  cr_assert(r.finished);
+  cr_assert_eq(r.exit_status, 137, "stderr: %s", r.err.c_str());
+  cr_assert(r.seconds < 5, "took %.1f s", r.seconds);
+  cr_assert(contains(r.err, "rank 1 (pid ") && contains(r.err, "killed by signal 9"), "stderr: %s",
+            r.err.c_str());
+}
+
+Test(ddlrun, sigterm_reaches_every_rank_and_their_children) {
+  ddl_test::Spawned job(ddlrun({"-n", "3"}, "echo $$ > " + g_dir + "/pid.$DDL_RANK; sleep 60 & " +
+                                                "echo $! > " + g_dir + "/child.$DDL_RANK; wait"));
+  std::vector<pid_t> ranks = wait_for_pid_files("pid", 3, 10);
+  std::vector<pid_t> children = wait_for_pid_files("child", 3, 10);
+  cr_assert_eq(ranks.size(), 3u, "the ranks did not start");
+  cr_assert_eq(children.size(), 3u, "the ranks' children did not start");
+  kill(job.pid(), SIGTERM);
+  cr_assert(job.wait(10), "ddlrun did not exit after SIGTERM");
+  cr_assert_eq(job.exit_status(), 128 + SIGTERM, "stderr: %s", job.err().c_str());
+  cr_assert(contains(job.err(), "passing it on to 3 ranks"), "stderr: %s", job.err().c_str());
+  assert_all_gone(ranks);
+  assert_all_gone(children);
+}
+
+Test(ddlrun, ranks_die_with_a_killed_ddlrun) {
+  ddl_test::Spawned job(
+      ddlrun({"-n", "2"}, "echo $$ > " + g_dir + "/pid.$DDL_RANK; exec sleep 60"));
+  std::vector<pid_t> ranks = wait_for_pid_files("pid", 2, 10);
+  cr_assert_eq(ranks.size(), 2u, "the ranks did not start");
+  kill(job.pid(), SIGKILL);
+  cr_assert(job.wait(10));
+  assert_all_gone(ranks);  // PR_SET_PDEATHSIG
+}
+
+Test(ddlrun, timeout_stops_the_job) {
+  RunResult r = run_command({kDdlrun, "-n", "2", "--timeout", "0.5", "sleep", "60"}, 20);
+  cr_assert(r.finished);
+  cr_assert_eq(r.exit_status, 124, "stderr: %s", r.err.c_str());
+  cr_assert(r.seconds < 5, "took %.1f s", r.seconds);
+  cr_assert(contains(r.err, "timeout"), "stderr: %s", r.err.c_str());
+}
+
+Test(ddlrun, ranks_ignoring_sigterm_get_sigkill_after_the_grace_period) {
+  RunResult r = run_command(
+      ddlrun({"-n", "2", "--timeout", "0.3", "--grace-ms", "300"}, "trap '' TERM; exec sleep 60"),
+      20);
+  cr_assert(r.finished);
+  cr_assert_eq(r.exit_status, 124, "stderr: %s", r.err.c_str());
+  cr_assert(r.seconds < 5, "took %.1f s", r.seconds);
+  cr_assert(contains(r.err, "SIGKILL"), "stderr: %s", r.err.c_str());
+}
+
+Test(ddlrun, success_and_exec_failure) {
+  RunResult ok = run_command(ddlrun({"-n", "3"}, "exit 0"), 20);
+  cr_assert_eq(ok.exit_status, 0, "stderr: %s", ok.err.c_str());
+  cr_assert_eq(ok.err, std::string(""));
+
+  RunResult missing = run_command({kDdlrun, "-n", "2", "/nonexistent/program"}, 20);
+  cr_assert_eq(missing.exit_status, 127);
+  cr_assert(contains(missing.err, "cannot run '/nonexistent/program'"), "stderr: %s",
+            missing.err.c_str());
+}
+
+Test(ddlrun, usage_errors_are_clear) {
+  struct Case {
+    std::vector<std::string> args;
+    const char *message;
+  };
+  const Case cases[] = {
+      {{"sleep", "1"}, "-n N"},
+      {{"-n", "0", "true"}, "-n wants a number of ranks"},
+      {{"-n", "2"}, "no program to run"},
+      {{"-n", "2", "-x", "NOEQUALS", "true"}, "-x wants VAR=VALUE"},
+      {{"-n", "2", "--timeout", "soon", "true"}, "--timeout wants"},
+      {{"-n", "2", "--frobnicate", "true"}, "unknown option '--frobnicate'"},
+  };
+  for (const Case &c : cases) {
+    std::vector<std::string> argv = {kDdlrun};
+    argv.insert(argv.end(), c.args.begin(), c.args.end());
+    RunResult r = run_command(argv, 10);
+    cr_assert_eq(r.exit_status, 2, "for '%s'", c.message);
+    cr_assert(contains(r.err, c.message), "want '%s' in: %s", c.message, r.err.c_str());
+  }
+  RunResult help = run_command({kDdlrun, "--help"}, 10);
+  cr_assert_eq(help.exit_status, 0);
+  cr_assert(contains(help.out, "Usage: ddlrun -n N"));
+}

@@ -1,0 +1,285 @@
+// ddl_perf's building blocks in process: option parsing, sizes, bus factors, the table's
+// columns, the 16-bit float conversions, and that check mode's expectations are exact for
+// every datatype, op and collective (a reference "library" computed here must get 0 wrong,
+// and one corrupted element must count as 1 wrong).
+#include <criterion/criterion.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "lib/common/datatype.h"
+#include "perf_check.h"
+#include "perf_options.h"
+#include "perf_report.h"
+
+using namespace ddl_perf;
+
+namespace {
+
+ParseOutcome parse(std::vector<std::string> args, PerfOptions *options, std::string *error) {
+  args.insert(args.begin(), "ddl_perf");
+  std::vector<char *> argv;
+  for (std::string &arg : args) argv.push_back(&arg[0]);
+  argv.push_back(nullptr);
+  return parse_perf_options(static_cast<int>(args.size()), argv.data(), options, error);
+}
+
+double load(const void *buffer, size_t i, ddl_datatype_t dtype) {
+  switch (dtype) {
+    case DDL_INT8:
+      return static_cast<const int8_t *>(buffer)[i];
+    case DDL_UINT8:
+      return static_cast<const uint8_t *>(buffer)[i];
+    case DDL_INT32:
+      return static_cast<const int32_t *>(buffer)[i];
+    case DDL_UINT32:
+      return static_cast<const uint32_t *>(buffer)[i];
+    case DDL_INT64:
+      return static_cast<double>(static_cast<const int64_t *>(buffer)[i]);
+    case DDL_UINT64:
+      return static_cast<double>(static_cast<const uint64_t *>(buffer)[i]);
+    case DDL_FLOAT16:
+      return half_to_float(static_cast<const uint16_t *>(buffer)[i]);
+    case DDL_BFLOAT16:
+      return bfloat16_to_float(static_cast<const uint16_t *>(buffer)[i]);
+    case DDL_FLOAT32:
+      return static_cast<const float *>(buffer)[i];
+    default:
+      return static_cast<const double *>(buffer)[i];
+  }
+}
+
+void store(void *buffer, size_t i, ddl_datatype_t dtype, double v) {
+  switch (dtype) {
+    case DDL_INT8:
+      static_cast<int8_t *>(buffer)[i] = static_cast<int8_t>(v);
+      break;
+    case DDL_UINT8:
+      static_cast<uint8_t *>(buffer)[i] = static_cast<uint8_t>(v);
+      break;
+    case DDL_INT32:
+      static_cast<int32_t *>(buffer)[i] = static_cast<int32_t>(v);
+      break;
+    case DDL_UINT32:
+      static_cast<uint32_t *>(buffer)[i] = static_cast<uint32_t>(v);
+      break;
+    case DDL_INT64:
+      static_cast<int64_t *>(buffer)[i] = static_cast<int64_t>(v);
+      break;
+    case DDL_UINT64:
+      static_cast<uint64_t *>(buffer)[i] = static_cast<uint64_t>(v);
+      break;
+    case DDL_FLOAT16:
+      static_cast<uint16_t *>(buffer)[i] = float_to_half(static_cast<float>(v));
+      break;
+    case DDL_BFLOAT16:
+      static_cast<uint16_t *>(buffer)[i] = float_to_bfloat16(static_cast<float>(v));
+      break;
+    case DDL_FLOAT32:
+      static_cast<float *>(buffer)[i] = static_cast<float>(v);
+      break;
+    default:
+      static_cast<double *>(buffer)[i] = v;
+  }
+}
+
+// A reference collective the way the library is specified: reduce rank by rank in order,
+// in float32 for the 16-bit types (rounded at every step), avg = sum / n.
+void reference(Collective collective, ddl_datatype_t dtype, ddl_op_t op, int nranks, int root,
+               size_t count, std::vector<std::vector<unsigned char>> &send, int rank,
+               std::vector<unsigned char> *recv) {
+  size_t n = collective == Collective::kAllgather ? count * nranks : count;
+  for (size_t i = 0; i < n; ++i) {
+    double value = 0;
+    if (collective == Collective::kBroadcast) {
+      value = load(send[root].data(), i, dtype);
+    } else if (collective == Collective::kAllgather) {
+      value = load(send[i / count].data(), i % count, dtype);
+    } else {
+      size_t at = collective == Collective::kReduceScatter ? rank * count + i : i;
+      value = load(send[0].data(), at, dtype);
+      for (int r = 1; r < nranks; ++r) {
+        double v = load(send[r].data(), at, dtype);
+        value = op == DDL_PROD  ? value * v
+                : op == DDL_MIN ? std::min(value, v)
+                : op == DDL_MAX ? std::max(value, v)
+                                : value + v;
+        alignas(8) unsigned char step[8];
+        store(step, 0, dtype, value);  // round once per step
+        value = load(step, 0, dtype);
+      }
+      if (op == DDL_AVG) {
+        bool integer = dtype <= DDL_UINT64;
+        value = integer ? std::floor(value / nranks) : value / nranks;
+      }
+    }
+    store(recv->data(), i, dtype, value);
+  }
+}
+
+}  // namespace
+
+Test(perf_options, nccl_flags) {
+  PerfOptions o;
+  std::string error;
+  cr_assert_eq(parse({"-b", "8", "-e", "1M",   "-f", "4",   "-n", "7",         "-w", "2",
+                      "-c", "0", "-d", "half", "-o", "max", "-C", "allgather", "-J", "/tmp/x.json"},
+                     &o, &error),
+               ParseOutcome::kRun, "%s", error.c_str());
+  cr_assert_eq(o.min_bytes, 8u);
+  cr_assert_eq(o.max_bytes, 1u << 20);
+  cr_assert_eq(o.step_factor, 4.0);
+  cr_assert_eq(o.iters, 7);
+  cr_assert_eq(o.warmup_iters, 2);
+  cr_assert(!o.check);
+  cr_assert(o.datatypes == std::vector<ddl_datatype_t>{DDL_FLOAT16});
+  cr_assert(o.ops == std::vector<ddl_op_t>{DDL_MAX});
+  cr_assert(o.collective == Collective::kAllgather);
+  cr_assert_eq(o.json_path, std::string("/tmp/x.json"));
+
+  PerfOptions all;
+  cr_assert_eq(parse({"-d", "all", "-o", "all", "-d", "bfloat16"}, &all, &error),
+               ParseOutcome::kRun);
+  cr_assert(all.datatypes == std::vector<ddl_datatype_t>{DDL_BFLOAT16});
+  cr_assert_eq(all.ops.size(), static_cast<size_t>(DDL_OP_COUNT));
+  cr_assert_eq(parse({"--help"}, &all, &error), ParseOutcome::kHelp);
+}
+
+Test(perf_options, errors_say_what_is_wrong) {
+  struct Case {
+    std::vector<std::string> args;
+    const char *message;
+  };
+  const Case cases[] = {
+      {{"-b", "12Q"}, "-b wants a size in bytes"},
+      {{"-e", "0"}, "-e wants a size in bytes"},
+      {{"-b", "1M", "-e", "1K"}, "is larger than -e"},
+      {{"-f", "1"}, "-f wants a step factor greater than 1"},
+      {{"-n", "0"}, "-n wants a number of iterations (at least 1)"},
+      {{"-c", "2"}, "-c wants 0 or 1"},
+      {{"-d", "float8"}, "unknown datatype 'float8'"},
+      {{"-o", "xor"}, "unknown op 'xor'"},
+      {{"-C", "alltoall"}, "unknown collective 'alltoall'"},
+      {{"-z"}, "unknown option -z"},
+      {{"--bogus"}, "unknown option --bogus"},
+      {{"-b"}, "option -b needs a value"},
+      {{"extra"}, "unexpected argument 'extra'"},
+  };
+  for (const Case &c : cases) {
+    PerfOptions o;
+    std::string error;
+    cr_assert_eq(parse(c.args, &o, &error), ParseOutcome::kError, "for %s", c.message);
+    cr_assert(error.find(c.message) != std::string::npos, "want '%s', got '%s'", c.message,
+              error.c_str());
+  }
+}
+
+Test(perf_options, sizes_and_bus_factors) {
+  PerfOptions o;
+  o.min_bytes = 8;
+  o.max_bytes = 64;
+  cr_assert(perf_sizes(o) == std::vector<uint64_t>({8, 16, 32, 64}));
+  o.min_bytes = 1024;
+  o.max_bytes = 4096;
+  o.step_bytes = 1024;
+  cr_assert(perf_sizes(o) == std::vector<uint64_t>({1024, 2048, 3072, 4096}));
+  cr_assert_float_eq(bus_factor(Collective::kAllreduce, 4), 1.5, 1e-12);
+  cr_assert_float_eq(bus_factor(Collective::kAllgather, 4), 0.75, 1e-12);
+  cr_assert_float_eq(bus_factor(Collective::kReduceScatter, 2), 0.5, 1e-12);
+  cr_assert_float_eq(bus_factor(Collective::kBroadcast, 8), 1.0, 1e-12);
+}
+
+Test(perf_report, columns_are_nccl_tests) {
+  PerfOptions o;
+  PerfReport report(o, "ddl_perf", "ddl 0.1.0", 2);
+  char *text = nullptr;
+  size_t size = 0;
+  FILE *out = open_memstream(&text, &size);
+  report.print_header(out, {});
+  SizeResult row;
+  row.bytes = 8;
+  row.count = 2;
+  row.out_of_place = {true, 10.36, 0.0, 0.0, 0};
+  row.in_place = {true, 12345.6, 0.0, 0.0, -1};
+  report.add_row(out, row);
+  report.print_footer(out);
+  std::fclose(out);
+  std::string s(text);
+  free(text);
+  const char *columns =
+      "#       size         count      type   redop    root     time   algbw   busbw #wrong     "
+      "time   algbw   busbw #wrong\n";
+  cr_assert(s.find(columns) != std::string::npos, "%s", s.c_str());
+  const char *line =
+      "           8             2     float     sum      -1    10.36    0.00    0.00      0    "
+      "12346    0.00    0.00    N/A\n";
+  cr_assert(s.find(line) != std::string::npos, "%s", s.c_str());
+  cr_assert(
+      s.find("# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 0\n") != std::string::npos,
+      "%s", s.c_str());
+}
+
+Test(float16, conversions_round_trip_and_round_to_even) {
+  for (uint32_t bits = 0; bits < 0x10000; ++bits) {
+    uint16_t h = static_cast<uint16_t>(bits);
+    bool nan = (h & 0x7C00) == 0x7C00 && (h & 0x3FF);
+    if (!nan) cr_assert_eq(float_to_half(half_to_float(h)), h, "half 0x%04x", bits);
+    bool bnan = (h & 0x7F80) == 0x7F80 && (h & 0x7F);
+    if (!bnan) cr_assert_eq(float_to_bfloat16(bfloat16_to_float(h)), h, "bf16 0x%04x", bits);
+  }
+  cr_assert_eq(float_to_half(1.0f), 0x3C00);
+  cr_assert_eq(float_to_half(65504.0f), 0x7BFF);
+  cr_assert_eq(float_to_half(65520.0f), 0x7C00);                 // rounds up to infinity
+  cr_assert_eq(half_to_float(float_to_half(2049.0f)), 2048.0f);  // tie: to even
+  cr_assert_eq(half_to_float(float_to_half(2051.0f)), 2052.0f);
+  cr_assert_eq(half_to_float(float_to_half(5.9604645e-8f)), 5.9604645e-8f);  // smallest subnormal
+  cr_assert(std::isnan(half_to_float(float_to_half(NAN))));
+  cr_assert_eq(float_to_bfloat16(1.0f), 0x3F80);
+  cr_assert_eq(bfloat16_to_float(float_to_bfloat16(257.0f)), 256.0f);
+  cr_assert_eq(bfloat16_to_float(float_to_bfloat16(259.0f)), 260.0f);
+}
+
+Test(perf_check, expectations_are_exact_for_every_type_op_and_collective) {
+  const Collective collectives[] = {Collective::kAllreduce, Collective::kBroadcast,
+                                    Collective::kAllgather, Collective::kReduceScatter};
+  for (int nranks : {1, 2, 3, 8}) {
+    for (Collective collective : collectives) {
+      for (int t = 0; t < DDL_DATATYPE_COUNT; ++t) {
+        for (int o = 0; o < DDL_OP_COUNT; ++o) {
+          auto dtype = static_cast<ddl_datatype_t>(t);
+          auto op = static_cast<ddl_op_t>(o);
+          const size_t count = 37;  // odd, so that blocks do not line up with anything
+          int root = nranks - 1;
+          std::vector<std::vector<unsigned char>> send(nranks);
+          std::vector<std::vector<unsigned char>> recv(nranks);
+          for (int rank = 0; rank < nranks; ++rank) {
+            CheckShape shape{collective, dtype, op, rank, nranks, root, count};
+            size_t size = ddl::datatype_size(dtype);
+            send[rank].resize(send_elements(shape) * size);
+            recv[rank].resize(recv_elements(shape) * size);
+            // Broadcast is in place: the root's data is in its receive buffer.
+            unsigned char *in =
+                collective == Collective::kBroadcast ? recv[rank].data() : send[rank].data();
+            prepare_check(shape, in, recv[rank].data());
+            if (collective == Collective::kBroadcast) send[rank] = recv[rank];
+          }
+          for (int rank = 0; rank < nranks; ++rank) {
+            CheckShape shape{collective, dtype, op, rank, nranks, root, count};
+            reference(collective, dtype, op, nranks, root, count, send, rank, &recv[rank]);
+            cr_assert_eq(count_wrong(shape, recv[rank].data()), 0u, "%s %s %s, %d ranks, rank %d",
+                         collective_name(collective), ddl::datatype_name(dtype), ddl::op_name(op),
+                         nranks, rank);
+            // One wrong element must be seen.
+            size_t last = recv_elements(shape) - 1;
+            store(recv[rank].data(), last, dtype, load(recv[rank].data(), last, dtype) + 1);
+            cr_assert_eq(count_wrong(shape, recv[rank].data()), 1u, "%s %s %s: corruption missed",
+                         collective_name(collective), ddl::datatype_name(dtype), ddl::op_name(op));
+          }
+        }
+      }
+    }
+  }
+}

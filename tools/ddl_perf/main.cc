@@ -1,0 +1,137 @@
+// ddl_perf: nccl-tests-style performance and correctness test of ddl's collectives.
+// Runs under ddlrun (ddlrun -n 2 ddl_perf ...) or any launcher ddl_comm_init_from_env knows.
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "ddl/ddl.h"
+#include "lib/common/datatype.h"
+#include "perf_driver.h"
+
+namespace {
+
+class DdlBackend : public ddl_perf::CollectiveBackend {
+ public:
+  explicit DdlBackend(ddl_comm_t comm) : comm_(comm) {
+    check(ddl_comm_rank(comm_, &rank_), "ddl_comm_rank");
+    check(ddl_comm_size(comm_, &nranks_), "ddl_comm_size");
+  }
+
+  int rank() const override { return rank_; }
+  int nranks() const override { return nranks_; }
+
+  std::string library() const override {
+    int major = 0, minor = 0, patch = 0;
+    ddl_get_version(&major, &minor, &patch);
+    return "ddl " + std::to_string(major) + "." + std::to_string(minor) + "." +
+           std::to_string(patch);
+  }
+
+  std::vector<std::string> notes(ddl_perf::Collective) const override {
+    char host[256] = "?";
+    gethostname(host, sizeof(host) - 1);
+    return {"rank 0: pid " + std::to_string(getpid()) + " on " + host};
+  }
+
+  std::string unsupported(ddl_perf::Collective, ddl_datatype_t, ddl_op_t) const override {
+    return "";  // ddl answers for itself: DDL_ERR_UNSUPPORTED shows up as N/A
+  }
+
+  bool run(ddl_perf::Collective collective, const void *send, void *recv, size_t count,
+           ddl_datatype_t dtype, ddl_op_t op, int root) override {
+    ddl_result_t result = DDL_SUCCESS;
+    const char *call = "";
+    switch (collective) {
+      case ddl_perf::Collective::kAllreduce:
+        call = "ddl_allreduce";
+        result = ddl_allreduce(send, recv, count, dtype, op, comm_);
+        break;
+      case ddl_perf::Collective::kBroadcast:
+        call = "ddl_broadcast";
+        result = ddl_broadcast(recv, count, dtype, root, comm_);
+        break;
+      case ddl_perf::Collective::kAllgather:
+        call = "ddl_allgather";
+        result = ddl_allgather(send, recv, count, dtype, comm_);
+        break;
+      case ddl_perf::Collective::kReduceScatter:
+        call = "ddl_reduce_scatter";
+        result = ddl_reduce_scatter(send, recv, count, dtype, op, comm_);
+        break;
+    }
+    if (result == DDL_ERR_UNSUPPORTED) return false;
+    check(result, std::string(call) + "(count " + std::to_string(count) + ", " +
+                      ddl::datatype_name(dtype) + ", " + ddl::op_name(op) +
+                      (send == recv ? ", in place" : "") + ")");
+    return true;
+  }
+
+  void barrier() override { check(ddl_barrier(comm_), "ddl_barrier"); }
+
+  double max_across_ranks(double value) override {
+    double result = 0;
+    check(ddl_allreduce(&value, &result, 1, DDL_FLOAT64, DDL_MAX, comm_),
+          "ddl_allreduce(max of the times)");
+    return result;
+  }
+
+  uint64_t sum_across_ranks(uint64_t value) override {
+    uint64_t result = 0;
+    check(ddl_allreduce(&value, &result, 1, DDL_UINT64, DDL_SUM, comm_),
+          "ddl_allreduce(sum of the wrong counts)");
+    return result;
+  }
+
+ private:
+  // Any error is the end of the run: say which call failed on which rank and why.
+  void check(ddl_result_t result, const std::string &what) {
+    if (result == DDL_SUCCESS) return;
+    std::fprintf(stderr, "ddl_perf: rank %d: %s failed: %s: %s\n", rank_, what.c_str(),
+                 ddl_result_string(result), ddl_comm_last_error(comm_));
+    ddl_comm_abort(comm_);
+    ddl_comm_destroy(comm_);
+    std::exit(1);
+  }
+
+  ddl_comm_t comm_;
+  int rank_ = -1;
+  int nranks_ = 0;
+};
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  ddl_perf::PerfOptions options;
+  std::string error;
+  switch (ddl_perf::parse_perf_options(argc, argv, &options, &error)) {
+    case ddl_perf::ParseOutcome::kHelp:
+      std::fputs(ddl_perf::perf_usage("ddl_perf").c_str(), stdout);
+      return 0;
+    case ddl_perf::ParseOutcome::kError:
+      std::fprintf(stderr, "ddl_perf: %s\nTry 'ddl_perf --help'.\n", error.c_str());
+      return 2;
+    case ddl_perf::ParseOutcome::kRun:
+      break;
+  }
+
+  ddl_comm_t comm = nullptr;
+  ddl_result_t result = ddl_comm_init_from_env(&comm);
+  if (result != DDL_SUCCESS) {
+    std::fprintf(stderr, "ddl_perf: ddl_comm_init_from_env failed: %s: %s\n",
+                 ddl_result_string(result), ddl_comm_last_error(nullptr));
+    return 1;
+  }
+  int status = 0;
+  {
+    DdlBackend backend(comm);
+    status = ddl_perf::run_perf(options, backend, "ddl_perf");
+  }
+  result = ddl_comm_destroy(comm);
+  if (result != DDL_SUCCESS) {
+    std::fprintf(stderr, "ddl_perf: ddl_comm_destroy failed: %s\n", ddl_result_string(result));
+    if (status == 0) status = 1;
+  }
+  return status;
+}

@@ -1,0 +1,213 @@
+#include "perf_driver.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#include "lib/common/datatype.h"
+#include "perf_check.h"
+#include "perf_report.h"
+
+namespace ddl_perf {
+namespace {
+
+struct FreeDeleter {
+  void operator()(void *p) const { std::free(p); }
+};
+using Buffer = std::unique_ptr<unsigned char, FreeDeleter>;
+
+// The count argument of one call for a message of `bytes` (at least one element per rank).
+size_t call_count(Collective collective, uint64_t bytes, ddl_datatype_t dtype, int nranks) {
+  size_t elements = static_cast<size_t>(bytes / ddl::datatype_size(dtype));
+  if (collective == Collective::kAllgather || collective == Collective::kReduceScatter) {
+    elements /= static_cast<size_t>(nranks);
+  }
+  return elements ? elements : 1;
+}
+
+class PerfRun {
+ public:
+  PerfRun(const PerfOptions &options, CollectiveBackend &backend, const char *tool)
+      : options_(options),
+        backend_(backend),
+        rank_(backend.rank()),
+        nranks_(backend.nranks()),
+        report_(options, tool, backend.library(), nranks_),
+        tool_(tool) {}
+
+  int run();
+
+ private:
+  bool allocate();
+  void measure_size(ddl_datatype_t dtype, ddl_op_t op, uint64_t bytes, uint64_t *last_bytes);
+  ModeResult measure_mode(const CheckShape &shape, uint64_t result_bytes, bool in_place);
+
+  const PerfOptions &options_;
+  CollectiveBackend &backend_;
+  int rank_;
+  int nranks_;
+  PerfReport report_;
+  const char *tool_;
+  Buffer send_;
+  Buffer recv_;
+};
+
+int PerfRun::run() {
+  if (options_.collective == Collective::kBroadcast && options_.root >= nranks_) {
+    if (rank_ == 0) {
+      std::fprintf(stderr, "%s: -r %d: there are only %d ranks\n", tool_, options_.root, nranks_);
+    }
+    return 2;
+  }
+  // Reductions loop over ops; the others have none (the redop column says "none").
+  std::vector<ddl_op_t> ops =
+      collective_reduces(options_.collective) ? options_.ops : std::vector<ddl_op_t>{DDL_SUM};
+  std::vector<std::string> notes = backend_.notes(options_.collective);
+  if (options_.collective == Collective::kBroadcast) {
+    notes.push_back("broadcast works in place on one buffer: both columns time the same call");
+  }
+  std::vector<std::pair<ddl_datatype_t, ddl_op_t>> combos;
+  for (ddl_datatype_t dtype : options_.datatypes) {
+    for (ddl_op_t op : ops) {
+      std::string why = backend_.unsupported(options_.collective, dtype, op);
+      if (why.empty()) {
+        combos.emplace_back(dtype, op);
+      } else {
+        notes.push_back("skipped " + std::string(nccl_type_name(dtype)) + " " +
+                        (collective_reduces(options_.collective) ? ddl::op_name(op) : "") + ": " +
+                        why);
+      }
+    }
+  }
+  if (combos.empty()) {
+    if (rank_ == 0) {
+      std::fprintf(stderr, "%s: nothing to measure: %s\n", tool_,
+                   notes.empty() ? "" : notes.back().c_str());
+    }
+    return 2;
+  }
+  if (!allocate()) return 1;
+  if (rank_ == 0) report_.print_header(stdout, notes);
+  for (const auto &combo : combos) {
+    uint64_t last_bytes = 0;
+    for (uint64_t bytes : perf_sizes(options_)) {
+      measure_size(combo.first, combo.second, bytes, &last_bytes);
+    }
+  }
+  int status = report_.total_wrong() == 0 ? 0 : 1;
+  if (rank_ == 0) {
+    report_.print_footer(stdout);
+    if (!options_.json_path.empty() && !report_.write_json(options_.json_path)) {
+      std::fprintf(stderr, "%s: cannot write %s: %s\n", tool_, options_.json_path.c_str(),
+                   std::strerror(errno));
+      status = 1;
+    }
+  }
+  return status;
+}
+
+bool PerfRun::allocate() {
+  size_t largest = 0;
+  for (ddl_datatype_t dtype : options_.datatypes) {
+    for (uint64_t bytes : perf_sizes(options_)) {
+      size_t count = call_count(options_.collective, bytes, dtype, nranks_);
+      size_t per_call = count * ddl::datatype_size(dtype);
+      bool whole = options_.collective == Collective::kAllgather ||
+                   options_.collective == Collective::kReduceScatter;
+      largest = std::max(largest, whole ? per_call * static_cast<size_t>(nranks_) : per_call);
+    }
+  }
+  void *send = nullptr, *recv = nullptr;
+  if (posix_memalign(&send, 4096, largest) != 0 || posix_memalign(&recv, 4096, largest) != 0) {
+    std::fprintf(stderr, "%s: rank %d: cannot allocate 2 x %zu bytes\n", tool_, rank_, largest);
+    std::free(send);
+    return false;
+  }
+  // Zeros: touches every page before timing, and keeps repeated sums free of NaN/denormals.
+  std::memset(send, 0, largest);
+  std::memset(recv, 0, largest);
+  send_.reset(static_cast<unsigned char *>(send));
+  recv_.reset(static_cast<unsigned char *>(recv));
+  return true;
+}
+
+void PerfRun::measure_size(ddl_datatype_t dtype, ddl_op_t op, uint64_t bytes,
+                           uint64_t *last_bytes) {
+  CheckShape shape{options_.collective,
+                   dtype,
+                   op,
+                   rank_,
+                   nranks_,
+                   options_.root,
+                   call_count(options_.collective, bytes, dtype, nranks_)};
+  size_t elements = std::max(send_elements(shape), recv_elements(shape));
+  uint64_t result_bytes = elements * ddl::datatype_size(dtype);
+  if (result_bytes == *last_bytes) return;  // tiny sizes rounded up to the same message
+  *last_bytes = result_bytes;
+
+  SizeResult row;
+  row.bytes = result_bytes;
+  row.count = elements;
+  row.dtype = dtype;
+  row.op = op;
+  row.out_of_place = measure_mode(shape, result_bytes, false);
+  row.in_place = measure_mode(shape, result_bytes, true);
+  report_.add_row(rank_ == 0 ? stdout : nullptr, row);
+}
+
+ModeResult PerfRun::measure_mode(const CheckShape &shape, uint64_t result_bytes, bool in_place) {
+  unsigned char *send = send_.get();
+  unsigned char *recv = recv_.get();
+  size_t block = shape.count * ddl::datatype_size(shape.dtype);
+  if (in_place || shape.collective == Collective::kBroadcast) {
+    switch (shape.collective) {
+      case Collective::kAllgather:
+        send = recv + static_cast<size_t>(rank_) * block;
+        break;
+      case Collective::kReduceScatter:
+        send = recv_.get();
+        recv = send + static_cast<size_t>(rank_) * block;
+        break;
+      default:  // allreduce; broadcast has a single buffer in both modes
+        send = recv;
+    }
+  }
+  auto call = [&] {
+    return backend_.run(shape.collective, send, recv, shape.count, shape.dtype, shape.op,
+                        shape.root);
+  };
+
+  ModeResult result;
+  for (int i = 0; i < options_.warmup_iters; ++i) {
+    if (!call()) return result;  // not supported: N/A
+  }
+  backend_.barrier();
+  auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < options_.iters; ++i) {
+    if (!call()) return result;
+  }
+  auto stop = std::chrono::steady_clock::now();
+  double local_us =
+      std::chrono::duration<double, std::micro>(stop - start).count() / options_.iters;
+  result.measured = true;
+  result.time_us = backend_.max_across_ranks(local_us);
+  result.algbw = static_cast<double>(result_bytes) / 1e3 / result.time_us;  // bytes/us -> GB/s
+  result.busbw = result.algbw * bus_factor(shape.collective, nranks_);
+  if (options_.check) {
+    prepare_check(shape, send, recv);
+    call();
+    result.wrong = static_cast<int64_t>(backend_.sum_across_ranks(count_wrong(shape, recv)));
+  }
+  return result;
+}
+
+}  // namespace
+
+int run_perf(const PerfOptions &options, CollectiveBackend &backend, const char *tool) {
+  PerfRun run(options, backend, tool);
+  return run.run();
+}
+
+}  // namespace ddl_perf

@@ -1,0 +1,261 @@
+#include "perf_options.h"
+
+#include <getopt.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "lib/common/datatype.h"
+#include "lib/common/params.h"
+
+namespace ddl_perf {
+namespace {
+
+struct CollectiveInfo {
+  Collective collective;
+  const char *name;
+  const char *alias;
+};
+const CollectiveInfo kCollectives[] = {
+    {Collective::kAllreduce, "allreduce", "all_reduce"},
+    {Collective::kBroadcast, "broadcast", "bcast"},
+    {Collective::kAllgather, "allgather", "all_gather"},
+    {Collective::kReduceScatter, "reduce_scatter", "reducescatter"},
+};
+
+bool parse_int_option(const char *text, int64_t min, int64_t max, int64_t *value) {
+  return ddl::parse_int(text, min, max, value);
+}
+
+bool parse_datatypes(const char *text, std::vector<ddl_datatype_t> *out) {
+  out->clear();
+  if (std::strcmp(text, "all") == 0) {
+    for (int i = 0; i < DDL_DATATYPE_COUNT; ++i) out->push_back(static_cast<ddl_datatype_t>(i));
+    return true;
+  }
+  ddl_datatype_t dtype;
+  if (!ddl::datatype_from_name(text, &dtype)) return false;
+  out->push_back(dtype);
+  return true;
+}
+
+bool parse_ops(const char *text, std::vector<ddl_op_t> *out) {
+  out->clear();
+  if (std::strcmp(text, "all") == 0) {
+    for (int i = 0; i < DDL_OP_COUNT; ++i) out->push_back(static_cast<ddl_op_t>(i));
+    return true;
+  }
+  ddl_op_t op;
+  if (!ddl::op_from_name(text, &op)) return false;
+  out->push_back(op);
+  return true;
+}
+
+std::string quoted(const char *text) {
+  return std::string("'") + text + "'";
+}
+
+}  // namespace
+
+const char *collective_name(Collective collective) {
+  for (const CollectiveInfo &info : kCollectives) {
+    if (info.collective == collective) return info.name;
+  }
+  return "invalid";
+}
+
+bool collective_reduces(Collective collective) {
+  return collective == Collective::kAllreduce || collective == Collective::kReduceScatter;
+}
+
+const char *nccl_type_name(ddl_datatype_t dtype) {
+  switch (dtype) {
+    case DDL_FLOAT16:
+      return "half";
+    case DDL_FLOAT32:
+      return "float";
+    case DDL_FLOAT64:
+      return "double";
+    default:
+      return ddl::datatype_name(dtype);  // int8, uint8, int32, ..., bfloat16
+  }
+}
+
+std::string perf_usage(const char *tool) {
+  std::string text = std::string("Usage: ") + tool + " [options]\n" +
+                     R"(
+Measures a collective over a range of message sizes and prints nccl-tests' table.
+Run one process per rank (ddlrun -n N, mpirun -np N).
+
+  -b, --minbytes SIZE      smallest message (default 8); K, M, G suffixes (powers of 1024)
+  -e, --maxbytes SIZE      largest message (default 32M)
+  -f, --stepfactor F       multiply the size by F between steps (default 2)
+  -i, --stepbytes SIZE     add SIZE between steps instead (the last of -f/-i wins)
+  -n, --iters N            timed iterations per size (default 20)
+  -w, --warmup_iters N     untimed iterations before them (default 5)
+  -c, --check 0|1          verify every element of the result (default 1)
+  -d, --datatype TYPE      float, half, bfloat16, double, int8, uint8, int32, uint32, int64,
+                           uint64 (also float16, float32, float64, bf16...), or all
+  -o, --op OP              sum, prod, min, max, avg, or all (default sum)
+  -C, --collective NAME    allreduce (default), broadcast, allgather, reduce_scatter
+  -r, --root RANK          root of broadcast (default 0)
+  -J, --json FILE          also write the results as JSON
+  -h, --help               this text
+
+Columns: size is the whole result in bytes (for allgather/reduce_scatter: count per rank
+times ranks), time is the mean per iteration in microseconds over -n iterations, the
+maximum across ranks; algbw = size / time; busbw = algbw * factor, with factor 2(n-1)/n
+for allreduce, (n-1)/n for allgather and reduce_scatter, 1 for broadcast (nccl-tests'
+doc/PERFORMANCE.md). #wrong counts wrong elements over all ranks (N/A without -c 1).
+)";
+  return text;
+}
+
+ParseOutcome parse_perf_options(int argc, char **argv, PerfOptions *options, std::string *error) {
+  static const option kLongOptions[] = {
+      {"minbytes", required_argument, nullptr, 'b'},
+      {"maxbytes", required_argument, nullptr, 'e'},
+      {"stepfactor", required_argument, nullptr, 'f'},
+      {"stepbytes", required_argument, nullptr, 'i'},
+      {"iters", required_argument, nullptr, 'n'},
+      {"warmup_iters", required_argument, nullptr, 'w'},
+      {"check", required_argument, nullptr, 'c'},
+      {"datatype", required_argument, nullptr, 'd'},
+      {"op", required_argument, nullptr, 'o'},
+      {"collective", required_argument, nullptr, 'C'},
+      {"root", required_argument, nullptr, 'r'},
+      {"json", required_argument, nullptr, 'J'},
+      {"help", no_argument, nullptr, 'h'},
+      {nullptr, 0, nullptr, 0},
+  };
+  opterr = 0;  // we say it ourselves, in our words
+  optind = 0;  // glibc: start afresh, so that tests can parse several command lines
+  int64_t value = 0;
+  for (;;) {
+    int opt = getopt_long(argc, argv, ":b:e:f:i:n:w:c:d:o:C:r:J:h", kLongOptions, nullptr);
+    if (opt == -1) break;
+    const char *arg = optarg;
+    switch (opt) {
+      case 'b':
+      case 'e': {
+        uint64_t bytes = 0;
+        if (!ddl::parse_bytes(arg, &bytes) || bytes == 0) {
+          *error = std::string("-") + static_cast<char>(opt) +
+                   " wants a size in bytes such as 8, 64K, 256M or 1G, not " + quoted(arg);
+          return ParseOutcome::kError;
+        }
+        (opt == 'b' ? options->min_bytes : options->max_bytes) = bytes;
+        break;
+      }
+      case 'f': {
+        char *end = nullptr;
+        double factor = std::strtod(arg, &end);
+        if (*arg == '\0' || *end != '\0' || !(factor > 1) || !std::isfinite(factor)) {
+          *error = "-f wants a step factor greater than 1, not " + quoted(arg);
+          return ParseOutcome::kError;
+        }
+        options->step_factor = factor;
+        options->step_bytes = 0;
+        break;
+      }
+      case 'i':
+        if (!ddl::parse_bytes(arg, &options->step_bytes) || options->step_bytes == 0) {
+          *error = "-i wants a step in bytes greater than 0, not " + quoted(arg);
+          return ParseOutcome::kError;
+        }
+        break;
+      case 'n':
+      case 'w':
+        if (!parse_int_option(arg, opt == 'n' ? 1 : 0, 1000000000, &value)) {
+          *error = std::string("-") + static_cast<char>(opt) + " wants a number of iterations" +
+                   (opt == 'n' ? " (at least 1)" : "") + ", not " + quoted(arg);
+          return ParseOutcome::kError;
+        }
+        (opt == 'n' ? options->iters : options->warmup_iters) = static_cast<int>(value);
+        break;
+      case 'c':
+        if (!parse_int_option(arg, 0, 1, &value)) {
+          *error = "-c wants 0 or 1, not " + quoted(arg);
+          return ParseOutcome::kError;
+        }
+        options->check = value == 1;
+        break;
+      case 'd':
+        if (!parse_datatypes(arg, &options->datatypes)) {
+          *error = "unknown datatype " + quoted(arg) +
+                   "; use float, half, bfloat16, double, int8, uint8, int32, uint32, int64, "
+                   "uint64 or all";
+          return ParseOutcome::kError;
+        }
+        break;
+      case 'o':
+        if (!parse_ops(arg, &options->ops)) {
+          *error = "unknown op " + quoted(arg) + "; use sum, prod, min, max, avg or all";
+          return ParseOutcome::kError;
+        }
+        break;
+      case 'C': {
+        bool found = false;
+        for (const CollectiveInfo &info : kCollectives) {
+          if (strcasecmp(arg, info.name) == 0 || strcasecmp(arg, info.alias) == 0) {
+            options->collective = info.collective;
+            found = true;
+          }
+        }
+        if (!found) {
+          *error = "unknown collective " + quoted(arg) +
+                   "; use allreduce, broadcast, allgather or reduce_scatter";
+          return ParseOutcome::kError;
+        }
+        break;
+      }
+      case 'r':
+        if (!parse_int_option(arg, 0, 1 << 30, &value)) {
+          *error = "-r wants a rank, not " + quoted(arg);
+          return ParseOutcome::kError;
+        }
+        options->root = static_cast<int>(value);
+        break;
+      case 'J':
+        options->json_path = arg;
+        break;
+      case 'h':
+        return ParseOutcome::kHelp;
+      case ':':
+        *error = std::string("option ") + argv[optind - 1] + " needs a value";
+        return ParseOutcome::kError;
+      default:
+        *error = std::string("unknown option ") +
+                 (optopt ? std::string("-") + static_cast<char>(optopt) : argv[optind - 1]);
+        return ParseOutcome::kError;
+    }
+  }
+  if (optind < argc) {
+    *error = std::string("unexpected argument ") + quoted(argv[optind]);
+    return ParseOutcome::kError;
+  }
+  if (options->min_bytes > options->max_bytes) {
+    *error = "-b (" + std::to_string(options->min_bytes) + ") is larger than -e (" +
+             std::to_string(options->max_bytes) + ")";
+    return ParseOutcome::kError;
+  }
+  return ParseOutcome::kRun;
+}
+
+std::vector<uint64_t> perf_sizes(const PerfOptions &options) {
+  std::vector<uint64_t> sizes;
+  for (uint64_t size = options.min_bytes; size <= options.max_bytes;) {
+    sizes.push_back(size);
+    uint64_t next =
+        options.step_bytes
+            ? size + options.step_bytes
+            : static_cast<uint64_t>(std::ceil(static_cast<double>(size) * options.step_factor));
+    if (next <= size) break;  // overflow or a factor too close to 1 for this size
+    size = next;
+  }
+  return sizes;
+}
+
+}  // namespace ddl_perf

@@ -1,0 +1,48 @@
+// Command line of ddl_perf (and of bench/mpi_allreduce, which shares it): nccl-tests' flags.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ddl/ddl.h"
+
+namespace ddl_perf {
+
+enum class Collective { kAllreduce, kBroadcast, kAllgather, kReduceScatter };
+
+const char *collective_name(Collective collective);
+// Whether the collective reduces (and so has an op and a redop column value).
+bool collective_reduces(Collective collective);
+
+struct PerfOptions {
+  uint64_t min_bytes = 8;
+  uint64_t max_bytes = 32ull << 20;
+  double step_factor = 2;   // sizes grow by this factor ...
+  uint64_t step_bytes = 0;  // ... or, when non-zero, by this many bytes (-i)
+  int iters = 20;
+  int warmup_iters = 5;
+  bool check = true;
+  std::vector<ddl_datatype_t> datatypes = {DDL_FLOAT32};
+  std::vector<ddl_op_t> ops = {DDL_SUM};
+  Collective collective = Collective::kAllreduce;
+  int root = 0;  // broadcast only
+  std::string json_path;
+};
+
+enum class ParseOutcome { kRun, kHelp, kError };
+
+// Parses argv (with getopt_long, whose global state it resets first). On kError, *error says what
+// is wrong.
+ParseOutcome parse_perf_options(int argc, char **argv, PerfOptions *options, std::string *error);
+
+// The --help text; `tool` names the program in it.
+std::string perf_usage(const char *tool);
+
+// The message sizes to measure, in bytes, from min_bytes to max_bytes.
+std::vector<uint64_t> perf_sizes(const PerfOptions &options);
+
+// nccl-tests' name of a datatype ("float", "half", "bfloat16", "double", "int8", ...).
+const char *nccl_type_name(ddl_datatype_t dtype);
+
+}  // namespace ddl_perf
