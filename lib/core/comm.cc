@@ -1,5 +1,8 @@
 #include "lib/core/comm.h"
 
+#include <unistd.h>
+
+#include <cstring>
 #include <mutex>
 #include <set>
 
@@ -38,6 +41,29 @@ Status exchange_placements(ddl_comm *comm) {
   return Status::Ok();
 }
 
+// Every rank publishes its pid and UCX worker address; peers on this host are told apart so
+// that the transport can pick shared memory and watch their pids.
+Status connect_transport(ddl_comm *comm) {
+  const uint32_t pid = static_cast<uint32_t>(getpid());
+  std::string mine(reinterpret_cast<const char *>(&pid), sizeof pid);
+  mine += comm->transport->worker_address();
+  std::vector<std::string> all;
+  Status s = comm->bootstrap->allgather(mine, &all);
+  if (!s.ok()) return s.prefix("exchanging UCX addresses: ");
+  const topo::Tier &hosts = comm->tiers.at(topo::TierLevel::kHost);
+  std::vector<UcxTransport::Peer> peers(all.size());
+  for (size_t r = 0; r < all.size(); ++r) {
+    if (all[r].size() <= sizeof pid)
+      return remote_error("rank %zu sent a %zu-byte transport address", r, all[r].size());
+    uint32_t peer_pid = 0;
+    std::memcpy(&peer_pid, all[r].data(), sizeof peer_pid);
+    peers[r].pid = static_cast<pid_t>(peer_pid);
+    peers[r].address = all[r].substr(sizeof pid);
+    peers[r].same_host = hosts.group_of[r] == hosts.group_of[comm->rank];
+  }
+  return comm->transport->connect(peers);
+}
+
 }  // namespace
 
 void register_comm(ddl_comm *comm) {
@@ -63,13 +89,10 @@ Status create_comm(const BootstrapOptions &options, const CommConfig &config, dd
   set_log_rank(options.rank);
 
   DDL_RETURN_IF_ERROR(Bootstrap::create(options, &comm->bootstrap));
+  DDL_RETURN_IF_ERROR(exchange_placements(comm.get()));
   Status s = UcxTransport::create(options.rank, options.nranks, &comm->transport);
   if (!s.ok()) return s.prefix("creating the UCX transport: ");
-  std::vector<std::string> addresses;
-  s = comm->bootstrap->allgather(comm->transport->worker_address(), &addresses);
-  if (!s.ok()) return s.prefix("exchanging UCX addresses: ");
-  DDL_RETURN_IF_ERROR(comm->transport->connect(addresses));
-  DDL_RETURN_IF_ERROR(exchange_placements(comm.get()));
+  DDL_RETURN_IF_ERROR(connect_transport(comm.get()));
   DDL_INFO("communicator ready: rank %d of %d, transport %s, timeout %d ms, chunk %zu B",
            comm->rank, comm->nranks, comm->transport->name(), config.timeout_ms,
            config.chunk_bytes);

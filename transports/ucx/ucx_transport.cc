@@ -4,6 +4,7 @@
 
 #include "lib/algorithms/schedule.h"
 #include "lib/common/log.h"
+#include "lib/common/process_liveness.h"
 
 namespace ddl {
 namespace {
@@ -21,6 +22,7 @@ struct UcxRequest {
 constexpr int kRankBits = 20, kSeqBits = 20, kTagBits = 24;
 static_assert(kRankBits + kSeqBits + kTagBits == 64, "the tag is 64 bits");
 constexpr uint64_t kFullMask = ~0ull;
+constexpr long long kPidCheckIntervalNs = 20 * 1000 * 1000;
 
 ucp_tag_t make_tag(int sender, uint32_t seq, uint32_t tag) {
   return (static_cast<uint64_t>(sender) << (kSeqBits + kTagBits)) |
@@ -104,8 +106,11 @@ Status UcxTransport::create(int rank, int nranks, std::unique_ptr<UcxTransport> 
   return Status::Ok();
 }
 
-Status UcxTransport::connect(const std::vector<std::string> &addresses) {
-  DDL_CHECK(static_cast<int>(addresses.size()) == nranks_);
+Status UcxTransport::connect(const std::vector<Peer> &peers) {
+  DDL_CHECK(static_cast<int>(peers.size()) == nranks_);
+  peers_ = peers;
+  last_pid_check_ns_.assign(nranks_, 0);
+  pid_dead_.assign(nranks_, false);
   endpoints_.assign(nranks_, nullptr);
   peer_errors_.assign(nranks_, UCS_OK);
   error_contexts_.clear();
@@ -116,8 +121,8 @@ Status UcxTransport::connect(const std::vector<std::string> &addresses) {
     ucp_ep_params_t ep = {};
     ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                     UCP_EP_PARAM_FIELD_ERR_HANDLER;
-    ep.address = reinterpret_cast<const ucp_address_t *>(addresses[peer].data());
-    ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    ep.address = reinterpret_cast<const ucp_address_t *>(peers[peer].address.data());
+    ep.err_mode = peers[peer].same_host ? UCP_ERR_HANDLING_MODE_NONE : UCP_ERR_HANDLING_MODE_PEER;
     ep.err_handler.cb = on_endpoint_error_cb;
     ep.err_handler.arg = &error_contexts_[peer];
     ucs_status_t st = ucp_ep_create(worker_, &ep, &endpoints_[peer]);
@@ -135,8 +140,20 @@ void UcxTransport::on_endpoint_error(int peer, ucs_status_t status) {
 }
 
 Status UcxTransport::peer_status(int peer) const {
-  if (peer < 0 || peer >= static_cast<int>(peer_errors_.size()) || peer_errors_[peer] == UCS_OK)
-    return Status::Ok();
+  if (peer < 0 || peer >= static_cast<int>(peer_errors_.size())) return Status::Ok();
+  if (peers_[peer].same_host) {
+    const long long now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                              std::chrono::steady_clock::now().time_since_epoch())
+                              .count();
+    if (!pid_dead_[peer] && now - last_pid_check_ns_[peer] >= kPidCheckIntervalNs) {
+      last_pid_check_ns_[peer] = now;
+      pid_dead_[peer] = !process_is_alive(peers_[peer].pid);
+    }
+    if (pid_dead_[peer])
+      return Status(DDL_ERR_REMOTE, strprintf("rank %d (pid %d on this host) has died", peer,
+                                              static_cast<int>(peers_[peer].pid)));
+  }
+  if (peer_errors_[peer] == UCS_OK) return Status::Ok();
   return Status(DDL_ERR_REMOTE, strprintf("connection to rank %d lost: UCX error: %s", peer,
                                           ucs_status_string(peer_errors_[peer])));
 }
@@ -213,7 +230,7 @@ void UcxTransport::close(int timeout_ms) {
     if (!endpoints_[peer]) continue;
     ucp_request_param_t param = {};
     // Flush what this rank sent unless the peer is known dead (then flushing cannot end).
-    if (peer_errors_[peer] != UCS_OK) {
+    if (!peer_status(peer).ok()) {
       param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
       param.flags = UCP_EP_CLOSE_FLAG_FORCE;
     }

@@ -4,6 +4,8 @@
 // becomes an error instead of a hang.
 #pragma once
 
+#include <sys/types.h>
+
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,8 +25,16 @@ class UcxTransport : public Transport {
 
   // This worker's address, to be sent to every peer.
   const std::string &worker_address() const { return address_; }
-  // Creates an endpoint to every peer from their worker addresses (by rank).
-  Status connect(const std::vector<std::string> &addresses);
+  // What connect() needs to know of each peer.
+  struct Peer {
+    std::string address;   // its worker address
+    bool same_host = false;  // shares this host's memory
+    pid_t pid = 0;           // its process id, meaningful when same_host
+  };
+  // Creates an endpoint to every peer. Peers on other hosts get UCX's peer-failure handling
+  // (it breaks the connection of a dead peer); on this host that mode would disable UCX's
+  // shared-memory transports (UCX 1.13), so there a dead peer is noticed by its pid instead.
+  Status connect(const std::vector<Peer> &peers);
   // Closes endpoints, flushing what was sent, waiting at most timeout_ms.
   void close(int timeout_ms);
 
@@ -54,6 +64,10 @@ class UcxTransport : public Transport {
   std::string address_;
   std::vector<ucp_ep_h> endpoints_;
   std::vector<ucs_status_t> peer_errors_;  // UCS_OK while alive
+  std::vector<Peer> peers_;
+  // peer_status() looks at local pids at most this often: /proc reads are not free.
+  mutable std::vector<long long> last_pid_check_ns_;
+  mutable std::vector<bool> pid_dead_;
   std::vector<ErrorContext> error_contexts_;  // stable addresses for UCX's err_handler.arg
 };
 
