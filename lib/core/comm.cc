@@ -93,6 +93,9 @@ Status create_comm(const BootstrapOptions &options, const CommConfig &config, dd
   Status s = UcxTransport::create(options.rank, options.nranks, &comm->transport);
   if (!s.ok()) return s.prefix("creating the UCX transport: ");
   DDL_RETURN_IF_ERROR(connect_transport(comm.get()));
+  // Nobody leaves init (and could destroy its endpoints) before everyone has connected.
+  s = comm->bootstrap->barrier();
+  if (!s.ok()) return s.prefix("waiting for every rank to connect: ");
   DDL_INFO("communicator ready: rank %d of %d, transport %s, timeout %d ms, chunk %zu B",
            comm->rank, comm->nranks, comm->transport->name(), config.timeout_ms,
            config.chunk_bytes);
