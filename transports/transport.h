@@ -15,9 +15,9 @@ namespace ddl {
 // or until cancel() returned.
 struct TransferRequest {
   bool done = false;
-  Status status;        // the failure, when done with an error
-  size_t received = 0;  // bytes that arrived (receives)
-  void *handle = nullptr;  // the transport's own request
+  Status status;               // the failure, when done with an error
+  size_t received = 0;         // bytes that arrived (receives)
+  void *handle = nullptr;      // the transport's own request
   bool empty_payload = false;  // transport's: a zero-byte message sent as a placeholder
 };
 

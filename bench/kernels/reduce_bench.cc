@@ -40,11 +40,13 @@ struct Options {
 };
 
 [[noreturn]] void usage(const char *why) {
-  std::fprintf(stderr,
-               "reduce_bench: %s\n"
-               "usage: reduce_bench [--quick] [--sizes 256K,64M] [--reps N] [--isa portable|avx2|avx512]\n"
-               "                    [--dtype NAME] [--op sum|prod|min|max|avg] [--inplace] [--divisor N] [--wall]\n",
-               why);
+  std::fprintf(
+      stderr,
+      "reduce_bench: %s\n"
+      "usage: reduce_bench [--quick] [--sizes 256K,64M] [--reps N] [--isa portable|avx2|avx512]\n"
+      "                    [--dtype NAME] [--op sum|prod|min|max|avg] [--inplace] [--divisor N] "
+      "[--wall]\n",
+      why);
   std::exit(2);
 }
 
@@ -68,7 +70,8 @@ Options parse(int argc, char **argv) {
         size_t comma = list.find(',', start);
         if (comma == std::string::npos) comma = list.size();
         uint64_t bytes = 0;
-        if (!parse_bytes(list.substr(start, comma - start), &bytes) || bytes == 0) usage("bad --sizes");
+        if (!parse_bytes(list.substr(start, comma - start), &bytes) || bytes == 0)
+          usage("bad --sizes");
         o.sizes.push_back(bytes);
         start = comma + 1;
       }
@@ -138,10 +141,24 @@ void fill(ddl_datatype_t dt, uint8_t *p, size_t count, uint64_t seed) {
     const uint32_t r = static_cast<uint32_t>(x >> 32);
     const float f = 0.5f + 1.5f * static_cast<float>(r >> 8) / 16777216.0f;
     switch (dt) {
-      case DDL_FLOAT16: { const uint16_t h = float_to_half(f); std::memcpy(p + 2 * i, &h, 2); break; }
-      case DDL_BFLOAT16: { const uint16_t h = float_to_bfloat16(f); std::memcpy(p + 2 * i, &h, 2); break; }
-      case DDL_FLOAT32: std::memcpy(p + 4 * i, &f, 4); break;
-      case DDL_FLOAT64: { const double d = f; std::memcpy(p + 8 * i, &d, 8); break; }
+      case DDL_FLOAT16: {
+        const uint16_t h = float_to_half(f);
+        std::memcpy(p + 2 * i, &h, 2);
+        break;
+      }
+      case DDL_BFLOAT16: {
+        const uint16_t h = float_to_bfloat16(f);
+        std::memcpy(p + 2 * i, &h, 2);
+        break;
+      }
+      case DDL_FLOAT32:
+        std::memcpy(p + 4 * i, &f, 4);
+        break;
+      case DDL_FLOAT64: {
+        const double d = f;
+        std::memcpy(p + 8 * i, &d, 8);
+        break;
+      }
       default: {
         const size_t es = datatype_size(dt);
         const uint64_t v = x ^ (x >> 29);
@@ -183,7 +200,8 @@ int main(int argc, char **argv) {
   std::vector<ddl_datatype_t> dtypes;
   for (int t = 0; t < DDL_DATATYPE_COUNT; ++t) {
     ddl_datatype_t dt = static_cast<ddl_datatype_t>(t), want;
-    if (o.dtype.empty() || (datatype_from_name(o.dtype.c_str(), &want) && want == dt)) dtypes.push_back(dt);
+    if (o.dtype.empty() || (datatype_from_name(o.dtype.c_str(), &want) && want == dt))
+      dtypes.push_back(dt);
   }
   std::vector<ddl_op_t> ops;
   for (int k = 0; k < DDL_OP_COUNT; ++k) {
@@ -197,19 +215,22 @@ int main(int argc, char **argv) {
   uint8_t *ref = alloc(max_bytes), *init = o.in_place ? alloc(max_bytes) : nullptr;
 
   std::printf("# reduce_bench: ddl::reduce() throughput, %s; default ISA here: %s\n",
-              o.in_place ? "in place (dst == a)" : "out of place (dst, a, b distinct)", reduce_isa());
-  std::printf("# GB/s = 3 x buffer bytes (read a + read b + write dst) / time; memcpy GB/s = 2 x buffer\n"
-              "# bytes (read + write) / time; 1 GB = 1e9 B; buffer = bytes of each of a, b, dst.\n"
-              "# median of %d samples%s, %s; avg divides by %d.\n",
-              o.reps, o.min_sample_s > 0 ? " of >= 2 ms each" : " of one call each",
-              g_wall_clock ? "wall clock" : "thread CPU time", o.divisor);
+              o.in_place ? "in place (dst == a)" : "out of place (dst, a, b distinct)",
+              reduce_isa());
+  std::printf(
+      "# GB/s = 3 x buffer bytes (read a + read b + write dst) / time; memcpy GB/s = 2 x buffer\n"
+      "# bytes (read + write) / time; 1 GB = 1e9 B; buffer = bytes of each of a, b, dst.\n"
+      "# median of %d samples%s, %s; avg divides by %d.\n",
+      o.reps, o.min_sample_s > 0 ? " of >= 2 ms each" : " of one call each",
+      g_wall_clock ? "wall clock" : "thread CPU time", o.divisor);
   std::printf("%8s  %-9s %-5s", "buffer", "dtype", "op");
   for (const char *isa : isas) std::printf(" %9s", isa);
   std::printf(" %9s\n", "memcpy");
 
   int failures = 0;
   for (uint64_t size : o.sizes) {
-    const double memcpy_s = time_per_call(o, [&] { std::memcpy(d, a, size); }, [] {});
+    const double memcpy_s = time_per_call(
+        o, [&] { std::memcpy(d, a, size); }, [] {});
     const double memcpy_gbs = 2.0 * static_cast<double>(size) / memcpy_s / 1e9;
     for (ddl_datatype_t dt : dtypes) {
       const size_t es = datatype_size(dt), count = size / es, bytes = count * es;
@@ -228,7 +249,9 @@ int main(int argc, char **argv) {
           uint8_t *dst = o.in_place ? a : d;
           const double s = time_per_call(
               o, [&] { reduce(dt, op, dst, a, b, count, o.divisor); },
-              [&] { if (o.in_place) std::memcpy(a, init, bytes); });
+              [&] {
+                if (o.in_place) std::memcpy(a, init, bytes);
+              });
           std::printf(" %9.2f", 3.0 * static_cast<double>(bytes) / s / 1e9);
           std::fflush(stdout);
           if (!o.in_place && std::memcmp(d, ref, bytes) != 0) {

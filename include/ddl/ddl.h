@@ -73,16 +73,17 @@ typedef enum {
  *     cfg.timeout_ms = 60000;
  * A zero / NULL field means "use the environment variable, else the default". */
 typedef struct {
-  size_t size;          /* sizeof(ddl_config_t) as the caller compiled it */
-  uint32_t version;     /* DDL_CONFIG_VERSION as the caller compiled it */
-  int32_t timeout_ms;   /* deadline of every blocking wait; DDL_TIMEOUT_MS, default 300000 */
+  size_t size;           /* sizeof(ddl_config_t) as the caller compiled it */
+  uint32_t version;      /* DDL_CONFIG_VERSION as the caller compiled it */
+  int32_t timeout_ms;    /* deadline of every blocking wait; DDL_TIMEOUT_MS, default 300000 */
   const char *job_token; /* shared secret checked by the rendezvous; DDL_JOB_TOKEN */
-  size_t chunk_bytes;   /* pipelining granularity of large collectives; DDL_CHUNK_BYTES */
-  int32_t log_level;    /* 0 error, 1 warn, 2 info, 3 debug; DDL_LOG_LEVEL (-1: from env) */
+  size_t chunk_bytes;    /* pipelining granularity of large collectives; DDL_CHUNK_BYTES */
+  int32_t log_level;     /* 0 error, 1 warn, 2 info, 3 debug; DDL_LOG_LEVEL (-1: from env) */
 } ddl_config_t;
 
 #define DDL_CONFIG_VERSION 1u
-#define DDL_CONFIG_INITIALIZER {sizeof(ddl_config_t), DDL_CONFIG_VERSION, 0, NULL, 0, -1}
+#define DDL_CONFIG_INITIALIZER \
+  { sizeof(ddl_config_t), DDL_CONFIG_VERSION, 0, NULL, 0, -1 }
 
 DDL_API ddl_result_t ddl_get_version(int *major, int *minor, int *patch);
 

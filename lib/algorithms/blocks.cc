@@ -5,7 +5,8 @@
 namespace ddl {
 
 BlockSplit::BlockSplit(size_t count, int nblocks)
-    : base_(count / static_cast<size_t>(nblocks)), remainder_(count % static_cast<size_t>(nblocks)) {}
+    : base_(count / static_cast<size_t>(nblocks)),
+      remainder_(count % static_cast<size_t>(nblocks)) {}
 
 Extent BlockSplit::block(int b) const {
   size_t ub = static_cast<size_t>(b);

@@ -11,8 +11,8 @@ void build_dissemination_barrier(const CollectiveArgs &args, Schedule *schedule)
   for (int distance = 1; distance < n; distance *= 2, ++round) {
     // The signal of round k must carry everything heard in rounds < k.
     add_step(schedule, send_step(ring_index(r + distance, n), round, output_at(0), 0, heard));
-    heard = {add_step(schedule,
-                      recv_step(ring_index(r - distance, n), round, output_at(0), 0, heard))};
+    heard = {
+        add_step(schedule, recv_step(ring_index(r - distance, n), round, output_at(0), 0, heard))};
   }
 }
 

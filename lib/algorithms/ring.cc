@@ -48,17 +48,17 @@ void build_ring_allreduce(const CollectiveArgs &args, Schedule *schedule) {
       const Extent in = chunks.chunk(recv_block, c);
       std::vector<uint32_t> send_deps;
       if (s > 0) send_deps.push_back(rs_reduce[m - C]);  // sends what step s-1 reduced
-      rs_send.push_back(add_step(schedule, send_step(right, static_cast<uint32_t>(m),
-                                                     s == 0 ? input_at(out.offset)
-                                                            : output_at(out.offset),
-                                                     out.count, send_deps)));
+      rs_send.push_back(add_step(
+          schedule,
+          send_step(right, static_cast<uint32_t>(m),
+                    s == 0 ? input_at(out.offset) : output_at(out.offset), out.count, send_deps)));
       std::vector<uint32_t> reduce_deps;
       if (m >= slots) reduce_deps.push_back(rs_reduce[m - slots]);  // staging slot is free
       rs_reduce.push_back(add_step(
-          schedule, recv_reduce_step(left, static_cast<uint32_t>(m),
-                                     scratch_at((m % slots) * chunks.chunk_elems()),
-                                     input_at(in.offset), output_at(in.offset), in.count,
-                                     s == n - 2, reduce_deps)));
+          schedule,
+          recv_reduce_step(left, static_cast<uint32_t>(m),
+                           scratch_at((m % slots) * chunks.chunk_elems()), input_at(in.offset),
+                           output_at(in.offset), in.count, s == n - 2, reduce_deps)));
     }
   }
   // Allgather: at step s, forward block r+1-s (complete) and receive block r-s in place.
@@ -71,14 +71,14 @@ void build_ring_allreduce(const CollectiveArgs &args, Schedule *schedule) {
       const size_t k = static_cast<size_t>(s) * C + c;
       const Extent out = chunks.chunk(send_block, c);
       const Extent in = chunks.chunk(recv_block, c);
-      const uint32_t ready = s == 0 ? rs_reduce[static_cast<size_t>(n - 2) * C + c]
-                                    : ag_recv[k - C];
+      const uint32_t ready =
+          s == 0 ? rs_reduce[static_cast<size_t>(n - 2) * C + c] : ag_recv[k - C];
       add_step(schedule, send_step(right, static_cast<uint32_t>(m), output_at(out.offset),
                                    out.count, {ready}));
       // Block r-s was read by the reduce-scatter send of step s: wait for it to finish.
-      ag_recv.push_back(add_step(schedule, recv_step(left, static_cast<uint32_t>(m),
-                                                     output_at(in.offset), in.count,
-                                                     {rs_send[k]})));
+      ag_recv.push_back(add_step(
+          schedule,
+          recv_step(left, static_cast<uint32_t>(m), output_at(in.offset), in.count, {rs_send[k]})));
     }
   }
 }
@@ -119,10 +119,9 @@ void build_ring_reduce_scatter(const CollectiveArgs &args, Schedule *schedule) {
       std::vector<uint32_t> reduce_deps;
       if (s > 0) reduce_deps.push_back(sends[m - C]);  // slot s%2 was sent at step s-1
       reduces.push_back(add_step(
-          schedule, recv_reduce_step(left, static_cast<uint32_t>(m), slot,
-                                     input_at(recv_base + part.offset),
-                                     last ? output_at(part.offset) : slot, part.count, last,
-                                     reduce_deps)));
+          schedule,
+          recv_reduce_step(left, static_cast<uint32_t>(m), slot, input_at(recv_base + part.offset),
+                           last ? output_at(part.offset) : slot, part.count, last, reduce_deps)));
     }
   }
 }
@@ -151,9 +150,9 @@ void build_ring_allgather(const CollectiveArgs &args, Schedule *schedule) {
       if (s > 0) send_deps.push_back(recvs[m - C]);  // forward what arrived at step s-1
       const Range src = s == 0 ? input_at(part.offset) : output_at(send_base + part.offset);
       add_step(schedule, send_step(right, static_cast<uint32_t>(m), src, part.count, send_deps));
-      recvs.push_back(add_step(schedule, recv_step(left, static_cast<uint32_t>(m),
-                                                   output_at(recv_base + part.offset),
-                                                   part.count, {})));
+      recvs.push_back(
+          add_step(schedule, recv_step(left, static_cast<uint32_t>(m),
+                                       output_at(recv_base + part.offset), part.count, {})));
     }
   }
 }

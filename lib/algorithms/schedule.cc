@@ -6,11 +6,16 @@ namespace ddl {
 
 const char *collective_name(Collective collective) {
   switch (collective) {
-    case Collective::kAllreduce: return "allreduce";
-    case Collective::kBroadcast: return "broadcast";
-    case Collective::kAllgather: return "allgather";
-    case Collective::kReduceScatter: return "reduce_scatter";
-    case Collective::kBarrier: return "barrier";
+    case Collective::kAllreduce:
+      return "allreduce";
+    case Collective::kBroadcast:
+      return "broadcast";
+    case Collective::kAllgather:
+      return "allgather";
+    case Collective::kReduceScatter:
+      return "reduce_scatter";
+    case Collective::kBarrier:
+      return "barrier";
   }
   return "unknown";
 }

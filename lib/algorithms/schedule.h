@@ -88,11 +88,19 @@ Step recv_reduce_step(int peer, uint32_t tag, Range tmp, Range src, Range dst, s
                       bool final_reduce, std::vector<uint32_t> deps);
 Step copy_step(Range src, Range dst, size_t count, std::vector<uint32_t> deps);
 
-inline Range input_at(size_t offset) { return Range{BufferId::kInput, offset}; }
-inline Range output_at(size_t offset) { return Range{BufferId::kOutput, offset}; }
-inline Range scratch_at(size_t offset) { return Range{BufferId::kScratch, offset}; }
+inline Range input_at(size_t offset) {
+  return Range{BufferId::kInput, offset};
+}
+inline Range output_at(size_t offset) {
+  return Range{BufferId::kOutput, offset};
+}
+inline Range scratch_at(size_t offset) {
+  return Range{BufferId::kScratch, offset};
+}
 
 // (a mod n) for a possibly negative a.
-inline int ring_index(int a, int n) { return ((a % n) + n) % n; }
+inline int ring_index(int a, int n) {
+  return ((a % n) + n) % n;
+}
 
 }  // namespace ddl

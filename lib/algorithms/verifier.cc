@@ -24,10 +24,14 @@ bool operator==(const Sym &a, const Sym &b) {
 
 const char *kind_name(StepKind kind) {
   switch (kind) {
-    case StepKind::kSend: return "send";
-    case StepKind::kRecv: return "recv";
-    case StepKind::kRecvReduce: return "recv_reduce";
-    case StepKind::kCopy: return "copy";
+    case StepKind::kSend:
+      return "send";
+    case StepKind::kRecv:
+      return "recv";
+    case StepKind::kRecvReduce:
+      return "recv_reduce";
+    case StepKind::kCopy:
+      return "copy";
   }
   return "?";
 }
@@ -62,9 +66,12 @@ struct RankMemory {
 
 size_t buffer_size(const Schedule &s, BufferId buffer) {
   switch (buffer) {
-    case BufferId::kInput: return s.input_count;
-    case BufferId::kOutput: return s.output_count;
-    case BufferId::kScratch: return s.scratch_count;
+    case BufferId::kInput:
+      return s.input_count;
+    case BufferId::kOutput:
+      return s.output_count;
+    case BufferId::kScratch:
+      return s.scratch_count;
   }
   return 0;
 }
@@ -97,7 +104,8 @@ Status check_structure(int rank, const Schedule &s, int nranks) {
   for (size_t i = 0; i < n; ++i) {
     const Step &step = s.steps[i];
     for (uint32_t d : step.deps)
-      if (d >= i) return internal_error("%s: dependency %u points forward", where(rank, i, step).c_str(), d);
+      if (d >= i)
+        return internal_error("%s: dependency %u points forward", where(rank, i, step).c_str(), d);
     const bool talks = step.kind != StepKind::kCopy;
     if (talks && (step.peer < 0 || step.peer >= nranks || step.peer == rank))
       return internal_error("%s: bad peer", where(rank, i, step).c_str());
@@ -116,8 +124,12 @@ Status check_structure(int rank, const Schedule &s, int nranks) {
       return Status::Ok();
     };
     switch (step.kind) {
-      case StepKind::kSend: DDL_RETURN_IF_ERROR(use(step.src, false)); break;
-      case StepKind::kRecv: DDL_RETURN_IF_ERROR(use(step.dst, true)); break;
+      case StepKind::kSend:
+        DDL_RETURN_IF_ERROR(use(step.src, false));
+        break;
+      case StepKind::kRecv:
+        DDL_RETURN_IF_ERROR(use(step.dst, true));
+        break;
       case StepKind::kCopy:
         DDL_RETURN_IF_ERROR(use(step.src, false));
         DDL_RETURN_IF_ERROR(use(step.dst, true));
@@ -158,7 +170,8 @@ Status check_structure(int rank, const Schedule &s, int nranks) {
 }
 
 // Sets each rank's initial memory and returns what its output must hold at the end.
-void initial_state(const CollectiveArgs &args, int rank, RankMemory *mem, std::vector<Sym> *expected) {
+void initial_state(const CollectiveArgs &args, int rank, RankMemory *mem,
+                   std::vector<Sym> *expected) {
   const Schedule &s = *mem->schedule;
   const uint64_t all = args.nranks == 64 ? ~0ull : (1ull << args.nranks) - 1;
   const uint64_t me = 1ull << rank;
@@ -178,14 +191,17 @@ void initial_state(const CollectiveArgs &args, int rank, RankMemory *mem, std::v
     *mem->at(BufferId::kInput, i) = Sym{me, input_base + i, true};
   for (size_t i = 0; i < s.output_count; ++i) {
     switch (args.collective) {
-      case Collective::kAllreduce: (*expected)[i] = Sym{all, i, true}; break;
+      case Collective::kAllreduce:
+        (*expected)[i] = Sym{all, i, true};
+        break;
       case Collective::kReduceScatter:
         (*expected)[i] = Sym{all, rank * args.count + i, true};
         break;
       case Collective::kAllgather:
         (*expected)[i] = Sym{1ull << (i / args.count), i, true};
         break;
-      default: break;
+      default:
+        break;
     }
   }
 }
@@ -203,8 +219,8 @@ Status combine(const Sym &a, const Sym &b, bool final_reduce, uint64_t all, Sym 
   if (!a.defined || !b.defined)
     return internal_error("%s: element %zu reduces an undefined value", context.c_str(), element);
   if (a.index != b.index)
-    return internal_error("%s: element %zu combines input elements %llu and %llu",
-                          context.c_str(), element, static_cast<unsigned long long>(a.index),
+    return internal_error("%s: element %zu combines input elements %llu and %llu", context.c_str(),
+                          element, static_cast<unsigned long long>(a.index),
                           static_cast<unsigned long long>(b.index));
   if (a.mask & b.mask)
     return internal_error("%s: element %zu counts ranks %#llx twice", context.c_str(), element,

@@ -11,8 +11,8 @@ struct DatatypeInfo {
 };
 
 const DatatypeInfo kDatatypes[DDL_DATATYPE_COUNT] = {
-    {"int8", 1},    {"uint8", 1},   {"int32", 4},    {"uint32", 4},  {"int64", 8},
-    {"uint64", 8},  {"float16", 2}, {"bfloat16", 2}, {"float32", 4}, {"float64", 8},
+    {"int8", 1},   {"uint8", 1},   {"int32", 4},    {"uint32", 4},  {"int64", 8},
+    {"uint64", 8}, {"float16", 2}, {"bfloat16", 2}, {"float32", 4}, {"float64", 8},
 };
 const char *const kOpNames[DDL_OP_COUNT] = {"sum", "prod", "min", "max", "avg"};
 
@@ -22,9 +22,9 @@ struct Alias {
 };
 // nccl-tests' spellings (-d float, half, bfloat16, double, int, uint8...).
 const Alias kDatatypeAliases[] = {
-    {"char", DDL_INT8},       {"int", DDL_INT32},    {"uint", DDL_UINT32}, {"half", DDL_FLOAT16},
-    {"fp16", DDL_FLOAT16},    {"bf16", DDL_BFLOAT16}, {"float", DDL_FLOAT32},
-    {"fp32", DDL_FLOAT32},    {"double", DDL_FLOAT64}, {"fp64", DDL_FLOAT64},
+    {"char", DDL_INT8},      {"int", DDL_INT32},     {"uint", DDL_UINT32},   {"half", DDL_FLOAT16},
+    {"fp16", DDL_FLOAT16},   {"bf16", DDL_BFLOAT16}, {"float", DDL_FLOAT32}, {"fp32", DDL_FLOAT32},
+    {"double", DDL_FLOAT64}, {"fp64", DDL_FLOAT64},
 };
 
 }  // namespace
@@ -37,7 +37,9 @@ const char *datatype_name(ddl_datatype_t dtype) {
   return valid_datatype(dtype) ? kDatatypes[dtype].name : "invalid";
 }
 
-const char *op_name(ddl_op_t op) { return valid_op(op) ? kOpNames[op] : "invalid"; }
+const char *op_name(ddl_op_t op) {
+  return valid_op(op) ? kOpNames[op] : "invalid";
+}
 
 bool datatype_from_name(const char *name, ddl_datatype_t *dtype) {
   for (int i = 0; i < DDL_DATATYPE_COUNT; ++i) {

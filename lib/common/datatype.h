@@ -7,8 +7,12 @@
 
 namespace ddl {
 
-inline bool valid_datatype(int dtype) { return dtype >= 0 && dtype < DDL_DATATYPE_COUNT; }
-inline bool valid_op(int op) { return op >= 0 && op < DDL_OP_COUNT; }
+inline bool valid_datatype(int dtype) {
+  return dtype >= 0 && dtype < DDL_DATATYPE_COUNT;
+}
+inline bool valid_op(int op) {
+  return op >= 0 && op < DDL_OP_COUNT;
+}
 
 // 0 for an invalid value.
 size_t datatype_size(ddl_datatype_t dtype);

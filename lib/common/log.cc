@@ -35,8 +35,12 @@ LogLevel log_level() {
   return static_cast<LogLevel>(level);
 }
 
-void set_log_level(LogLevel level) { g_level.store(static_cast<int>(level)); }
-void set_log_rank(int rank) { g_rank.store(rank); }
+void set_log_level(LogLevel level) {
+  g_level.store(static_cast<int>(level));
+}
+void set_log_rank(int rank) {
+  g_rank.store(rank);
+}
 
 void log_message(LogLevel level, const char *fmt, ...) {
   static const char *const kNames[] = {"error", "warn", "info", "debug"};

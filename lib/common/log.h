@@ -14,10 +14,10 @@ void log_message(LogLevel level, const char *fmt, ...) __attribute__((format(pri
 
 }  // namespace ddl
 
-#define DDL_LOG(level, ...)                                               \
-  do {                                                                    \
-    if (static_cast<int>(level) <= static_cast<int>(::ddl::log_level()))  \
-      ::ddl::log_message(level, __VA_ARGS__);                             \
+#define DDL_LOG(level, ...)                                              \
+  do {                                                                   \
+    if (static_cast<int>(level) <= static_cast<int>(::ddl::log_level())) \
+      ::ddl::log_message(level, __VA_ARGS__);                            \
   } while (0)
 #define DDL_WARN(...) DDL_LOG(::ddl::LogLevel::kWarn, __VA_ARGS__)
 #define DDL_INFO(...) DDL_LOG(::ddl::LogLevel::kInfo, __VA_ARGS__)

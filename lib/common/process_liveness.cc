@@ -3,10 +3,10 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <signal.h>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <signal.h>
 
 namespace ddl {
 

@@ -29,13 +29,13 @@ std::string strprintf(const char *fmt, ...) {
   return out;
 }
 
-#define DDL_DEFINE_ERROR(name, code)          \
-  Status name(const char *fmt, ...) {         \
-    va_list args;                             \
-    va_start(args, fmt);                      \
-    Status s(code, vformat(fmt, args));       \
-    va_end(args);                             \
-    return s;                                 \
+#define DDL_DEFINE_ERROR(name, code)    \
+  Status name(const char *fmt, ...) {   \
+    va_list args;                       \
+    va_start(args, fmt);                \
+    Status s(code, vformat(fmt, args)); \
+    va_end(args);                       \
+    return s;                           \
   }
 
 DDL_DEFINE_ERROR(invalid_argument, DDL_ERR_INVALID_ARGUMENT)

@@ -46,15 +46,15 @@ std::string strprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2))
 }  // namespace ddl
 
 // Returns early with the error of `expr`, if any.
-#define DDL_RETURN_IF_ERROR(expr)          \
-  do {                                     \
-    ::ddl::Status ddl_status_ = (expr);    \
+#define DDL_RETURN_IF_ERROR(expr)              \
+  do {                                         \
+    ::ddl::Status ddl_status_ = (expr);        \
     if (!ddl_status_.ok()) return ddl_status_; \
   } while (0)
 
 // An internal invariant; a violation is reported as DDL_ERR_INTERNAL with the call site.
-#define DDL_CHECK(cond)                                                                  \
-  do {                                                                                  \
-    if (!(cond))                                                                        \
+#define DDL_CHECK(cond)                                                                   \
+  do {                                                                                    \
+    if (!(cond))                                                                          \
       return ::ddl::internal_error("%s:%d: check failed: %s", __FILE__, __LINE__, #cond); \
   } while (0)

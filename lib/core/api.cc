@@ -28,9 +28,10 @@ class CommCall {
     if (!comm) {
       status_ = ddl::invalid_argument("%s: the communicator is NULL", what);
     } else if (!ddl::comm_is_live(comm)) {
-      status_ = ddl::invalid_usage("%s: %p is not a live communicator (destroyed, or never "
-                                   "created by ddl_comm_init)",
-                                   what, static_cast<void *>(comm));
+      status_ = ddl::invalid_usage(
+          "%s: %p is not a live communicator (destroyed, or never "
+          "created by ddl_comm_init)",
+          what, static_cast<void *>(comm));
     } else if (comm->busy.exchange(true)) {
       status_ = ddl::invalid_usage(
           "rank %d: %s: another thread is inside a call on this communicator; calls on one "
@@ -130,9 +131,9 @@ ddl_result_t ddl_comm_init_from_env(ddl_comm_t *comm) {
 ddl_result_t ddl_comm_destroy(ddl_comm_t comm) {
   if (!comm) return fail_without_comm(ddl::invalid_argument("ddl_comm_destroy: comm is NULL"));
   if (!ddl::comm_is_live(comm))
-    return fail_without_comm(ddl::invalid_usage(
-        "ddl_comm_destroy: %p is not a live communicator (destroyed twice?)",
-        static_cast<void *>(comm)));
+    return fail_without_comm(
+        ddl::invalid_usage("ddl_comm_destroy: %p is not a live communicator (destroyed twice?)",
+                           static_cast<void *>(comm)));
   if (comm->busy.exchange(true))
     return fail_without_comm(ddl::invalid_usage(
         "rank %d: ddl_comm_destroy: another thread is inside a call on this communicator; "
@@ -193,15 +194,24 @@ ddl_result_t ddl_barrier(ddl_comm_t comm) {
 
 const char *ddl_result_string(ddl_result_t result) {
   switch (result) {
-    case DDL_SUCCESS: return "DDL_SUCCESS: no error";
-    case DDL_ERR_INVALID_ARGUMENT: return "DDL_ERR_INVALID_ARGUMENT: invalid argument";
-    case DDL_ERR_INVALID_USAGE: return "DDL_ERR_INVALID_USAGE: invalid usage";
-    case DDL_ERR_SYSTEM: return "DDL_ERR_SYSTEM: system or library error";
-    case DDL_ERR_INTERNAL: return "DDL_ERR_INTERNAL: internal error (a bug in ddl)";
-    case DDL_ERR_REMOTE: return "DDL_ERR_REMOTE: a remote rank failed or disconnected";
-    case DDL_ERR_TIMEOUT: return "DDL_ERR_TIMEOUT: a deadline passed";
-    case DDL_ERR_UNSUPPORTED: return "DDL_ERR_UNSUPPORTED: not supported";
-    default: return "unknown ddl_result_t value";
+    case DDL_SUCCESS:
+      return "DDL_SUCCESS: no error";
+    case DDL_ERR_INVALID_ARGUMENT:
+      return "DDL_ERR_INVALID_ARGUMENT: invalid argument";
+    case DDL_ERR_INVALID_USAGE:
+      return "DDL_ERR_INVALID_USAGE: invalid usage";
+    case DDL_ERR_SYSTEM:
+      return "DDL_ERR_SYSTEM: system or library error";
+    case DDL_ERR_INTERNAL:
+      return "DDL_ERR_INTERNAL: internal error (a bug in ddl)";
+    case DDL_ERR_REMOTE:
+      return "DDL_ERR_REMOTE: a remote rank failed or disconnected";
+    case DDL_ERR_TIMEOUT:
+      return "DDL_ERR_TIMEOUT: a deadline passed";
+    case DDL_ERR_UNSUPPORTED:
+      return "DDL_ERR_UNSUPPORTED: not supported";
+    default:
+      return "unknown ddl_result_t value";
   }
 }
 
@@ -210,8 +220,14 @@ const char *ddl_comm_last_error(ddl_comm_t comm) {
   return t_last_error.c_str();
 }
 
-size_t ddl_datatype_size(ddl_datatype_t dtype) { return ddl::datatype_size(dtype); }
-const char *ddl_datatype_name(ddl_datatype_t dtype) { return ddl::datatype_name(dtype); }
-const char *ddl_op_name(ddl_op_t op) { return ddl::op_name(op); }
+size_t ddl_datatype_size(ddl_datatype_t dtype) {
+  return ddl::datatype_size(dtype);
+}
+const char *ddl_datatype_name(ddl_datatype_t dtype) {
+  return ddl::datatype_name(dtype);
+}
+const char *ddl_op_name(ddl_op_t op) {
+  return ddl::op_name(op);
+}
 
 }  // extern "C"

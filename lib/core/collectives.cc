@@ -33,8 +33,8 @@ Status check_call(const ddl_comm *comm, const CollectiveCall &call, bool *in_pla
                             comm->nranks - 1);
   const size_t elem = datatype_size(call.dtype);
   const size_t n = static_cast<size_t>(comm->nranks);
-  const bool per_rank = call.collective == Collective::kAllgather ||
-                        call.collective == Collective::kReduceScatter;
+  const bool per_rank =
+      call.collective == Collective::kAllgather || call.collective == Collective::kReduceScatter;
   if (call.count > SIZE_MAX / elem / (per_rank ? n : 1))
     return invalid_argument("count %zu of %s overflows the address space", call.count,
                             datatype_name(call.dtype));
@@ -44,9 +44,9 @@ Status check_call(const ddl_comm *comm, const CollectiveCall &call, bool *in_pla
   if (call.collective == Collective::kReduceScatter) send_bytes = bytes * n;
   *in_place = true;
   if (call.collective == Collective::kBroadcast || call.collective == Collective::kBarrier)
-    return call.count > 0 && !call.recvbuf ? invalid_argument("buffer is NULL with count %zu",
-                                                              call.count)
-                                           : Status::Ok();
+    return call.count > 0 && !call.recvbuf
+               ? invalid_argument("buffer is NULL with count %zu", call.count)
+               : Status::Ok();
   if (call.count == 0) return Status::Ok();
   if (!call.sendbuf) return invalid_argument("sendbuf is NULL with count %zu", call.count);
   if (!call.recvbuf) return invalid_argument("recvbuf is NULL with count %zu", call.count);
@@ -54,9 +54,15 @@ Status check_call(const ddl_comm *comm, const CollectiveCall &call, bool *in_pla
   const char *recv = static_cast<const char *>(call.recvbuf);
   const size_t mine = bytes * static_cast<size_t>(comm->rank);
   switch (call.collective) {
-    case Collective::kAllgather: *in_place = send == recv + mine; break;
-    case Collective::kReduceScatter: *in_place = recv == send + mine; break;
-    default: *in_place = send == recv; break;
+    case Collective::kAllgather:
+      *in_place = send == recv + mine;
+      break;
+    case Collective::kReduceScatter:
+      *in_place = recv == send + mine;
+      break;
+    default:
+      *in_place = send == recv;
+      break;
   }
   if (!*in_place && overlaps(send, send_bytes, recv, recv_bytes))
     return invalid_argument(
@@ -87,9 +93,10 @@ Status find_plan(ddl_comm *comm, const CollectiveCall &call, bool in_place, cons
   DDL_RETURN_IF_ERROR(build_schedule(args, &schedule));
   for (const Step &step : schedule.steps)
     if (step.tag > kMaxStepTag)
-      return unsupported("%zu elements need more messages than the transport's tags allow; "
-                         "raise DDL_CHUNK_BYTES",
-                         call.count);
+      return unsupported(
+          "%zu elements need more messages than the transport's tags allow; "
+          "raise DDL_CHUNK_BYTES",
+          call.count);
   DDL_DEBUG("%s: %s schedule with %zu steps", collective_name(call.collective),
             schedule.algorithm.c_str(), schedule.steps.size());
   if (comm->plans.size() >= kMaxCachedPlans) comm->plans.clear();
@@ -103,9 +110,11 @@ Status find_plan(ddl_comm *comm, const CollectiveCall &call, bool in_place, cons
 }  // namespace
 
 std::string describe_call(const ddl_comm *comm, const CollectiveCall &call, uint32_t seq) {
-  std::string what = strprintf("rank %d: %s #%u", comm->rank, collective_name(call.collective), seq);
+  std::string what =
+      strprintf("rank %d: %s #%u", comm->rank, collective_name(call.collective), seq);
   switch (call.collective) {
-    case Collective::kBarrier: return what;
+    case Collective::kBarrier:
+      return what;
     case Collective::kBroadcast:
       return what + strprintf(" (count %zu, %s, root %d)", call.count, datatype_name(call.dtype),
                               call.root);

@@ -25,8 +25,8 @@ constexpr int kCloseTimeoutMs = 5000;
 Status exchange_placements(ddl_comm *comm) {
   topo::Topology topology;
   Status s = topo::discover(topo::discover_options_from_env(), &topology);
-  if (!s.ok()) DDL_WARN("topology discovery failed, placing this rank by host only: %s",
-                        s.message().c_str());
+  if (!s.ok())
+    DDL_WARN("topology discovery failed, placing this rank by host only: %s", s.message().c_str());
   const topo::Placement mine = topo::local_placement(topology, -1);
   std::vector<std::string> all;
   s = comm->bootstrap->allgather(topo::serialize(mine), &all);

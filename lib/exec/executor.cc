@@ -22,10 +22,14 @@ constexpr int kCheckEvery = 256;
 
 const char *kind_text(StepKind kind) {
   switch (kind) {
-    case StepKind::kSend: return "send to";
-    case StepKind::kRecv: return "receive from";
-    case StepKind::kRecvReduce: return "receive-and-reduce from";
-    case StepKind::kCopy: return "local copy";
+    case StepKind::kSend:
+      return "send to";
+    case StepKind::kRecv:
+      return "receive from";
+    case StepKind::kRecvReduce:
+      return "receive-and-reduce from";
+    case StepKind::kCopy:
+      return "local copy";
   }
   return "?";
 }
@@ -40,9 +44,15 @@ std::string describe(const Step &step, size_t index, size_t elem_size) {
 char *address(const ExecArgs &args, Range range, size_t elem_size) {
   char *base = nullptr;
   switch (range.buffer) {
-    case BufferId::kInput: base = static_cast<char *>(const_cast<void *>(args.input)); break;
-    case BufferId::kOutput: base = static_cast<char *>(args.output); break;
-    case BufferId::kScratch: base = static_cast<char *>(args.scratch); break;
+    case BufferId::kInput:
+      base = static_cast<char *>(const_cast<void *>(args.input));
+      break;
+    case BufferId::kOutput:
+      base = static_cast<char *>(args.output);
+      break;
+    case BufferId::kScratch:
+      base = static_cast<char *>(args.scratch);
+      break;
   }
   return base + range.offset * elem_size;
 }
@@ -182,18 +192,19 @@ Status Executor::waiting_error(const Plan &plan, const ExecArgs &args, Transport
   for (uint32_t index : in_flight_) {
     const Step &step = plan.schedule.steps[index];
     Status peer = transport->peer_status(step.peer);
-    if (!peer.ok())
-      return peer.prefix(describe(step, index, datatype_size(args.dtype)) + ": ");
+    if (!peer.ok()) return peer.prefix(describe(step, index, datatype_size(args.dtype)) + ": ");
     silent.insert(step.peer);
   }
   if (!timed_out) return Status::Ok();
   std::string peers;
   for (int p : silent) peers += (peers.empty() ? "" : ", ") + std::to_string(p);
   const uint32_t first = in_flight_.empty() ? 0 : in_flight_.front();
-  return timeout_error("timed out with %zu of %zu steps done, waiting for ranks %s (e.g. %s)",
-                       completed_, plan.schedule.steps.size(), peers.c_str(),
-                       in_flight_.empty() ? "nothing" :
-                       describe(plan.schedule.steps[first], first, datatype_size(args.dtype)).c_str());
+  return timeout_error(
+      "timed out with %zu of %zu steps done, waiting for ranks %s (e.g. %s)", completed_,
+      plan.schedule.steps.size(), peers.c_str(),
+      in_flight_.empty()
+          ? "nothing"
+          : describe(plan.schedule.steps[first], first, datatype_size(args.dtype)).c_str());
 }
 
 void Executor::cancel_all(Transport *transport) {

@@ -35,7 +35,8 @@ class Executor {
   Status start(const Plan &plan, uint32_t step, const ExecArgs &args, Transport *transport);
   Status finish(const Plan &plan, uint32_t step, const ExecArgs &args);
   void complete(const Plan &plan, uint32_t step);
-  Status waiting_error(const Plan &plan, const ExecArgs &args, Transport *transport, bool timed_out);
+  Status waiting_error(const Plan &plan, const ExecArgs &args, Transport *transport,
+                       bool timed_out);
   void cancel_all(Transport *transport);
 
   // Reused between runs to keep the hot path free of allocations.

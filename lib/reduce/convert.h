@@ -43,7 +43,8 @@ inline float half_to_f32(uint16_t h) {
   const uint32_t infnan = 0x7f800000u | (em << 13) | (em > 0x7c00u ? 0x00400000u : 0u);
   // Subnormal (and zero): mant * 2^-24, computed exactly as (2^-14 * (1 + mant/1024)) - 2^-14.
   // The result is a normal float, so flush-to-zero / denormals-are-zero modes do not matter.
-  const uint32_t sub = f32_bits(f32_from_bits((113u << 23) | (em << 13)) - f32_from_bits(113u << 23));
+  const uint32_t sub =
+      f32_bits(f32_from_bits((113u << 23) | (em << 13)) - f32_from_bits(113u << 23));
   const uint32_t mag = exp == 0x7c00u ? infnan : (exp == 0 ? sub : normal);
   return f32_from_bits(sign | mag);
 }
@@ -66,7 +67,9 @@ inline uint16_t f32_to_half(float f) {
   return static_cast<uint16_t>(sign | mag);
 }
 
-inline float bf16_to_f32(uint16_t b) { return f32_from_bits(static_cast<uint32_t>(b) << 16); }
+inline float bf16_to_f32(uint16_t b) {
+  return f32_from_bits(static_cast<uint32_t>(b) << 16);
+}
 
 inline uint16_t f32_to_bf16(float f) {
   const uint32_t u = f32_bits(f);

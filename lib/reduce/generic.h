@@ -10,9 +10,9 @@
 // the AVX-512 one, and the portable path would then execute AVX-512 on a CPU without it.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <cmath>
 #include <cstring>
 #include <type_traits>
 
@@ -104,8 +104,12 @@ struct Divide {
   uint64_t magic;  // 64-bit
   int shift;       // 64-bit
   DDL_REDUCE_TARGET explicit Divide(int divisor)
-      : d(static_cast<C>(divisor)), ud(static_cast<uint32_t>(divisor)), inv(1.0 / divisor),
-        m16(static_cast<uint16_t>((65536 + static_cast<int64_t>(divisor) - 1) / divisor)), magic(0), shift(0) {
+      : d(static_cast<C>(divisor)),
+        ud(static_cast<uint32_t>(divisor)),
+        inv(1.0 / divisor),
+        m16(static_cast<uint16_t>((65536 + static_cast<int64_t>(divisor) - 1) / divisor)),
+        magic(0),
+        shift(0) {
     if constexpr (std::is_integral_v<C> && sizeof(C) == 8) {
       if (divisor < 2) return;
       int l = 1;  // ceil(log2(divisor))
@@ -121,15 +125,19 @@ struct Divide {
       return x / d;
     } else if constexpr (sizeof(C) == 1) {
       const uint16_t sign = std::is_signed_v<C> && x < 0 ? 0xffff : 0;
-      const uint16_t ax = static_cast<uint16_t>((static_cast<uint16_t>(static_cast<int16_t>(x)) ^ sign) - sign);
-      const uint16_t q = static_cast<uint16_t>((static_cast<uint32_t>(ax) * static_cast<uint32_t>(m16)) >> 16);
+      const uint16_t ax =
+          static_cast<uint16_t>((static_cast<uint16_t>(static_cast<int16_t>(x)) ^ sign) - sign);
+      const uint16_t q =
+          static_cast<uint16_t>((static_cast<uint32_t>(ax) * static_cast<uint32_t>(m16)) >> 16);
       return static_cast<C>(static_cast<uint16_t>((q ^ sign) - sign));
     } else if constexpr (sizeof(C) == 4) {
       const uint32_t sign = std::is_signed_v<C> && x < 0 ? ~0u : 0u;
       const uint32_t ax = (static_cast<uint32_t>(x) ^ sign) - sign;
       // |x| as a double, exactly, by conversions the vector units have (int32 -> double).
-      const double fx = std::is_signed_v<C> ? std::fabs(static_cast<double>(static_cast<int32_t>(x)))
-                                            : static_cast<double>(static_cast<int32_t>(ax ^ 0x80000000u)) + 2147483648.0;
+      const double fx =
+          std::is_signed_v<C>
+              ? std::fabs(static_cast<double>(static_cast<int32_t>(x)))
+              : static_cast<double>(static_cast<int32_t>(ax ^ 0x80000000u)) + 2147483648.0;
       uint32_t q = static_cast<uint32_t>(static_cast<int32_t>(fx * inv));  // < 2^31 as d >= 2
       q += (ax - q * ud) >= ud ? 1u : 0u;
       return static_cast<C>((q ^ sign) - sign);
@@ -145,13 +153,16 @@ struct Divide {
 
 struct Sum {
   template <class C>
-  DDL_REDUCE_TARGET static C apply(C a, C b, const Divide<C> &) { return add(a, b); }
+  DDL_REDUCE_TARGET static C apply(C a, C b, const Divide<C> &) {
+    return add(a, b);
+  }
 };
 struct Prod {
   template <class C>
   DDL_REDUCE_TARGET static C apply(C a, C b, const Divide<C> &) {
     if constexpr (std::is_integral_v<C>)
-      return static_cast<C>(static_cast<Wide<C>>(static_cast<Wide<C>>(a) * static_cast<Wide<C>>(b)));
+      return static_cast<C>(
+          static_cast<Wide<C>>(static_cast<Wide<C>>(a) * static_cast<Wide<C>>(b)));
     else
       return a * b;
   }
@@ -179,7 +190,9 @@ struct Max {
 };
 struct Avg {
   template <class C>
-  DDL_REDUCE_TARGET static C apply(C a, C b, const Divide<C> &div) { return div(add(a, b)); }
+  DDL_REDUCE_TARGET static C apply(C a, C b, const Divide<C> &div) {
+    return div(add(a, b));
+  }
 };
 
 template <class Codec, class Op>
@@ -213,7 +226,8 @@ DDL_REDUCE_TARGET void scale_loop(void *dst, const void *src, size_t n, int divi
     return;
   }
   const Divide<C> div(divisor);
-  for (size_t i = 0; i < n; ++i) store_at<S>(dst, i, Codec::out(div(Codec::in(load_at<S>(src, i)))));
+  for (size_t i = 0; i < n; ++i)
+    store_at<S>(dst, i, Codec::out(div(Codec::in(load_at<S>(src, i)))));
 }
 
 }  // namespace
@@ -221,8 +235,8 @@ DDL_REDUCE_TARGET void scale_loop(void *dst, const void *src, size_t n, int divi
 }  // namespace ddl
 
 // One row of a KernelTable (ops in ddl_op_t order) built from the templates above.
-#define DDL_REDUCE_GENERIC_ROW(Codec)                                                   \
-  {                                                                                     \
-    &reduce_loop<Codec, Sum>, &reduce_loop<Codec, Prod>, &reduce_loop<Codec, Min>,      \
-        &reduce_loop<Codec, Max>, &reduce_avg<Codec>                                    \
+#define DDL_REDUCE_GENERIC_ROW(Codec)                                              \
+  {                                                                                \
+    &reduce_loop<Codec, Sum>, &reduce_loop<Codec, Prod>, &reduce_loop<Codec, Min>, \
+        &reduce_loop<Codec, Max>, &reduce_avg<Codec>                               \
   }

@@ -32,10 +32,14 @@ const char *const kIsaNames[kIsaCount] = {"portable", "avx2", "avx512"};
 
 const KernelTable *table_of(int isa) {
   switch (isa) {
-    case kPortable: return reduce_detail::portable_table();
-    case kAvx2: return reduce_detail::avx2_table();
-    case kAvx512: return reduce_detail::avx512_table();
-    default: return nullptr;
+    case kPortable:
+      return reduce_detail::portable_table();
+    case kAvx2:
+      return reduce_detail::avx2_table();
+    case kAvx512:
+      return reduce_detail::avx512_table();
+    default:
+      return nullptr;
   }
 }
 
@@ -48,19 +52,24 @@ bool cpu_has(int isa) {
   const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & (1u << 29)) != 0;
   const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
   switch (isa) {
-    case kPortable: return true;
-    case kAvx2: return avx2;
+    case kPortable:
+      return true;
+    case kAvx2:
+      return avx2;
     case kAvx512:
       return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
-    default: return false;
+    default:
+      return false;
   }
 #else
   return isa == kPortable;
 #endif
 }
 
-bool isa_supported(int isa) { return table_of(isa) != nullptr && cpu_has(isa); }
+bool isa_supported(int isa) {
+  return table_of(isa) != nullptr && cpu_has(isa);
+}
 
 int isa_from_name(const char *name) {
   if (name == nullptr) return -1;
@@ -126,17 +135,28 @@ void reduce(ddl_datatype_t dtype, ddl_op_t op, void *dst, const void *a, const v
 }
 
 void scale_average(ddl_datatype_t dtype, void *dst, const void *src, size_t count, int divisor) {
-  if (!valid_datatype(dtype) || divisor < 1) bad_call("ddl::scale_average", dtype, DDL_AVG, divisor);
+  if (!valid_datatype(dtype) || divisor < 1)
+    bad_call("ddl::scale_average", dtype, DDL_AVG, divisor);
   if (count == 0) return;
   active_table()->scale[dtype](dst, src, count, divisor);
 }
 
-float half_to_float(uint16_t h) { return reduce_detail::half_to_f32(h); }
-uint16_t float_to_half(float f) { return reduce_detail::f32_to_half(f); }
-float bfloat16_to_float(uint16_t b) { return reduce_detail::bf16_to_f32(b); }
-uint16_t float_to_bfloat16(float f) { return reduce_detail::f32_to_bf16(f); }
+float half_to_float(uint16_t h) {
+  return reduce_detail::half_to_f32(h);
+}
+uint16_t float_to_half(float f) {
+  return reduce_detail::f32_to_half(f);
+}
+float bfloat16_to_float(uint16_t b) {
+  return reduce_detail::bf16_to_f32(b);
+}
+uint16_t float_to_bfloat16(float f) {
+  return reduce_detail::f32_to_bf16(f);
+}
 
-const char *reduce_isa() { return active_table()->name; }
+const char *reduce_isa() {
+  return active_table()->name;
+}
 
 bool reduce_isa_supported(const char *isa) {
   const int i = isa_from_name(isa);

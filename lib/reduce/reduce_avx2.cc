@@ -24,8 +24,12 @@ struct F32Lanes {
   using S = float;
   using V = __m256;
   static constexpr size_t N = 8;
-  DDL_REDUCE_TARGET static V load(const char *p) { return _mm256_loadu_ps(reinterpret_cast<const float *>(p)); }
-  DDL_REDUCE_TARGET static void store(char *p, V v) { _mm256_storeu_ps(reinterpret_cast<float *>(p), v); }
+  DDL_REDUCE_TARGET static V load(const char *p) {
+    return _mm256_loadu_ps(reinterpret_cast<const float *>(p));
+  }
+  DDL_REDUCE_TARGET static void store(char *p, V v) {
+    _mm256_storeu_ps(reinterpret_cast<float *>(p), v);
+  }
   DDL_REDUCE_TARGET static V splat(int d) { return _mm256_set1_ps(static_cast<float>(d)); }
 };
 
@@ -33,8 +37,12 @@ struct F64Lanes {
   using S = double;
   using V = __m256d;
   static constexpr size_t N = 4;
-  DDL_REDUCE_TARGET static V load(const char *p) { return _mm256_loadu_pd(reinterpret_cast<const double *>(p)); }
-  DDL_REDUCE_TARGET static void store(char *p, V v) { _mm256_storeu_pd(reinterpret_cast<double *>(p), v); }
+  DDL_REDUCE_TARGET static V load(const char *p) {
+    return _mm256_loadu_pd(reinterpret_cast<const double *>(p));
+  }
+  DDL_REDUCE_TARGET static void store(char *p, V v) {
+    _mm256_storeu_pd(reinterpret_cast<double *>(p), v);
+  }
   DDL_REDUCE_TARGET static V splat(int d) { return _mm256_set1_pd(static_cast<double>(d)); }
 };
 
@@ -70,7 +78,8 @@ DDL_REDUCE_TARGET inline __m256i bf16_round(__m256 v) {
   const __m256i rounded = _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), lsb);
   const __m256i quiet = _mm256_or_si256(u, _mm256_set1_epi32(0x00400000));
   const __m256 nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
-  return _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(rounded), _mm256_castsi256_ps(quiet), nan));
+  return _mm256_castps_si256(
+      _mm256_blendv_ps(_mm256_castsi256_ps(rounded), _mm256_castsi256_ps(quiet), nan));
 }
 
 struct BF16Lanes {
@@ -79,12 +88,14 @@ struct BF16Lanes {
   static constexpr size_t N = 16;
   DDL_REDUCE_TARGET static V load(const char *p) {
     const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p));
-    return {_mm256_castsi256_ps(_mm256_slli_epi32(x, 16)),
-            _mm256_castsi256_ps(_mm256_and_si256(x, _mm256_set1_epi32(static_cast<int>(0xffff0000u))))};
+    return {
+        _mm256_castsi256_ps(_mm256_slli_epi32(x, 16)),
+        _mm256_castsi256_ps(_mm256_and_si256(x, _mm256_set1_epi32(static_cast<int>(0xffff0000u))))};
   }
   DDL_REDUCE_TARGET static void store(char *p, V v) {
     const __m256i even = _mm256_srli_epi32(bf16_round(v.even), 16);
-    const __m256i odd = _mm256_and_si256(bf16_round(v.odd), _mm256_set1_epi32(static_cast<int>(0xffff0000u)));
+    const __m256i odd =
+        _mm256_and_si256(bf16_round(v.odd), _mm256_set1_epi32(static_cast<int>(0xffff0000u)));
     _mm256_storeu_si256(reinterpret_cast<__m256i *>(p), _mm256_or_si256(even, odd));
   }
   DDL_REDUCE_TARGET static V splat(int d) {
@@ -97,18 +108,30 @@ struct BF16Lanes {
 // (and for -0/+0), i.e. exactly `a < b ? a : b`; the blend puts a NaN of a through as well,
 // which is reduce.h's rule and what the portable Min/Max compute. ---
 
-DDL_REDUCE_TARGET inline __m256 vadd(__m256 a, __m256 b) { return _mm256_add_ps(a, b); }
-DDL_REDUCE_TARGET inline __m256 vmul(__m256 a, __m256 b) { return _mm256_mul_ps(a, b); }
-DDL_REDUCE_TARGET inline __m256 vdiv(__m256 a, __m256 b) { return _mm256_div_ps(a, b); }
+DDL_REDUCE_TARGET inline __m256 vadd(__m256 a, __m256 b) {
+  return _mm256_add_ps(a, b);
+}
+DDL_REDUCE_TARGET inline __m256 vmul(__m256 a, __m256 b) {
+  return _mm256_mul_ps(a, b);
+}
+DDL_REDUCE_TARGET inline __m256 vdiv(__m256 a, __m256 b) {
+  return _mm256_div_ps(a, b);
+}
 DDL_REDUCE_TARGET inline __m256 vmin(__m256 a, __m256 b) {
   return _mm256_blendv_ps(_mm256_min_ps(a, b), a, _mm256_cmp_ps(a, a, _CMP_UNORD_Q));
 }
 DDL_REDUCE_TARGET inline __m256 vmax(__m256 a, __m256 b) {
   return _mm256_blendv_ps(_mm256_max_ps(a, b), a, _mm256_cmp_ps(a, a, _CMP_UNORD_Q));
 }
-DDL_REDUCE_TARGET inline __m256d vadd(__m256d a, __m256d b) { return _mm256_add_pd(a, b); }
-DDL_REDUCE_TARGET inline __m256d vmul(__m256d a, __m256d b) { return _mm256_mul_pd(a, b); }
-DDL_REDUCE_TARGET inline __m256d vdiv(__m256d a, __m256d b) { return _mm256_div_pd(a, b); }
+DDL_REDUCE_TARGET inline __m256d vadd(__m256d a, __m256d b) {
+  return _mm256_add_pd(a, b);
+}
+DDL_REDUCE_TARGET inline __m256d vmul(__m256d a, __m256d b) {
+  return _mm256_mul_pd(a, b);
+}
+DDL_REDUCE_TARGET inline __m256d vdiv(__m256d a, __m256d b) {
+  return _mm256_div_pd(a, b);
+}
 DDL_REDUCE_TARGET inline __m256d vmin(__m256d a, __m256d b) {
   return _mm256_blendv_pd(_mm256_min_pd(a, b), a, _mm256_cmp_pd(a, a, _CMP_UNORD_Q));
 }
@@ -117,35 +140,57 @@ DDL_REDUCE_TARGET inline __m256d vmax(__m256d a, __m256d b) {
 }
 
 // A Pair (bfloat16's even and odd elements) does everything twice.
-DDL_REDUCE_TARGET inline Pair vadd(Pair a, Pair b) { return {vadd(a.even, b.even), vadd(a.odd, b.odd)}; }
-DDL_REDUCE_TARGET inline Pair vmul(Pair a, Pair b) { return {vmul(a.even, b.even), vmul(a.odd, b.odd)}; }
-DDL_REDUCE_TARGET inline Pair vdiv(Pair a, Pair b) { return {vdiv(a.even, b.even), vdiv(a.odd, b.odd)}; }
-DDL_REDUCE_TARGET inline Pair vmin(Pair a, Pair b) { return {vmin(a.even, b.even), vmin(a.odd, b.odd)}; }
-DDL_REDUCE_TARGET inline Pair vmax(Pair a, Pair b) { return {vmax(a.even, b.even), vmax(a.odd, b.odd)}; }
+DDL_REDUCE_TARGET inline Pair vadd(Pair a, Pair b) {
+  return {vadd(a.even, b.even), vadd(a.odd, b.odd)};
+}
+DDL_REDUCE_TARGET inline Pair vmul(Pair a, Pair b) {
+  return {vmul(a.even, b.even), vmul(a.odd, b.odd)};
+}
+DDL_REDUCE_TARGET inline Pair vdiv(Pair a, Pair b) {
+  return {vdiv(a.even, b.even), vdiv(a.odd, b.odd)};
+}
+DDL_REDUCE_TARGET inline Pair vmin(Pair a, Pair b) {
+  return {vmin(a.even, b.even), vmin(a.odd, b.odd)};
+}
+DDL_REDUCE_TARGET inline Pair vmax(Pair a, Pair b) {
+  return {vmax(a.even, b.even), vmax(a.odd, b.odd)};
+}
 
 struct VSum {
   template <class V>
-  DDL_REDUCE_TARGET static V apply(V a, V b, V) { return vadd(a, b); }
+  DDL_REDUCE_TARGET static V apply(V a, V b, V) {
+    return vadd(a, b);
+  }
 };
 struct VProd {
   template <class V>
-  DDL_REDUCE_TARGET static V apply(V a, V b, V) { return vmul(a, b); }
+  DDL_REDUCE_TARGET static V apply(V a, V b, V) {
+    return vmul(a, b);
+  }
 };
 struct VMin {
   template <class V>
-  DDL_REDUCE_TARGET static V apply(V a, V b, V) { return vmin(a, b); }
+  DDL_REDUCE_TARGET static V apply(V a, V b, V) {
+    return vmin(a, b);
+  }
 };
 struct VMax {
   template <class V>
-  DDL_REDUCE_TARGET static V apply(V a, V b, V) { return vmax(a, b); }
+  DDL_REDUCE_TARGET static V apply(V a, V b, V) {
+    return vmax(a, b);
+  }
 };
 struct VAvg {
   template <class V>
-  DDL_REDUCE_TARGET static V apply(V a, V b, V d) { return vdiv(vadd(a, b), d); }
+  DDL_REDUCE_TARGET static V apply(V a, V b, V d) {
+    return vdiv(vadd(a, b), d);
+  }
 };
 struct VScale {  // scale_average: b is ignored (the caller passes src twice)
   template <class V>
-  DDL_REDUCE_TARGET static V apply(V a, V, V d) { return vdiv(a, d); }
+  DDL_REDUCE_TARGET static V apply(V a, V, V d) {
+    return vdiv(a, d);
+  }
 };
 
 // Four vectors per iteration: enough independent loads in flight to keep up with L2 and
@@ -172,7 +217,8 @@ DDL_REDUCE_TARGET void vec_loop(void *dst, const void *a, const void *b, size_t 
     L::store(pd + o + 2 * N * W, r2);
     L::store(pd + o + 3 * N * W, r3);
   }
-  for (; i + N <= n; i += N) L::store(pd + i * W, Op::apply(L::load(pa + i * W), L::load(pb + i * W), d));
+  for (; i + N <= n; i += N)
+    L::store(pd + i * W, Op::apply(L::load(pa + i * W), L::load(pb + i * W), d));
   if (i < n) {
     // The last n - i < N elements go through zero-padded buffers and the very same vector
     // code, so a tail element rounds exactly like a body element.
@@ -220,15 +266,24 @@ const KernelTable kAvx2 = {
         DDL_REDUCE_VEC_ROW(F64Lanes),
     },
     {
-        &scale_loop<Native<int8_t>>, &scale_loop<Native<uint8_t>>, &scale_loop<Native<int32_t>>,
-        &scale_loop<Native<uint32_t>>, &scale_loop<Native<int64_t>>, &scale_loop<Native<uint64_t>>,
-        &vec_scale<F16Lanes>, &vec_scale<BF16Lanes>, &vec_scale<F32Lanes>, &vec_scale<F64Lanes>,
+        &scale_loop<Native<int8_t>>,
+        &scale_loop<Native<uint8_t>>,
+        &scale_loop<Native<int32_t>>,
+        &scale_loop<Native<uint32_t>>,
+        &scale_loop<Native<int64_t>>,
+        &scale_loop<Native<uint64_t>>,
+        &vec_scale<F16Lanes>,
+        &vec_scale<BF16Lanes>,
+        &vec_scale<F32Lanes>,
+        &vec_scale<F64Lanes>,
     },
 };
 
 }  // namespace
 
-const KernelTable *avx2_table() { return &kAvx2; }
+const KernelTable *avx2_table() {
+  return &kAvx2;
+}
 
 }  // namespace reduce_detail
 }  // namespace ddl
@@ -237,7 +292,9 @@ const KernelTable *avx2_table() { return &kAvx2; }
 
 namespace ddl {
 namespace reduce_detail {
-const KernelTable *avx2_table() { return nullptr; }
+const KernelTable *avx2_table() {
+  return nullptr;
+}
 }  // namespace reduce_detail
 }  // namespace ddl
 

@@ -18,10 +18,12 @@
 #include <immintrin.h>
 #pragma GCC diagnostic pop
 #define DDL_REDUCE_TARGET \
-  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c,prefer-vector-width=512")))
+  __attribute__((         \
+      target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c,prefer-vector-width=512")))
 #else  // clang: no prefer-vector-width in target strings
 #include <immintrin.h>
-#define DDL_REDUCE_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
+#define DDL_REDUCE_TARGET \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
 #endif
 #include "lib/reduce/generic.h"
 
@@ -62,9 +64,12 @@ struct F16Lanes {
   DDL_REDUCE_TARGET static V load(const char *p) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(p)));
   }
-  DDL_REDUCE_TARGET static V load(const char *p, M k) { return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, p)); }
+  DDL_REDUCE_TARGET static V load(const char *p, M k) {
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, p));
+  }
   DDL_REDUCE_TARGET static void store(char *p, V v) {
-    _mm256_storeu_si256(reinterpret_cast<__m256i *>(p), _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+    _mm256_storeu_si256(reinterpret_cast<__m256i *>(p),
+                        _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
   }
   DDL_REDUCE_TARGET static void store(char *p, V v, M k) {
     _mm256_mask_storeu_epi16(p, k, _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
@@ -92,18 +97,24 @@ struct BF16Lanes {
   using M = __mmask32;
   static constexpr size_t N = 32;
   DDL_REDUCE_TARGET static V widen(__m512i x) {
-    return {_mm512_castsi512_ps(_mm512_slli_epi32(x, 16)),
-            _mm512_castsi512_ps(_mm512_and_si512(x, _mm512_set1_epi32(static_cast<int>(0xffff0000u))))};
+    return {
+        _mm512_castsi512_ps(_mm512_slli_epi32(x, 16)),
+        _mm512_castsi512_ps(_mm512_and_si512(x, _mm512_set1_epi32(static_cast<int>(0xffff0000u))))};
   }
   DDL_REDUCE_TARGET static __m512i narrow(V v) {
     const __m512i even = _mm512_srli_epi32(bf16_round(v.even), 16);
-    const __m512i odd = _mm512_and_si512(bf16_round(v.odd), _mm512_set1_epi32(static_cast<int>(0xffff0000u)));
+    const __m512i odd =
+        _mm512_and_si512(bf16_round(v.odd), _mm512_set1_epi32(static_cast<int>(0xffff0000u)));
     return _mm512_or_si512(even, odd);
   }
   DDL_REDUCE_TARGET static V load(const char *p) { return widen(_mm512_loadu_si512(p)); }
-  DDL_REDUCE_TARGET static V load(const char *p, M k) { return widen(_mm512_maskz_loadu_epi16(k, p)); }
+  DDL_REDUCE_TARGET static V load(const char *p, M k) {
+    return widen(_mm512_maskz_loadu_epi16(k, p));
+  }
   DDL_REDUCE_TARGET static void store(char *p, V v) { _mm512_storeu_si512(p, narrow(v)); }
-  DDL_REDUCE_TARGET static void store(char *p, V v, M k) { _mm512_mask_storeu_epi16(p, k, narrow(v)); }
+  DDL_REDUCE_TARGET static void store(char *p, V v, M k) {
+    _mm512_mask_storeu_epi16(p, k, narrow(v));
+  }
   DDL_REDUCE_TARGET static V splat(int d) {
     const __m512 v = _mm512_set1_ps(static_cast<float>(d));
     return {v, v};
@@ -112,18 +123,30 @@ struct BF16Lanes {
 
 // MIN/MAX: vminps(a, b) is `a < b ? a : b`; the masked move lets a NaN in a win too
 // (reduce.h's NaN rule, as in the AVX2 and portable code).
-DDL_REDUCE_TARGET inline __m512 vadd(__m512 a, __m512 b) { return _mm512_add_ps(a, b); }
-DDL_REDUCE_TARGET inline __m512 vmul(__m512 a, __m512 b) { return _mm512_mul_ps(a, b); }
-DDL_REDUCE_TARGET inline __m512 vdiv(__m512 a, __m512 b) { return _mm512_div_ps(a, b); }
+DDL_REDUCE_TARGET inline __m512 vadd(__m512 a, __m512 b) {
+  return _mm512_add_ps(a, b);
+}
+DDL_REDUCE_TARGET inline __m512 vmul(__m512 a, __m512 b) {
+  return _mm512_mul_ps(a, b);
+}
+DDL_REDUCE_TARGET inline __m512 vdiv(__m512 a, __m512 b) {
+  return _mm512_div_ps(a, b);
+}
 DDL_REDUCE_TARGET inline __m512 vmin(__m512 a, __m512 b) {
   return _mm512_mask_mov_ps(_mm512_min_ps(a, b), _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q), a);
 }
 DDL_REDUCE_TARGET inline __m512 vmax(__m512 a, __m512 b) {
   return _mm512_mask_mov_ps(_mm512_max_ps(a, b), _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q), a);
 }
-DDL_REDUCE_TARGET inline __m512d vadd(__m512d a, __m512d b) { return _mm512_add_pd(a, b); }
-DDL_REDUCE_TARGET inline __m512d vmul(__m512d a, __m512d b) { return _mm512_mul_pd(a, b); }
-DDL_REDUCE_TARGET inline __m512d vdiv(__m512d a, __m512d b) { return _mm512_div_pd(a, b); }
+DDL_REDUCE_TARGET inline __m512d vadd(__m512d a, __m512d b) {
+  return _mm512_add_pd(a, b);
+}
+DDL_REDUCE_TARGET inline __m512d vmul(__m512d a, __m512d b) {
+  return _mm512_mul_pd(a, b);
+}
+DDL_REDUCE_TARGET inline __m512d vdiv(__m512d a, __m512d b) {
+  return _mm512_div_pd(a, b);
+}
 DDL_REDUCE_TARGET inline __m512d vmin(__m512d a, __m512d b) {
   return _mm512_mask_mov_pd(_mm512_min_pd(a, b), _mm512_cmp_pd_mask(a, a, _CMP_UNORD_Q), a);
 }
@@ -132,35 +155,57 @@ DDL_REDUCE_TARGET inline __m512d vmax(__m512d a, __m512d b) {
 }
 
 // A Pair (bfloat16's even and odd elements) does everything twice.
-DDL_REDUCE_TARGET inline Pair vadd(Pair a, Pair b) { return {vadd(a.even, b.even), vadd(a.odd, b.odd)}; }
-DDL_REDUCE_TARGET inline Pair vmul(Pair a, Pair b) { return {vmul(a.even, b.even), vmul(a.odd, b.odd)}; }
-DDL_REDUCE_TARGET inline Pair vdiv(Pair a, Pair b) { return {vdiv(a.even, b.even), vdiv(a.odd, b.odd)}; }
-DDL_REDUCE_TARGET inline Pair vmin(Pair a, Pair b) { return {vmin(a.even, b.even), vmin(a.odd, b.odd)}; }
-DDL_REDUCE_TARGET inline Pair vmax(Pair a, Pair b) { return {vmax(a.even, b.even), vmax(a.odd, b.odd)}; }
+DDL_REDUCE_TARGET inline Pair vadd(Pair a, Pair b) {
+  return {vadd(a.even, b.even), vadd(a.odd, b.odd)};
+}
+DDL_REDUCE_TARGET inline Pair vmul(Pair a, Pair b) {
+  return {vmul(a.even, b.even), vmul(a.odd, b.odd)};
+}
+DDL_REDUCE_TARGET inline Pair vdiv(Pair a, Pair b) {
+  return {vdiv(a.even, b.even), vdiv(a.odd, b.odd)};
+}
+DDL_REDUCE_TARGET inline Pair vmin(Pair a, Pair b) {
+  return {vmin(a.even, b.even), vmin(a.odd, b.odd)};
+}
+DDL_REDUCE_TARGET inline Pair vmax(Pair a, Pair b) {
+  return {vmax(a.even, b.even), vmax(a.odd, b.odd)};
+}
 
 struct VSum {
   template <class V>
-  DDL_REDUCE_TARGET static V apply(V a, V b, V) { return vadd(a, b); }
+  DDL_REDUCE_TARGET static V apply(V a, V b, V) {
+    return vadd(a, b);
+  }
 };
 struct VProd {
   template <class V>
-  DDL_REDUCE_TARGET static V apply(V a, V b, V) { return vmul(a, b); }
+  DDL_REDUCE_TARGET static V apply(V a, V b, V) {
+    return vmul(a, b);
+  }
 };
 struct VMin {
   template <class V>
-  DDL_REDUCE_TARGET static V apply(V a, V b, V) { return vmin(a, b); }
+  DDL_REDUCE_TARGET static V apply(V a, V b, V) {
+    return vmin(a, b);
+  }
 };
 struct VMax {
   template <class V>
-  DDL_REDUCE_TARGET static V apply(V a, V b, V) { return vmax(a, b); }
+  DDL_REDUCE_TARGET static V apply(V a, V b, V) {
+    return vmax(a, b);
+  }
 };
 struct VAvg {
   template <class V>
-  DDL_REDUCE_TARGET static V apply(V a, V b, V d) { return vdiv(vadd(a, b), d); }
+  DDL_REDUCE_TARGET static V apply(V a, V b, V d) {
+    return vdiv(vadd(a, b), d);
+  }
 };
 struct VScale {  // scale_average: b is ignored (the caller passes src twice)
   template <class V>
-  DDL_REDUCE_TARGET static V apply(V a, V, V d) { return vdiv(a, d); }
+  DDL_REDUCE_TARGET static V apply(V a, V, V d) {
+    return vdiv(a, d);
+  }
 };
 
 // Two 64-byte vectors per iteration (the same 128 bytes of each input as the AVX2 loop).
@@ -182,7 +227,8 @@ DDL_REDUCE_TARGET void vec_loop(void *dst, const void *a, const void *b, size_t 
     L::store(pd + o, r0);
     L::store(pd + o + N * W, r1);
   }
-  for (; i + N <= n; i += N) L::store(pd + i * W, Op::apply(L::load(pa + i * W), L::load(pb + i * W), d));
+  for (; i + N <= n; i += N)
+    L::store(pd + i * W, Op::apply(L::load(pa + i * W), L::load(pb + i * W), d));
   if (i < n) {
     const M k = static_cast<M>((1u << (n - i)) - 1u);  // n - i < N <= 32
     L::store(pd + i * W, Op::apply(L::load(pa + i * W, k), L::load(pb + i * W, k), d), k);
@@ -224,15 +270,24 @@ const KernelTable kAvx512 = {
         DDL_REDUCE_VEC_ROW(F64Lanes),
     },
     {
-        &scale_loop<Native<int8_t>>, &scale_loop<Native<uint8_t>>, &scale_loop<Native<int32_t>>,
-        &scale_loop<Native<uint32_t>>, &scale_loop<Native<int64_t>>, &scale_loop<Native<uint64_t>>,
-        &vec_scale<F16Lanes>, &vec_scale<BF16Lanes>, &vec_scale<F32Lanes>, &vec_scale<F64Lanes>,
+        &scale_loop<Native<int8_t>>,
+        &scale_loop<Native<uint8_t>>,
+        &scale_loop<Native<int32_t>>,
+        &scale_loop<Native<uint32_t>>,
+        &scale_loop<Native<int64_t>>,
+        &scale_loop<Native<uint64_t>>,
+        &vec_scale<F16Lanes>,
+        &vec_scale<BF16Lanes>,
+        &vec_scale<F32Lanes>,
+        &vec_scale<F64Lanes>,
     },
 };
 
 }  // namespace
 
-const KernelTable *avx512_table() { return &kAvx512; }
+const KernelTable *avx512_table() {
+  return &kAvx512;
+}
 
 }  // namespace reduce_detail
 }  // namespace ddl
@@ -241,7 +296,9 @@ const KernelTable *avx512_table() { return &kAvx512; }
 
 namespace ddl {
 namespace reduce_detail {
-const KernelTable *avx512_table() { return nullptr; }
+const KernelTable *avx512_table() {
+  return nullptr;
+}
 }  // namespace reduce_detail
 }  // namespace ddl
 

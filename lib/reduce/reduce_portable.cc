@@ -23,15 +23,24 @@ const KernelTable kPortable = {
         DDL_REDUCE_GENERIC_ROW(Native<double>),
     },
     {
-        &scale_loop<Native<int8_t>>, &scale_loop<Native<uint8_t>>, &scale_loop<Native<int32_t>>,
-        &scale_loop<Native<uint32_t>>, &scale_loop<Native<int64_t>>, &scale_loop<Native<uint64_t>>,
-        &scale_loop<Half>, &scale_loop<BHalf>, &scale_loop<Native<float>>, &scale_loop<Native<double>>,
+        &scale_loop<Native<int8_t>>,
+        &scale_loop<Native<uint8_t>>,
+        &scale_loop<Native<int32_t>>,
+        &scale_loop<Native<uint32_t>>,
+        &scale_loop<Native<int64_t>>,
+        &scale_loop<Native<uint64_t>>,
+        &scale_loop<Half>,
+        &scale_loop<BHalf>,
+        &scale_loop<Native<float>>,
+        &scale_loop<Native<double>>,
     },
 };
 
 }  // namespace
 
-const KernelTable *portable_table() { return &kPortable; }
+const KernelTable *portable_table() {
+  return &kPortable;
+}
 
 }  // namespace reduce_detail
 }  // namespace ddl

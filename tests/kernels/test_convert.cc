@@ -26,8 +26,12 @@ float float_of(uint32_t u) {
   return f;
 }
 
-bool half_is_nan(uint16_t h) { return (h & 0x7c00) == 0x7c00 && (h & 0x03ff) != 0; }
-bool bf16_is_nan(uint16_t b) { return (b & 0x7f80) == 0x7f80 && (b & 0x007f) != 0; }
+bool half_is_nan(uint16_t h) {
+  return (h & 0x7c00) == 0x7c00 && (h & 0x03ff) != 0;
+}
+bool bf16_is_nan(uint16_t b) {
+  return (b & 0x7f80) == 0x7f80 && (b & 0x007f) != 0;
+}
 
 // The value of a binary16 from its definition.
 double half_value(uint16_t h) {
@@ -43,9 +47,10 @@ uint16_t ref_float_to_half(float f) {
   const uint16_t sign = (bits_of(f) >> 16) & 0x8000;
   const double x = std::fabs(static_cast<double>(f));
   if (std::isinf(x) || x >= 65520.0) return sign | 0x7c00;  // 65520: halfway to 2^16 -> even (inf)
-  if (x < std::ldexp(1.0, -14)) return sign | static_cast<uint16_t>(std::nearbyint(std::ldexp(x, 24)));
+  if (x < std::ldexp(1.0, -14))
+    return sign | static_cast<uint16_t>(std::nearbyint(std::ldexp(x, 24)));
   int e;
-  std::frexp(x, &e);  // x = [0.5, 1) * 2^e
+  std::frexp(x, &e);                                 // x = [0.5, 1) * 2^e
   double m = std::nearbyint(std::ldexp(x, 11 - e));  // 11 significant bits: [1024, 2048]
   if (m == 2048.0) {
     m = 1024.0;
@@ -119,10 +124,10 @@ Test(convert, float_to_half_ties_to_even) {
   cr_assert_eq(float_to_half(65519.996f), 0x7bff);
   cr_assert_eq(float_to_half(65520.0f), 0x7c00);
   cr_assert_eq(float_to_half(-1e30f), 0xfc00);
-  cr_assert_eq(float_to_half(std::ldexp(1.0f, -25)), 0x0000);                 // tie -> even 0
+  cr_assert_eq(float_to_half(std::ldexp(1.0f, -25)), 0x0000);  // tie -> even 0
   cr_assert_eq(float_to_half(std::nextafter(std::ldexp(1.0f, -25), 1.0f)), 0x0001);
-  cr_assert_eq(float_to_half(std::ldexp(3.0f, -25)), 0x0002);                 // 1.5 units -> 2
-  cr_assert_eq(float_to_half(std::ldexp(1.0f, -130)), 0x0000);                // float subnormal
+  cr_assert_eq(float_to_half(std::ldexp(3.0f, -25)), 0x0002);   // 1.5 units -> 2
+  cr_assert_eq(float_to_half(std::ldexp(1.0f, -130)), 0x0000);  // float subnormal
   cr_assert_eq(float_to_half(-0.0f), 0x8000);
 }
 
@@ -133,12 +138,14 @@ Test(convert, float_to_half_sweep) {
     const float f = float_of(static_cast<uint32_t>(u));
     const uint16_t got = float_to_half(f);
     if (std::isnan(f)) {
-      const uint16_t want = static_cast<uint16_t>(((u >> 16) & 0x8000) | 0x7e00 | ((u >> 13) & 0x3ff));
+      const uint16_t want =
+          static_cast<uint16_t>(((u >> 16) & 0x8000) | 0x7e00 | ((u >> 13) & 0x3ff));
       if (got != want) cr_assert_fail("NaN %08x -> %04x, want %04x", (unsigned)u, got, want);
       continue;
     }
     const uint16_t want = ref_float_to_half(f);
-    if (got != want) cr_assert_fail("%08x (%a) -> %04x, want %04x", (unsigned)u, (double)f, got, want);
+    if (got != want)
+      cr_assert_fail("%08x (%a) -> %04x, want %04x", (unsigned)u, (double)f, got, want);
   }
 }
 
@@ -161,7 +168,8 @@ Test(convert, bfloat16_every_value_and_ties) {
       const uint16_t even = (x & 1) ? static_cast<uint16_t>(x + 1) : x;
       if (float_to_bfloat16(float_of(mid)) != even)
         cr_assert_fail("tie above %04x -> %04x", b, float_to_bfloat16(float_of(mid)));
-      if (float_to_bfloat16(float_of(mid - 1)) != x || float_to_bfloat16(float_of(mid + 1)) != x + 1)
+      if (float_to_bfloat16(float_of(mid - 1)) != x ||
+          float_to_bfloat16(float_of(mid + 1)) != x + 1)
         cr_assert_fail("near the tie above %04x", b);
     }
   }
@@ -179,7 +187,8 @@ Test(convert, float_to_bfloat16_sweep) {
       continue;
     }
     const uint16_t got = float_to_bfloat16(f), want = ref_float_to_bf16(f);
-    if (got != want) cr_assert_fail("%08x (%a) -> %04x, want %04x", (unsigned)u, (double)f, got, want);
+    if (got != want)
+      cr_assert_fail("%08x (%a) -> %04x, want %04x", (unsigned)u, (double)f, got, want);
   }
 }
 
@@ -203,7 +212,9 @@ Test(convert, vector_paths_match_scalar) {
       reduce(dt, DDL_MAX, out.data(), all.data(), all.data(), all.size(), 1);
       for (uint32_t i = 0; i < 65536; ++i) {
         const uint16_t want = to16(to32(all[i]));
-        if (out[i] != want) cr_assert_fail("%s %s: max(%04x, itself) = %04x, want %04x", isa, half ? "fp16" : "bf16", i, out[i], want);
+        if (out[i] != want)
+          cr_assert_fail("%s %s: max(%04x, itself) = %04x, want %04x", isa, half ? "fp16" : "bf16",
+                         i, out[i], want);
       }
       reduce(dt, DDL_AVG, out.data(), all.data(), other.data(), all.size(), 3);
       for (uint32_t i = 0; i < 65536; ++i) {
@@ -213,7 +224,8 @@ Test(convert, vector_paths_match_scalar) {
         const bool nan = half ? half_is_nan(want) : bf16_is_nan(want);
         const bool got_nan = half ? half_is_nan(out[i]) : bf16_is_nan(out[i]);
         if (nan ? !got_nan : out[i] != want)
-          cr_assert_fail("%s %s: avg(%04x, %04x)/3 = %04x, want %04x", isa, half ? "fp16" : "bf16", all[i], other[i], out[i], want);
+          cr_assert_fail("%s %s: avg(%04x, %04x)/3 = %04x, want %04x", isa, half ? "fp16" : "bf16",
+                         all[i], other[i], out[i], want);
       }
     }
   }

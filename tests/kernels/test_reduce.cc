@@ -51,11 +51,16 @@ uint64_t to_bits(T v) {
 
 bool is_nan_bits(ddl_datatype_t dt, uint64_t u) {
   switch (dt) {
-    case DDL_FLOAT16: return (u & 0x7c00) == 0x7c00 && (u & 0x3ff);
-    case DDL_BFLOAT16: return (u & 0x7f80) == 0x7f80 && (u & 0x7f);
-    case DDL_FLOAT32: return std::isnan(from_bits<float>(u));
-    case DDL_FLOAT64: return std::isnan(from_bits<double>(u));
-    default: return false;
+    case DDL_FLOAT16:
+      return (u & 0x7c00) == 0x7c00 && (u & 0x3ff);
+    case DDL_BFLOAT16:
+      return (u & 0x7f80) == 0x7f80 && (u & 0x7f);
+    case DDL_FLOAT32:
+      return std::isnan(from_bits<float>(u));
+    case DDL_FLOAT64:
+      return std::isnan(from_bits<double>(u));
+    default:
+      return false;
   }
 }
 
@@ -69,20 +74,36 @@ uint64_t random_element(ddl_datatype_t dt) {
     return size == 8 ? r : (r & ((1ull << (8 * size)) - 1));
   double v;
   switch (r % 16) {
-    case 0: v = 0.0; break;
-    case 1: v = -0.0; break;
-    case 2: v = (r & 16) ? INFINITY : -INFINITY; break;
-    case 3: v = NAN; break;
-    case 4: v = std::ldexp(static_cast<double>((r >> 8) & 0xff), -140); break;  // subnormal-ish
-    case 5: return next_random() & (size == 8 ? ~0ull : (1ull << (8 * size)) - 1);  // raw bits
-    default: v = std::ldexp(static_cast<double>(static_cast<int64_t>(r >> 11) % 4096) / 512.0,
-                            static_cast<int>((r >> 4) % 9) - 4);
+    case 0:
+      v = 0.0;
+      break;
+    case 1:
+      v = -0.0;
+      break;
+    case 2:
+      v = (r & 16) ? INFINITY : -INFINITY;
+      break;
+    case 3:
+      v = NAN;
+      break;
+    case 4:
+      v = std::ldexp(static_cast<double>((r >> 8) & 0xff), -140);
+      break;  // subnormal-ish
+    case 5:
+      return next_random() & (size == 8 ? ~0ull : (1ull << (8 * size)) - 1);  // raw bits
+    default:
+      v = std::ldexp(static_cast<double>(static_cast<int64_t>(r >> 11) % 4096) / 512.0,
+                     static_cast<int>((r >> 4) % 9) - 4);
   }
   switch (dt) {
-    case DDL_FLOAT16: return float_to_half(static_cast<float>(v));
-    case DDL_BFLOAT16: return float_to_bfloat16(static_cast<float>(v));
-    case DDL_FLOAT32: return to_bits(static_cast<float>(v));
-    default: return to_bits(v);
+    case DDL_FLOAT16:
+      return float_to_half(static_cast<float>(v));
+    case DDL_BFLOAT16:
+      return float_to_bfloat16(static_cast<float>(v));
+    case DDL_FLOAT32:
+      return to_bits(static_cast<float>(v));
+    default:
+      return to_bits(v);
   }
 }
 
@@ -96,10 +117,18 @@ uint64_t ref_int(ddl_op_t op, uint64_t ab, uint64_t bb, int divisor) {
   const T sum = static_cast<T>(static_cast<U>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b)));
   T r;
   switch (op) {
-    case DDL_SUM: r = sum; break;
-    case DDL_PROD: r = static_cast<T>(static_cast<U>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b))); break;
-    case DDL_MIN: r = a < b ? a : b; break;
-    case DDL_MAX: r = a > b ? a : b; break;
+    case DDL_SUM:
+      r = sum;
+      break;
+    case DDL_PROD:
+      r = static_cast<T>(static_cast<U>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b)));
+      break;
+    case DDL_MIN:
+      r = a < b ? a : b;
+      break;
+    case DDL_MAX:
+      r = a > b ? a : b;
+      break;
     default:
       if constexpr (std::is_signed_v<T>)
         r = static_cast<T>(static_cast<int64_t>(sum) / divisor);  // C truncates toward zero
@@ -119,10 +148,13 @@ F ref_minmax(ddl_op_t op, F a, F b) {
 float ref_f32(ddl_op_t op, float a, float b, int divisor) {
   const double x = a, y = b;
   switch (op) {
-    case DDL_SUM: return static_cast<float>(x + y);
-    case DDL_PROD: return static_cast<float>(x * y);  // exact in double, rounded once
+    case DDL_SUM:
+      return static_cast<float>(x + y);
+    case DDL_PROD:
+      return static_cast<float>(x * y);  // exact in double, rounded once
     case DDL_MIN:
-    case DDL_MAX: return ref_minmax(op, a, b);
+    case DDL_MAX:
+      return ref_minmax(op, a, b);
     default: {
       const float s = static_cast<float>(x + y);  // the kernel rounds the sum, then the quotient
       return divisor == 1 ? s : static_cast<float>(static_cast<double>(s) / divisor);
@@ -132,30 +164,42 @@ float ref_f32(ddl_op_t op, float a, float b, int divisor) {
 
 double ref_f64(ddl_op_t op, double a, double b, int divisor) {
   switch (op) {
-    case DDL_SUM: return a + b;
-    case DDL_PROD: return a * b;
+    case DDL_SUM:
+      return a + b;
+    case DDL_PROD:
+      return a * b;
     case DDL_MIN:
-    case DDL_MAX: return ref_minmax(op, a, b);
-    default: return divisor == 1 ? a + b : (a + b) / divisor;
+    case DDL_MAX:
+      return ref_minmax(op, a, b);
+    default:
+      return divisor == 1 ? a + b : (a + b) / divisor;
   }
 }
 
 uint64_t reference(ddl_datatype_t dt, ddl_op_t op, uint64_t a, uint64_t b, int divisor) {
   switch (dt) {
-    case DDL_INT8: return ref_int<int8_t>(op, a, b, divisor);
-    case DDL_UINT8: return ref_int<uint8_t>(op, a, b, divisor);
-    case DDL_INT32: return ref_int<int32_t>(op, a, b, divisor);
-    case DDL_UINT32: return ref_int<uint32_t>(op, a, b, divisor);
-    case DDL_INT64: return ref_int<int64_t>(op, a, b, divisor);
-    case DDL_UINT64: return ref_int<uint64_t>(op, a, b, divisor);
+    case DDL_INT8:
+      return ref_int<int8_t>(op, a, b, divisor);
+    case DDL_UINT8:
+      return ref_int<uint8_t>(op, a, b, divisor);
+    case DDL_INT32:
+      return ref_int<int32_t>(op, a, b, divisor);
+    case DDL_UINT32:
+      return ref_int<uint32_t>(op, a, b, divisor);
+    case DDL_INT64:
+      return ref_int<int64_t>(op, a, b, divisor);
+    case DDL_UINT64:
+      return ref_int<uint64_t>(op, a, b, divisor);
     case DDL_FLOAT16:
       return float_to_half(ref_f32(op, half_to_float(static_cast<uint16_t>(a)),
                                    half_to_float(static_cast<uint16_t>(b)), divisor));
     case DDL_BFLOAT16:
       return float_to_bfloat16(ref_f32(op, bfloat16_to_float(static_cast<uint16_t>(a)),
                                        bfloat16_to_float(static_cast<uint16_t>(b)), divisor));
-    case DDL_FLOAT32: return to_bits(ref_f32(op, from_bits<float>(a), from_bits<float>(b), divisor));
-    default: return to_bits(ref_f64(op, from_bits<double>(a), from_bits<double>(b), divisor));
+    case DDL_FLOAT32:
+      return to_bits(ref_f32(op, from_bits<float>(a), from_bits<float>(b), divisor));
+    default:
+      return to_bits(ref_f64(op, from_bits<double>(a), from_bits<double>(b), divisor));
   }
 }
 
@@ -221,10 +265,12 @@ void check_case(const char *isa, ddl_datatype_t dt, ddl_op_t op, int divisor, si
     const uint64_t want = reference(dt, op, va[i], vb[i], divisor);
     const bool ok = expect_nan(dt, op, va[i], vb[i], want) ? is_nan_bits(dt, got) : got == want;
     if (!ok)
-      cr_assert_fail("%s %s %s/%d count=%zu offsets=%zu,%zu,%zu %s: element %zu: op(%#llx, %#llx) = %#llx, want %#llx",
-                     isa, datatype_name(dt), op_name(op), divisor, count, off.a, off.b, off.d,
-                     kPlacementNames[where], i, (unsigned long long)va[i], (unsigned long long)vb[i],
-                     (unsigned long long)got, (unsigned long long)want);
+      cr_assert_fail(
+          "%s %s %s/%d count=%zu offsets=%zu,%zu,%zu %s: element %zu: op(%#llx, %#llx) = %#llx, "
+          "want %#llx",
+          isa, datatype_name(dt), op_name(op), divisor, count, off.a, off.b, off.d,
+          kPlacementNames[where], i, (unsigned long long)va[i], (unsigned long long)vb[i],
+          (unsigned long long)got, (unsigned long long)want);
   }
   for (uint8_t *p = guarded; p < guarded + bytes + 2 * kSlack + 64; ++p) {
     if (p >= d && p < d + bytes) continue;
@@ -277,26 +323,41 @@ void check_scale(const char *isa) {
             std::memcpy(&got, d + i * es, es);
             switch (dt) {
               case DDL_FLOAT16:
-                want = divisor == 1 ? v[i]
-                                    : float_to_half(static_cast<float>(static_cast<double>(half_to_float(static_cast<uint16_t>(v[i]))) / divisor));
+                want = divisor == 1
+                           ? v[i]
+                           : float_to_half(static_cast<float>(
+                                 static_cast<double>(half_to_float(static_cast<uint16_t>(v[i]))) /
+                                 divisor));
                 break;
               case DDL_BFLOAT16:
-                want = divisor == 1 ? v[i]
-                                    : float_to_bfloat16(static_cast<float>(static_cast<double>(bfloat16_to_float(static_cast<uint16_t>(v[i]))) / divisor));
+                want =
+                    divisor == 1
+                        ? v[i]
+                        : float_to_bfloat16(static_cast<float>(
+                              static_cast<double>(bfloat16_to_float(static_cast<uint16_t>(v[i]))) /
+                              divisor));
                 break;
-              case DDL_FLOAT32: want = to_bits(static_cast<float>(static_cast<double>(from_bits<float>(v[i])) / divisor)); break;
-              case DDL_FLOAT64: want = to_bits(from_bits<double>(v[i]) / divisor); break;
-              default: want = reference(dt, DDL_AVG, v[i], 0, divisor);
+              case DDL_FLOAT32:
+                want = to_bits(
+                    static_cast<float>(static_cast<double>(from_bits<float>(v[i])) / divisor));
+                break;
+              case DDL_FLOAT64:
+                want = to_bits(from_bits<double>(v[i]) / divisor);
+                break;
+              default:
+                want = reference(dt, DDL_AVG, v[i], 0, divisor);
             }
             const bool ok = is_nan_bits(dt, want) ? is_nan_bits(dt, got) : got == want;
             if (!ok)
-              cr_assert_fail("%s scale %s /%d count=%zu in_place=%d: element %zu: %#llx -> %#llx, want %#llx",
-                             isa, datatype_name(dt), divisor, count, in_place, i, (unsigned long long)v[i],
-                             (unsigned long long)got, (unsigned long long)want);
+              cr_assert_fail(
+                  "%s scale %s /%d count=%zu in_place=%d: element %zu: %#llx -> %#llx, want %#llx",
+                  isa, datatype_name(dt), divisor, count, in_place, i, (unsigned long long)v[i],
+                  (unsigned long long)got, (unsigned long long)want);
           }
           for (size_t k = 0; k < kSlack; ++k)
             if (guarded[k] != kGuard || d[count * es + k] != kGuard)
-              cr_assert_fail("%s scale %s count=%zu: wrote outside dst", isa, datatype_name(dt), count);
+              cr_assert_fail("%s scale %s count=%zu: wrote outside dst", isa, datatype_name(dt),
+                             count);
         }
       }
     }
@@ -305,12 +366,24 @@ void check_scale(const char *isa) {
 
 }  // namespace
 
-Test(reduce, portable) { check_isa("portable"); }
-Test(reduce, avx2) { check_isa("avx2"); }
-Test(reduce, avx512) { check_isa("avx512"); }
-Test(scale_average, portable) { check_scale("portable"); }
-Test(scale_average, avx2) { check_scale("avx2"); }
-Test(scale_average, avx512) { check_scale("avx512"); }
+Test(reduce, portable) {
+  check_isa("portable");
+}
+Test(reduce, avx2) {
+  check_isa("avx2");
+}
+Test(reduce, avx512) {
+  check_isa("avx512");
+}
+Test(scale_average, portable) {
+  check_scale("portable");
+}
+Test(scale_average, avx2) {
+  check_scale("avx2");
+}
+Test(scale_average, avx512) {
+  check_scale("avx512");
+}
 
 // Integer corner cases the random data may miss: wrap-around, the most negative value,
 // truncation toward zero of negative averages.
@@ -353,14 +426,16 @@ template <class T>
 void check_division(const char *isa, ddl_datatype_t dt, const std::vector<T> &common) {
   // 41 and 49 are divisors for which trunc(x * RN(1/d)) falls one short when d divides x
   // (41 in float, 49 in double): the kernels' correction step must catch those.
-  const int divisors[] = {2, 3, 5, 6, 7, 8, 10, 11, 41, 49, 100, 127, 128, 129, 255, 256, 257, 1000,
+  const int divisors[] = {2,    3,     5,     6,     7,       8,       10,        11,  41,
+                          49,   100,   127,   128,   129,     255,     256,       257, 1000,
                           4096, 65535, 65536, 65537, 1000003, 1 << 30, 2147483647};
   for (int d : divisors) {
     std::vector<T> xs = common;
     // Exact multiples k*d (k = 1, 2, 3, 4, 6, 8, 12, ... up to the type's range) and their
     // neighbours, negated too for signed types.
     const uint64_t limit = static_cast<uint64_t>(std::numeric_limits<T>::max());
-    for (uint64_t k = 1; k <= limit / static_cast<uint64_t>(d); k = k < 3 ? k + 1 : (k % 3 ? k / 2 * 3 : k / 3 * 4)) {
+    for (uint64_t k = 1; k <= limit / static_cast<uint64_t>(d);
+         k = k < 3 ? k + 1 : (k % 3 ? k / 2 * 3 : k / 3 * 4)) {
       for (int delta = -1; delta <= 1; ++delta) {
         const uint64_t v = k * static_cast<uint64_t>(d) + static_cast<uint64_t>(delta);
         xs.push_back(static_cast<T>(v));
@@ -371,11 +446,12 @@ void check_division(const char *isa, ddl_datatype_t dt, const std::vector<T> &co
     std::vector<T> out(xs.size());
     reduce(dt, DDL_AVG, out.data(), xs.data(), zeros.data(), xs.size(), d);
     for (size_t i = 0; i < xs.size(); ++i) {
-      const T want = std::is_signed_v<T> ? static_cast<T>(static_cast<int64_t>(xs[i]) / d)
-                                         : static_cast<T>(static_cast<uint64_t>(xs[i]) / static_cast<uint64_t>(d));
+      const T want = std::is_signed_v<T>
+                         ? static_cast<T>(static_cast<int64_t>(xs[i]) / d)
+                         : static_cast<T>(static_cast<uint64_t>(xs[i]) / static_cast<uint64_t>(d));
       if (out[i] != want)
-        cr_assert_fail("%s %s: %lld / %d = %lld, want %lld", isa, datatype_name(dt), (long long)xs[i], d,
-                       (long long)out[i], (long long)want);
+        cr_assert_fail("%s %s: %lld / %d = %lld, want %lld", isa, datatype_name(dt),
+                       (long long)xs[i], d, (long long)out[i], (long long)want);
     }
   }
 }
@@ -388,14 +464,16 @@ std::vector<T> division_inputs() {
     return xs;
   }
   const T lo = std::numeric_limits<T>::min(), hi = std::numeric_limits<T>::max();
-  for (T e : {lo, static_cast<T>(lo + 1), static_cast<T>(lo / 2), hi, static_cast<T>(hi - 1), static_cast<T>(hi / 2),
-              static_cast<T>(hi / 2 + 1), T(0), T(1), T(2), T(3), static_cast<T>(-1), static_cast<T>(-7)})
+  for (T e : {lo, static_cast<T>(lo + 1), static_cast<T>(lo / 2), hi, static_cast<T>(hi - 1),
+              static_cast<T>(hi / 2), static_cast<T>(hi / 2 + 1), T(0), T(1), T(2), T(3),
+              static_cast<T>(-1), static_cast<T>(-7)})
     xs.push_back(e);
   // Multiples of common divisors and their neighbours, where truncation is most fragile.
   for (T m : {T(3), T(7), T(1000003), static_cast<T>(2147483647)})
     for (T k : {T(1), T(12345), static_cast<T>(hi / m)})
       for (int delta = -1; delta <= 1; ++delta)
-        xs.push_back(static_cast<T>(static_cast<uint64_t>(m) * static_cast<uint64_t>(k) + static_cast<uint64_t>(delta)));  // wraps
+        xs.push_back(static_cast<T>(static_cast<uint64_t>(m) * static_cast<uint64_t>(k) +
+                                    static_cast<uint64_t>(delta)));  // wraps
   for (int i = 0; i < 4000; ++i) xs.push_back(from_bits<T>(next_random()));
   return xs;
 }
@@ -435,7 +513,9 @@ Test(reduce, isa_selection) {
   // The default is the best supported one; DDL_REDUCE_ISA lowers it; nonsense is ignored.
   unsetenv("DDL_REDUCE_ISA");
   cr_assert(set_reduce_isa(nullptr));
-  const char *best = reduce_isa_supported("avx512") ? "avx512" : reduce_isa_supported("avx2") ? "avx2" : "portable";
+  const char *best = reduce_isa_supported("avx512") ? "avx512"
+                     : reduce_isa_supported("avx2") ? "avx2"
+                                                    : "portable";
   cr_assert_str_eq(reduce_isa(), best);
   cr_assert(reduce_isa_supported("portable"));
   cr_assert_not(reduce_isa_supported("sse9"));
@@ -454,6 +534,7 @@ Test(reduce, isa_selection) {
 
 Test(reduce, count_zero_touches_nothing) {
   for (int t = 0; t < DDL_DATATYPE_COUNT; ++t)
-    for (ddl_op_t op : kOps) reduce(static_cast<ddl_datatype_t>(t), op, nullptr, nullptr, nullptr, 0, 2);
+    for (ddl_op_t op : kOps)
+      reduce(static_cast<ddl_datatype_t>(t), op, nullptr, nullptr, nullptr, 0, 2);
   scale_average(DDL_FLOAT32, nullptr, nullptr, 0, 4);
 }

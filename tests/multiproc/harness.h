@@ -14,7 +14,7 @@ namespace ddl_test {
 using RankBody = std::function<int(ddl_comm_t comm, int rank, int nranks)>;
 
 struct RunOptions {
-  int timeout_ms = 120000;     // the whole run; children still alive then are killed
+  int timeout_ms = 120000;      // the whole run; children still alive then are killed
   int comm_timeout_ms = 60000;  // DDL timeout inside the communicator
   // Runs in each child before ddl_comm_init (e.g. to set environment variables).
   std::function<void(int rank)> before_init;
@@ -29,20 +29,20 @@ int free_port();
 }  // namespace ddl_test
 
 // For bodies: print and return 1 when cond is false.
-#define RANK_CHECK(cond, ...)                                                    \
-  do {                                                                          \
-    if (!(cond)) {                                                              \
-      fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);   \
-      fprintf(stderr, __VA_ARGS__);                                             \
-      fprintf(stderr, "\n");                                                    \
-      return 1;                                                                 \
-    }                                                                           \
+#define RANK_CHECK(cond, ...)                                                  \
+  do {                                                                         \
+    if (!(cond)) {                                                             \
+      fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
+      fprintf(stderr, __VA_ARGS__);                                            \
+      fprintf(stderr, "\n");                                                   \
+      return 1;                                                                \
+    }                                                                          \
   } while (0)
 
 // For bodies: a ddl call that must succeed.
-#define RANK_OK(call)                                                                        \
-  do {                                                                                      \
-    ddl_result_t rank_ok_result_ = (call);                                                   \
-    RANK_CHECK(rank_ok_result_ == DDL_SUCCESS, "%s -> %s: %s", #call,                        \
-               ddl_result_string(rank_ok_result_), ddl_comm_last_error(comm));               \
+#define RANK_OK(call)                                                          \
+  do {                                                                         \
+    ddl_result_t rank_ok_result_ = (call);                                     \
+    RANK_CHECK(rank_ok_result_ == DDL_SUCCESS, "%s -> %s: %s", #call,          \
+               ddl_result_string(rank_ok_result_), ddl_comm_last_error(comm)); \
   } while (0)

@@ -27,8 +27,8 @@ int check_allreduce(ddl_comm_t comm, int rank, int nranks, ddl_datatype_t dtype,
     const double got = load_value(dtype, out, i), want = expected_value(dtype, op, nranks, i);
     RANK_CHECK(value_matches(dtype, op, got, want),
                "rank %d: %s %s count %zu %s: element %zu is %g, expected %g", rank,
-               ddl_datatype_name(dtype), ddl_op_name(op), count, in_place ? "in place" : "out of place",
-               i, got, want);
+               ddl_datatype_name(dtype), ddl_op_name(op), count,
+               in_place ? "in place" : "out of place", i, got, want);
   }
   if (!in_place) {
     RANK_CHECK(std::memcmp(send.data(), original.data(), send.size()) == 0,
@@ -57,7 +57,8 @@ int large_counts(ddl_comm_t comm, int rank, int nranks) {
     for (bool in_place : {false, true})
       if (int rc = check_allreduce(comm, rank, nranks, DDL_FLOAT32, DDL_SUM, count, in_place))
         return rc;
-  if (int rc = check_allreduce(comm, rank, nranks, DDL_BFLOAT16, DDL_AVG, 1000003, false)) return rc;
+  if (int rc = check_allreduce(comm, rank, nranks, DDL_BFLOAT16, DDL_AVG, 1000003, false))
+    return rc;
   return check_allreduce(comm, rank, nranks, DDL_INT64, DDL_MAX, 500009, true);
 }
 
@@ -68,13 +69,31 @@ void expect_all_ranks_pass(int nranks, const RankBody &body) {
 
 }  // namespace
 
-Test(allreduce, every_type_and_op_1_rank) { expect_all_ranks_pass(1, every_type_and_op); }
-Test(allreduce, every_type_and_op_2_ranks) { expect_all_ranks_pass(2, every_type_and_op); }
-Test(allreduce, every_type_and_op_3_ranks) { expect_all_ranks_pass(3, every_type_and_op); }
-Test(allreduce, every_type_and_op_4_ranks) { expect_all_ranks_pass(4, every_type_and_op); }
-Test(allreduce, every_type_and_op_5_ranks) { expect_all_ranks_pass(5, every_type_and_op); }
-Test(allreduce, every_type_and_op_8_ranks) { expect_all_ranks_pass(8, every_type_and_op); }
+Test(allreduce, every_type_and_op_1_rank) {
+  expect_all_ranks_pass(1, every_type_and_op);
+}
+Test(allreduce, every_type_and_op_2_ranks) {
+  expect_all_ranks_pass(2, every_type_and_op);
+}
+Test(allreduce, every_type_and_op_3_ranks) {
+  expect_all_ranks_pass(3, every_type_and_op);
+}
+Test(allreduce, every_type_and_op_4_ranks) {
+  expect_all_ranks_pass(4, every_type_and_op);
+}
+Test(allreduce, every_type_and_op_5_ranks) {
+  expect_all_ranks_pass(5, every_type_and_op);
+}
+Test(allreduce, every_type_and_op_8_ranks) {
+  expect_all_ranks_pass(8, every_type_and_op);
+}
 
-Test(allreduce, large_counts_2_ranks) { expect_all_ranks_pass(2, large_counts); }
-Test(allreduce, large_counts_3_ranks) { expect_all_ranks_pass(3, large_counts); }
-Test(allreduce, large_counts_8_ranks) { expect_all_ranks_pass(8, large_counts); }
+Test(allreduce, large_counts_2_ranks) {
+  expect_all_ranks_pass(2, large_counts);
+}
+Test(allreduce, large_counts_3_ranks) {
+  expect_all_ranks_pass(3, large_counts);
+}
+Test(allreduce, large_counts_8_ranks) {
+  expect_all_ranks_pass(8, large_counts);
+}

@@ -22,7 +22,8 @@ int check_broadcast(ddl_comm_t comm, int rank, int nranks) {
         RANK_OK(ddl_broadcast(buf.data(), count, dtype, root, comm));
         for (size_t i = 0; i < count; ++i)
           RANK_CHECK(load_value(dtype, buf.data(), i) == input_value(dtype, DDL_SUM, root, i),
-                     "rank %d: broadcast root %d count %zu: element %zu wrong", rank, root, count, i);
+                     "rank %d: broadcast root %d count %zu: element %zu wrong", rank, root, count,
+                     i);
         RANK_CHECK(buf.back() == 0xEE, "rank %d: broadcast wrote past the end", rank);
       }
   return 0;
@@ -93,9 +94,21 @@ void expect_all_ranks_pass(int nranks) {
 
 }  // namespace
 
-Test(collectives, one_rank) { expect_all_ranks_pass(1); }
-Test(collectives, two_ranks) { expect_all_ranks_pass(2); }
-Test(collectives, three_ranks) { expect_all_ranks_pass(3); }
-Test(collectives, four_ranks) { expect_all_ranks_pass(4); }
-Test(collectives, five_ranks) { expect_all_ranks_pass(5); }
-Test(collectives, eight_ranks) { expect_all_ranks_pass(8); }
+Test(collectives, one_rank) {
+  expect_all_ranks_pass(1);
+}
+Test(collectives, two_ranks) {
+  expect_all_ranks_pass(2);
+}
+Test(collectives, three_ranks) {
+  expect_all_ranks_pass(3);
+}
+Test(collectives, four_ranks) {
+  expect_all_ranks_pass(4);
+}
+Test(collectives, five_ranks) {
+  expect_all_ranks_pass(5);
+}
+Test(collectives, eight_ranks) {
+  expect_all_ranks_pass(8);
+}

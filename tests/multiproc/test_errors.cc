@@ -33,7 +33,9 @@ void expect_error(ddl_result_t got, ddl_result_t want, ddl_comm_t comm, const ch
             message.c_str(), needle);
 }
 
-bool contains(const char *text, const char *needle) { return std::strstr(text, needle) != nullptr; }
+bool contains(const char *text, const char *needle) {
+  return std::strstr(text, needle) != nullptr;
+}
 
 }  // namespace
 
@@ -44,12 +46,12 @@ Test(errors, bad_arguments_are_refused_and_touch_nothing) {
                DDL_ERR_INVALID_ARGUMENT, comm, "sendbuf is NULL");
   expect_error(ddl_allreduce(send.data(), nullptr, 4, DDL_FLOAT32, DDL_SUM, comm),
                DDL_ERR_INVALID_ARGUMENT, comm, "recvbuf is NULL");
-  expect_error(ddl_allreduce(send.data(), recv.data(), 4, static_cast<ddl_datatype_t>(99), DDL_SUM,
-                             comm),
-               DDL_ERR_INVALID_ARGUMENT, comm, "datatype 99");
-  expect_error(ddl_allreduce(send.data(), recv.data(), 4, DDL_FLOAT32, static_cast<ddl_op_t>(-1),
-                             comm),
-               DDL_ERR_INVALID_ARGUMENT, comm, "op -1");
+  expect_error(
+      ddl_allreduce(send.data(), recv.data(), 4, static_cast<ddl_datatype_t>(99), DDL_SUM, comm),
+      DDL_ERR_INVALID_ARGUMENT, comm, "datatype 99");
+  expect_error(
+      ddl_allreduce(send.data(), recv.data(), 4, DDL_FLOAT32, static_cast<ddl_op_t>(-1), comm),
+      DDL_ERR_INVALID_ARGUMENT, comm, "op -1");
   expect_error(ddl_allreduce(send.data(), send.data() + 1, 4, DDL_FLOAT32, DDL_SUM, comm),
                DDL_ERR_INVALID_ARGUMENT, comm, "overlap");
   expect_error(ddl_allreduce(send.data(), recv.data(), SIZE_MAX / 2, DDL_FLOAT32, DDL_SUM, comm),
@@ -64,7 +66,8 @@ Test(errors, bad_arguments_are_refused_and_touch_nothing) {
   for (float v : recv) cr_assert_eq(v, 7.0f, "a refused call wrote to recvbuf");
   for (float v : send) cr_assert_eq(v, 1.0f, "a refused call wrote to sendbuf");
   // The communicator still works after refused calls.
-  cr_assert_eq(ddl_allreduce(send.data(), recv.data(), 16, DDL_FLOAT32, DDL_SUM, comm), DDL_SUCCESS);
+  cr_assert_eq(ddl_allreduce(send.data(), recv.data(), 16, DDL_FLOAT32, DDL_SUM, comm),
+               DDL_SUCCESS);
   cr_assert_eq(recv[3], 1.0f);
   int value = -1;
   cr_assert_eq(ddl_comm_rank(comm, nullptr), DDL_ERR_INVALID_ARGUMENT);
@@ -86,10 +89,10 @@ Test(errors, null_and_destroyed_communicators) {
 
 Test(errors, bad_init_arguments) {
   ddl_comm_t comm = nullptr;
-  expect_error(ddl_comm_init(&comm, 2, 2, "127.0.0.1:1", nullptr), DDL_ERR_INVALID_ARGUMENT, nullptr,
-               "rank 2");
-  expect_error(ddl_comm_init(&comm, 0, 0, "127.0.0.1:1", nullptr), DDL_ERR_INVALID_ARGUMENT, nullptr,
-               "nranks 0");
+  expect_error(ddl_comm_init(&comm, 2, 2, "127.0.0.1:1", nullptr), DDL_ERR_INVALID_ARGUMENT,
+               nullptr, "rank 2");
+  expect_error(ddl_comm_init(&comm, 0, 0, "127.0.0.1:1", nullptr), DDL_ERR_INVALID_ARGUMENT,
+               nullptr, "nranks 0");
   expect_error(ddl_comm_init(&comm, 2, 1, nullptr, nullptr), DDL_ERR_INVALID_ARGUMENT, nullptr,
                "root_addr");
   ddl_config_t config = DDL_CONFIG_INITIALIZER;
@@ -116,12 +119,15 @@ Test(errors, a_silent_peer_times_out_naming_it) {
         }
         auto start = std::chrono::steady_clock::now();
         ddl_result_t r = ddl_allreduce(&x, &x, 1, DDL_FLOAT32, DDL_SUM, comm);
-        double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        RANK_CHECK(r == DDL_ERR_TIMEOUT, "got %s: %s", ddl_result_string(r), ddl_comm_last_error(comm));
+        double waited =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        RANK_CHECK(r == DDL_ERR_TIMEOUT, "got %s: %s", ddl_result_string(r),
+                   ddl_comm_last_error(comm));
         RANK_CHECK(waited >= 0.9 && waited < 2.0, "waited %.2f s for a 1 s deadline", waited);
         RANK_CHECK(contains(ddl_comm_last_error(comm), "waiting for ranks 1"), "%s",
                    ddl_comm_last_error(comm));
-        RANK_CHECK(contains(ddl_comm_last_error(comm), "allreduce #0"), "%s", ddl_comm_last_error(comm));
+        RANK_CHECK(contains(ddl_comm_last_error(comm), "allreduce #0"), "%s",
+                   ddl_comm_last_error(comm));
         // The communicator is unusable afterwards, and says so.
         r = ddl_allreduce(&x, &x, 1, DDL_FLOAT32, DDL_SUM, comm);
         RANK_CHECK(r == DDL_ERR_TIMEOUT && contains(ddl_comm_last_error(comm), "failed earlier"),
@@ -143,8 +149,9 @@ Test(errors, abort_unblocks_a_waiting_call_and_a_second_thread_is_refused) {
     usleep(200 * 1000);  // the waiter is now inside the barrier
     float x = 1;
     ddl_result_t r = ddl_allreduce(&x, &x, 1, DDL_FLOAT32, DDL_SUM, comm);
-    RANK_CHECK(r == DDL_ERR_INVALID_USAGE && contains(ddl_comm_last_error(nullptr), "another thread"),
-               "%s: %s", ddl_result_string(r), ddl_comm_last_error(nullptr));
+    RANK_CHECK(
+        r == DDL_ERR_INVALID_USAGE && contains(ddl_comm_last_error(nullptr), "another thread"),
+        "%s: %s", ddl_result_string(r), ddl_comm_last_error(nullptr));
     auto start = std::chrono::steady_clock::now();
     RANK_OK(ddl_comm_abort(comm));
     waiter.join();
@@ -170,8 +177,10 @@ Test(errors, a_killed_peer_is_an_error_naming_it) {
         ddl_result_t r = DDL_SUCCESS;
         for (int i = 0; i < 100 && r == DDL_SUCCESS; ++i)
           r = ddl_allreduce(data.data(), data.data(), data.size(), DDL_FLOAT32, DDL_SUM, comm);
-        double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        fprintf(stderr, "rank 0 learned of the death in %.2f s: %s\n", waited, ddl_comm_last_error(comm));
+        double waited =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        fprintf(stderr, "rank 0 learned of the death in %.2f s: %s\n", waited,
+                ddl_comm_last_error(comm));
         RANK_CHECK(r == DDL_ERR_REMOTE || r == DDL_ERR_TIMEOUT, "got %s", ddl_result_string(r));
         RANK_CHECK(contains(ddl_comm_last_error(comm), "rank 1"), "%s", ddl_comm_last_error(comm));
         return 0;

@@ -13,9 +13,7 @@ using ddl::topo::TierLevel;
 
 Test(tiers_exchange, four_ranks_on_two_emulated_hosts) {
   RunOptions options;
-  options.before_init = [](int rank) {
-    setenv("DDL_HOST_ID", rank < 2 ? "host-a" : "host-b", 1);
-  };
+  options.before_init = [](int rank) { setenv("DDL_HOST_ID", rank < 2 ? "host-a" : "host-b", 1); };
   std::string failures = run_ranks(
       4,
       [](ddl_comm_t comm, int rank, int) {

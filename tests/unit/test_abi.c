@@ -38,10 +38,10 @@ Test(abi, enum_values_are_pinned) {
 }
 
 static const char *const kFunctions[] = {
-    "ddl_get_version",    "ddl_comm_init_from_env", "ddl_comm_init",      "ddl_comm_destroy",
-    "ddl_comm_abort",     "ddl_comm_rank",          "ddl_comm_size",      "ddl_allreduce",
-    "ddl_broadcast",      "ddl_allgather",          "ddl_reduce_scatter", "ddl_barrier",
-    "ddl_result_string",  "ddl_comm_last_error",    "ddl_datatype_size",  "ddl_datatype_name",
+    "ddl_get_version",   "ddl_comm_init_from_env", "ddl_comm_init",      "ddl_comm_destroy",
+    "ddl_comm_abort",    "ddl_comm_rank",          "ddl_comm_size",      "ddl_allreduce",
+    "ddl_broadcast",     "ddl_allgather",          "ddl_reduce_scatter", "ddl_barrier",
+    "ddl_result_string", "ddl_comm_last_error",    "ddl_datatype_size",  "ddl_datatype_name",
     "ddl_op_name",
 };
 
@@ -52,9 +52,11 @@ Test(abi, dlopen_resolves_every_function) {
   void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   cr_assert_not_null(lib, "dlopen(%s): %s", path, dlerror());
   for (size_t i = 0; i < sizeof kFunctions / sizeof kFunctions[0]; ++i)
-    cr_assert_not_null(dlsym(lib, kFunctions[i]), "%s is not exported: %s", kFunctions[i], dlerror());
+    cr_assert_not_null(dlsym(lib, kFunctions[i]), "%s is not exported: %s", kFunctions[i],
+                       dlerror());
   /* Only ddl_* leaves the library: an internal C++ symbol must not resolve. */
-  cr_assert_null(dlsym(lib, "_ZN3ddl6reduceE14ddl_datatype_t8ddl_op_tPvPKvS4_mi"));  /* ddl::reduce */
+  cr_assert_null(
+      dlsym(lib, "_ZN3ddl6reduceE14ddl_datatype_t8ddl_op_tPvPKvS4_mi")); /* ddl::reduce */
   typedef ddl_result_t (*version_fn)(int *, int *, int *);
   version_fn get_version = (version_fn)dlsym(lib, "ddl_get_version");
   int major = -1, minor = -1, patch = -1;

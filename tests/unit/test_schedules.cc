@@ -85,8 +85,7 @@ Test(verifier, catches_a_missing_dependency) {
     if (step.kind == StepKind::kRecv) step.deps.clear();
   Status st = verify_schedules(a, s);
   cr_assert_not(st.ok());
-  cr_assert(st.message().find("without an order") != std::string::npos, "%s",
-            st.message().c_str());
+  cr_assert(st.message().find("without an order") != std::string::npos, "%s", st.message().c_str());
 }
 
 Test(verifier, catches_a_wrong_offset) {

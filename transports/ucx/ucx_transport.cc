@@ -34,7 +34,9 @@ Status ucx_error(ucs_status_t status, const char *what) {
   return Status(DDL_ERR_SYSTEM, strprintf("%s: UCX error: %s", what, ucs_status_string(status)));
 }
 
-void request_init(void *request) { static_cast<UcxRequest *>(request)->detached = false; }
+void request_init(void *request) {
+  static_cast<UcxRequest *>(request)->detached = false;
+}
 
 // Completion of a request that did not complete at once. Frees the UCX request here: the
 // executor only looks at its own TransferRequest.
@@ -158,8 +160,8 @@ Status UcxTransport::peer_status(int peer) const {
                                           ucs_status_string(peer_errors_[peer])));
 }
 
-Status UcxTransport::post_send(int peer, uint32_t seq, uint32_t tag, const void *buf,
-                               size_t bytes, TransferRequest *req) {
+Status UcxTransport::post_send(int peer, uint32_t seq, uint32_t tag, const void *buf, size_t bytes,
+                               TransferRequest *req) {
   *req = TransferRequest();
   DDL_RETURN_IF_ERROR(peer_status(peer));
   ucp_request_param_t param = {};
@@ -214,7 +216,9 @@ Status UcxTransport::post_recv(int peer, uint32_t seq, uint32_t tag, void *buf, 
   return Status::Ok();
 }
 
-bool UcxTransport::progress() { return ucp_worker_progress(worker_) != 0; }
+bool UcxTransport::progress() {
+  return ucp_worker_progress(worker_) != 0;
+}
 
 void UcxTransport::cancel(TransferRequest *req) {
   if (req->done || req->handle == nullptr) return;

@@ -27,7 +27,7 @@ class UcxTransport : public Transport {
   const std::string &worker_address() const { return address_; }
   // What connect() needs to know of each peer.
   struct Peer {
-    std::string address;   // its worker address
+    std::string address;     // its worker address
     bool same_host = false;  // shares this host's memory
     pid_t pid = 0;           // its process id, meaningful when same_host
   };
