@@ -131,8 +131,9 @@ DDL_API ddl_result_t ddl_barrier(ddl_comm_t comm);
 DDL_API const char *ddl_result_string(ddl_result_t result);
 
 /* The last error of this communicator in words, or "" when there was none. With NULL, the
- * last error of the calling thread (for ddl_comm_init* failures). Valid until the next call
- * on the same communicator / thread. */
+ * last error of the calling thread: ddl_comm_init* failures, and calls refused because of the
+ * handle itself (NULL, destroyed, in use by another thread). Valid until the next call on the
+ * same communicator / thread. */
 DDL_API const char *ddl_comm_last_error(ddl_comm_t comm);
 
 /* Bytes per element of dtype, or 0 for an invalid value. */

@@ -1,0 +1,157 @@
+// ddl.hpp — a header-only C++17 wrapper over the C ABI in ddl.h: an owning Communicator,
+// collectives typed by their element type, and ddl::Error exceptions that carry the result
+// code and ddl_comm_last_error's words. It adds no symbols to link against.
+//
+//   ddl::Communicator comm = ddl::Communicator::from_env();
+//   std::vector<float> grad(n);
+//   comm.allreduce(grad.data(), grad.size());          // in place, sum
+//   comm.allreduce(in.data(), out.data(), n, DDL_MAX); // out of place
+#ifndef DDL_DDL_HPP
+#define DDL_DDL_HPP
+
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include "ddl/ddl.h"
+
+namespace ddl {
+
+// A failed call: what() is "DDL_ERR_...: <the library's message>".
+class Error : public std::runtime_error {
+ public:
+  Error(ddl_result_t code, const std::string &message)
+      : std::runtime_error(std::string(ddl_result_string(code)) + ": " + message), code_(code) {}
+  ddl_result_t code() const noexcept { return code_; }
+
+ private:
+  ddl_result_t code_;
+};
+
+// The ddl datatype of a C++ element type (float16/bfloat16: use the raw-datatype overloads).
+template <typename T>
+struct datatype_of;
+template <>
+struct datatype_of<int8_t> {
+  static constexpr ddl_datatype_t value = DDL_INT8;
+};
+template <>
+struct datatype_of<uint8_t> {
+  static constexpr ddl_datatype_t value = DDL_UINT8;
+};
+template <>
+struct datatype_of<int32_t> {
+  static constexpr ddl_datatype_t value = DDL_INT32;
+};
+template <>
+struct datatype_of<uint32_t> {
+  static constexpr ddl_datatype_t value = DDL_UINT32;
+};
+template <>
+struct datatype_of<int64_t> {
+  static constexpr ddl_datatype_t value = DDL_INT64;
+};
+template <>
+struct datatype_of<uint64_t> {
+  static constexpr ddl_datatype_t value = DDL_UINT64;
+};
+template <>
+struct datatype_of<float> {
+  static constexpr ddl_datatype_t value = DDL_FLOAT32;
+};
+template <>
+struct datatype_of<double> {
+  static constexpr ddl_datatype_t value = DDL_FLOAT64;
+};
+
+class Communicator {
+ public:
+  // ddl_comm_init_from_env: DDL_*, mpirun, srun or torchrun variables.
+  static Communicator from_env() {
+    ddl_comm_t comm = nullptr;
+    check_init(ddl_comm_init_from_env(&comm));
+    return Communicator(comm);
+  }
+  // ddl_comm_init; root_addr may be empty for a single rank.
+  static Communicator create(int nranks, int rank, const std::string &root_addr,
+                             const ddl_config_t *config = nullptr) {
+    ddl_comm_t comm = nullptr;
+    check_init(ddl_comm_init(&comm, nranks, rank, root_addr.empty() ? nullptr : root_addr.c_str(),
+                             config));
+    return Communicator(comm);
+  }
+
+  Communicator(Communicator &&other) noexcept : comm_(std::exchange(other.comm_, nullptr)) {}
+  Communicator &operator=(Communicator &&other) noexcept {
+    if (this != &other) {
+      reset();
+      comm_ = std::exchange(other.comm_, nullptr);
+    }
+    return *this;
+  }
+  Communicator(const Communicator &) = delete;
+  Communicator &operator=(const Communicator &) = delete;
+  ~Communicator() { reset(); }
+
+  int rank() const {
+    int r = -1;
+    check(ddl_comm_rank(comm_, &r));
+    return r;
+  }
+  int size() const {
+    int n = -1;
+    check(ddl_comm_size(comm_, &n));
+    return n;
+  }
+  ddl_comm_t handle() const noexcept { return comm_; }
+  // Unblocks every waiter; the communicator can then only be destroyed.
+  void abort() noexcept { ddl_comm_abort(comm_); }
+
+  template <typename T>
+  void allreduce(const T *send, T *recv, size_t count, ddl_op_t op = DDL_SUM) const {
+    check(ddl_allreduce(send, recv, count, datatype_of<T>::value, op, comm_));
+  }
+  template <typename T>
+  void allreduce(T *data, size_t count, ddl_op_t op = DDL_SUM) const {
+    allreduce(data, data, count, op);
+  }
+  // Untyped form, e.g. for DDL_FLOAT16 / DDL_BFLOAT16 buffers.
+  void allreduce(const void *send, void *recv, size_t count, ddl_datatype_t dtype,
+                 ddl_op_t op) const {
+    check(ddl_allreduce(send, recv, count, dtype, op, comm_));
+  }
+  template <typename T>
+  void broadcast(T *data, size_t count, int root) const {
+    check(ddl_broadcast(data, count, datatype_of<T>::value, root, comm_));
+  }
+  template <typename T>
+  void allgather(const T *send, T *recv, size_t sendcount) const {
+    check(ddl_allgather(send, recv, sendcount, datatype_of<T>::value, comm_));
+  }
+  template <typename T>
+  void reduce_scatter(const T *send, T *recv, size_t recvcount, ddl_op_t op = DDL_SUM) const {
+    check(ddl_reduce_scatter(send, recv, recvcount, datatype_of<T>::value, op, comm_));
+  }
+  void barrier() const { check(ddl_barrier(comm_)); }
+
+ private:
+  explicit Communicator(ddl_comm_t comm) : comm_(comm) {}
+  void reset() noexcept {
+    if (comm_) ddl_comm_destroy(comm_);
+    comm_ = nullptr;
+  }
+  void check(ddl_result_t r) const {
+    if (r != DDL_SUCCESS) throw Error(r, ddl_comm_last_error(comm_));
+  }
+  static void check_init(ddl_result_t r) {
+    if (r != DDL_SUCCESS) throw Error(r, ddl_comm_last_error(nullptr));
+  }
+
+  ddl_comm_t comm_ = nullptr;
+};
+
+}  // namespace ddl
+
+#endif  // DDL_DDL_HPP

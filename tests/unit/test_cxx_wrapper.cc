@@ -1,0 +1,42 @@
+// The header-only C++ wrapper: RAII, typed collectives, exceptions carrying the message.
+#include <criterion/criterion.h>
+
+#include <string>
+#include <vector>
+
+#include "ddl/ddl.hpp"
+
+Test(cxx_wrapper, typed_collectives_on_one_rank) {
+  ddl::Communicator comm = ddl::Communicator::create(1, 0, "");
+  cr_assert_eq(comm.rank(), 0);
+  cr_assert_eq(comm.size(), 1);
+  std::vector<double> in = {1.5, 2.5}, out(2, 0.0);
+  comm.allreduce(in.data(), out.data(), in.size(), DDL_MAX);
+  cr_assert_eq(out[1], 2.5);
+  std::vector<int32_t> v = {7, 8};
+  comm.allreduce(v.data(), v.size());
+  comm.broadcast(v.data(), v.size(), 0);
+  cr_assert_eq(v[0], 7);
+  comm.barrier();
+  ddl::Communicator moved = std::move(comm);
+  cr_assert_null(comm.handle());
+  cr_assert_not_null(moved.handle());
+}
+
+Test(cxx_wrapper, errors_throw_with_code_and_words) {
+  ddl::Communicator comm = ddl::Communicator::create(1, 0, "");
+  float x = 1;
+  try {
+    comm.broadcast(&x, 1, 3);
+    cr_assert_fail("a bad root did not throw");
+  } catch (const ddl::Error &e) {
+    cr_assert_eq(e.code(), DDL_ERR_INVALID_ARGUMENT);
+    cr_assert(std::string(e.what()).find("root 3") != std::string::npos, "%s", e.what());
+  }
+  try {
+    ddl::Communicator::create(2, 5, "127.0.0.1:1");
+    cr_assert_fail("a bad rank did not throw");
+  } catch (const ddl::Error &e) {
+    cr_assert_eq(e.code(), DDL_ERR_INVALID_ARGUMENT);
+  }
+}
