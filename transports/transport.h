@@ -27,7 +27,7 @@ class Transport {
   virtual const char *name() const = 0;
 
   // Messages are matched by (sender, collective sequence number, step tag). The sequence
-  // number wraps at 2^20 and the tag must be at most kMaxStepTag (2^24 - 1).
+  // number wraps at 2^20 and the tag has 24 bits.
   virtual Status post_send(int peer, uint32_t seq, uint32_t tag, const void *buf, size_t bytes,
                            TransferRequest *req) = 0;
   virtual Status post_recv(int peer, uint32_t seq, uint32_t tag, void *buf, size_t bytes,

@@ -30,8 +30,10 @@ enum class StepKind : uint8_t {
   kCopy,        // dst = src, locally
 };
 
-// Tags must fit the transport's tag field (see transports/transport.h).
-constexpr uint32_t kMaxStepTag = (1u << 24) - 1;
+// Tags must fit the transport's 24-bit tag field (see transports/transport.h); the last
+// value is reserved for the call signature every rank sends ahead of a collective.
+constexpr uint32_t kMaxStepTag = (1u << 24) - 2;
+constexpr uint32_t kSignatureTag = (1u << 24) - 1;
 
 struct Step {
   StepKind kind = StepKind::kCopy;

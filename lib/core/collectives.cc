@@ -109,21 +109,19 @@ Status find_plan(ddl_comm *comm, const CollectiveCall &call, bool in_place, cons
 
 }  // namespace
 
+CallSignature signature_of(const CollectiveCall &call, uint32_t seq) {
+  CallSignature signature;
+  signature.seq = seq;
+  signature.collective = static_cast<uint8_t>(call.collective);
+  signature.dtype = static_cast<uint8_t>(call.dtype);
+  signature.op = static_cast<uint8_t>(call.op);
+  signature.root = call.root;
+  signature.count = call.count;
+  return signature;
+}
+
 std::string describe_call(const ddl_comm *comm, const CollectiveCall &call, uint32_t seq) {
-  std::string what =
-      strprintf("rank %d: %s #%u", comm->rank, collective_name(call.collective), seq);
-  switch (call.collective) {
-    case Collective::kBarrier:
-      return what;
-    case Collective::kBroadcast:
-      return what + strprintf(" (count %zu, %s, root %d)", call.count, datatype_name(call.dtype),
-                              call.root);
-    case Collective::kAllgather:
-      return what + strprintf(" (count %zu, %s)", call.count, datatype_name(call.dtype));
-    default:
-      return what + strprintf(" (count %zu, %s, %s)", call.count, datatype_name(call.dtype),
-                              op_name(call.op));
-  }
+  return strprintf("rank %d: ", comm->rank) + describe_signature(signature_of(call, seq));
 }
 
 Status run_collective(ddl_comm *comm, const CollectiveCall &call) {
@@ -155,8 +153,11 @@ Status run_collective(ddl_comm *comm, const CollectiveCall &call) {
   exec.scratch = comm->scratch.data();
   exec.dtype = call.dtype;
   exec.op = call.op;
+  exec.rank = comm->rank;
   exec.nranks = comm->nranks;
   exec.seq = seq;
+  const CallSignature signature = signature_of(call, seq);
+  exec.signature = &signature;
   exec.deadline =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(comm->config.timeout_ms);
   exec.abort_flag = &comm->aborted;

@@ -4,6 +4,7 @@
 
 #include "lib/algorithms/schedule.h"
 #include "lib/core/comm.h"
+#include "lib/exec/signature.h"
 
 namespace ddl {
 
@@ -20,7 +21,10 @@ struct CollectiveCall {
 // Validates and runs one collective on comm (a live communicator owned by this thread).
 Status run_collective(ddl_comm *comm, const CollectiveCall &call);
 
-// "allreduce #12 (count 1024, float32, sum)": how errors name a call.
+// What every rank must agree on for this call (checked around the ring).
+CallSignature signature_of(const CollectiveCall &call, uint32_t seq);
+
+// "rank 3: allreduce #12 (count 1024, float32, sum)": how errors name a call.
 std::string describe_call(const ddl_comm *comm, const CollectiveCall &call, uint32_t seq);
 
 }  // namespace ddl

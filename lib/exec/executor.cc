@@ -68,18 +68,36 @@ Status Executor::run(const Plan &plan, const ExecArgs &args, Transport *transpor
   completed_ = 0;
   size_t next_ready = 0;
   int idle = 0;
-  while (completed_ < n) {
+  Status posted = post_signature(args, transport);
+  if (!posted.ok()) return posted;
+  auto fail = [&](Status error) {
+    error = explain_with_signature(args, transport, std::move(error));
+    cancel_all(transport);
+    return error;
+  };
+  while (completed_ < n || !signature_checked_ || !signature_sent_) {
     // Start everything that may start. Starting can complete steps (copies, eager
     // messages already there) and so make more steps ready: ready_ grows while we walk it.
     while (next_ready < ready_.size()) {
       Status s = start(plan, ready_[next_ready++], args, transport);
+      if (!s.ok()) return fail(s);
+    }
+    bool progressed = transport->progress();
+    if (!signature_checked_ && signature_recv_.done) {
+      Status s = check_signature(args);
       if (!s.ok()) {
         cancel_all(transport);
         return s;
       }
+      progressed = true;
     }
-    if (completed_ == n) break;
-    bool progressed = transport->progress();
+    if (!signature_sent_ && signature_send_.done) {
+      signature_sent_ = true;
+      if (!signature_send_.status.ok())
+        return fail(signature_send_.status.prefix("sending the call signature: "));
+      progressed = true;
+    }
+    if (completed_ == n && signature_checked_ && signature_sent_) break;
     for (size_t k = 0; k < in_flight_.size();) {
       const uint32_t step = in_flight_[k];
       if (!requests_[step].done) {
@@ -89,17 +107,14 @@ Status Executor::run(const Plan &plan, const ExecArgs &args, Transport *transpor
       in_flight_[k] = in_flight_.back();
       in_flight_.pop_back();
       Status s = finish(plan, step, args);
-      if (!s.ok()) {
-        cancel_all(transport);
-        return s;
-      }
+      if (!s.ok()) return fail(s);
       progressed = true;
     }
     if (progressed) {
       idle = 0;
       continue;
     }
-    if (in_flight_.empty() && next_ready == ready_.size())
+    if (in_flight_.empty() && next_ready == ready_.size() && signature_checked_ && signature_sent_)
       return internal_error("the schedule cannot make progress: %zu of %zu steps done", completed_,
                             n);
     ++idle;
@@ -107,11 +122,11 @@ Status Executor::run(const Plan &plan, const ExecArgs &args, Transport *transpor
       const bool aborted = args.abort_flag && args.abort_flag->load(std::memory_order_relaxed);
       const bool timed_out = std::chrono::steady_clock::now() >= args.deadline;
       Status s = waiting_error(plan, args, transport, timed_out);
-      if (aborted) s = Status(DDL_ERR_INVALID_USAGE, "aborted by ddl_comm_abort while waiting");
-      if (!s.ok()) {
+      if (aborted) {
         cancel_all(transport);
-        return s;
+        return Status(DDL_ERR_INVALID_USAGE, "aborted by ddl_comm_abort while waiting");
       }
+      if (!s.ok()) return fail(s);
     }
     if (idle > kSpinsBeforeYield + kYieldsBeforeSleep) {
       const timespec pause = {0, kSleepNs};
@@ -195,6 +210,12 @@ Status Executor::waiting_error(const Plan &plan, const ExecArgs &args, Transport
     if (!peer.ok()) return peer.prefix(describe(step, index, datatype_size(args.dtype)) + ": ");
     silent.insert(step.peer);
   }
+  if (!signature_checked_) {
+    const int left = ring_index(args.rank - 1, args.nranks);
+    Status peer = transport->peer_status(left);
+    if (!peer.ok()) return peer.prefix("waiting for the call signature: ");
+    silent.insert(left);
+  }
   if (!timed_out) return Status::Ok();
   std::string peers;
   for (int p : silent) peers += (peers.empty() ? "" : ", ") + std::to_string(p);
@@ -210,6 +231,52 @@ Status Executor::waiting_error(const Plan &plan, const ExecArgs &args, Transport
 void Executor::cancel_all(Transport *transport) {
   for (uint32_t index : in_flight_) transport->cancel(&requests_[index]);
   in_flight_.clear();
+  transport->cancel(&signature_send_);
+  transport->cancel(&signature_recv_);
+  signature_checked_ = signature_sent_ = true;
+}
+
+Status Executor::post_signature(const ExecArgs &args, Transport *transport) {
+  signature_checked_ = signature_sent_ = true;
+  if (!args.signature || args.nranks < 2) return Status::Ok();
+  signature_out_ = *args.signature;
+  const int right = ring_index(args.rank + 1, args.nranks);
+  const int left = ring_index(args.rank - 1, args.nranks);
+  Status s = transport->post_recv(left, args.seq, kSignatureTag, &signature_in_,
+                                  sizeof signature_in_, &signature_recv_);
+  if (s.ok())
+    s = transport->post_send(right, args.seq, kSignatureTag, &signature_out_, sizeof signature_out_,
+                             &signature_send_);
+  if (!s.ok()) {
+    transport->cancel(&signature_recv_);
+    return s.prefix("sending the call signature: ");
+  }
+  signature_checked_ = false;
+  signature_sent_ = false;
+  return Status::Ok();
+}
+
+Status Executor::check_signature(const ExecArgs &args) {
+  signature_checked_ = true;
+  const int left = ring_index(args.rank - 1, args.nranks);
+  if (!signature_recv_.status.ok())
+    return signature_recv_.status.prefix(strprintf("call signature from rank %d: ", left));
+  if (signature_recv_.received == sizeof signature_in_ && same_call(signature_in_, *args.signature))
+    return Status::Ok();
+  return invalid_usage(
+      "mismatched collective calls: rank %d called %s, but rank %d called %s", left,
+      signature_recv_.received == sizeof signature_in_ ? describe_signature(signature_in_).c_str()
+                                                       : "something else (wrong signature size)",
+      args.rank, describe_signature(*args.signature).c_str());
+}
+
+Status Executor::explain_with_signature(const ExecArgs &args, Transport *transport, Status error) {
+  if (signature_checked_) return error;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+  while (!signature_recv_.done && std::chrono::steady_clock::now() < until) transport->progress();
+  if (!signature_recv_.done) return error;
+  Status mismatch = check_signature(args);
+  return mismatch.ok() ? error : mismatch;
 }
 
 }  // namespace ddl

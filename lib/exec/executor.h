@@ -10,6 +10,7 @@
 
 #include "ddl/ddl.h"
 #include "lib/exec/plan.h"
+#include "lib/exec/signature.h"
 #include "transports/transport.h"
 
 namespace ddl {
@@ -20,8 +21,11 @@ struct ExecArgs {
   void *scratch = nullptr;  // at least plan.schedule.scratch_count elements
   ddl_datatype_t dtype = DDL_FLOAT32;
   ddl_op_t op = DDL_SUM;
+  int rank = 0;
   int nranks = 1;
-  uint32_t seq = 0;  // the collective's sequence number (message matching)
+  uint32_t seq = 0;
+  // This rank's view of the call; exchanged around the ring and compared (may be null).
+  const CallSignature *signature = nullptr;  // the collective's sequence number (message matching)
   std::chrono::steady_clock::time_point deadline;
   const std::atomic<bool> *abort_flag = nullptr;  // ddl_comm_abort: checked while waiting
 };
@@ -38,6 +42,12 @@ class Executor {
   Status waiting_error(const Plan &plan, const ExecArgs &args, Transport *transport,
                        bool timed_out);
   void cancel_all(Transport *transport);
+  Status post_signature(const ExecArgs &args, Transport *transport);
+  // The mismatch error when the previous rank's signature differs from ours, else OK.
+  Status check_signature(const ExecArgs &args);
+  // After a data error: give the signature a moment to arrive, since a mismatch explains
+  // the error better than its symptom (a wrong size, a timeout).
+  Status explain_with_signature(const ExecArgs &args, Transport *transport, Status error);
 
   // Reused between runs to keep the hot path free of allocations.
   std::vector<TransferRequest> requests_;
@@ -45,6 +55,10 @@ class Executor {
   std::vector<uint32_t> ready_;
   std::vector<uint32_t> in_flight_;
   size_t completed_ = 0;
+  CallSignature signature_out_, signature_in_;
+  TransferRequest signature_send_, signature_recv_;
+  bool signature_checked_ = true;  // the previous rank's signature arrived and matched
+  bool signature_sent_ = true;     // ours left (its buffer may be reused)
 };
 
 }  // namespace ddl

@@ -8,7 +8,8 @@
 //
 // exit codes: 10 init failed, 11 a collective failed, 12 a wrong result (a bug), 13 no
 // error within CHAOS_MAX_SECONDS (the kill went unnoticed), 2 bad environment.
-// At start it writes its pid to $CHAOS_DIR/pid.<rank> so that the script can kill it.
+// At start it writes its pid to $CHAOS_DIR/pid.<rank> so that the script can kill it, and
+// once ddl_comm_init_from_env has returned, $CHAOS_DIR/ready.<rank>.
 //
 // SIGTERM (ddlrun passes one on when a rank dies) is recorded and otherwise ignored, so that
 // what is measured is the library noticing the death, not ddlrun stopping the job. A training
@@ -114,6 +115,7 @@ int main() {
   if (r != DDL_SUCCESS) finish(kInitFailed, "init", -1, realtime_ns(), r, ddl_comm_last_error(nullptr));
   int nranks = 0;
   ddl_comm_size(comm, &nranks);
+  write_file("ready." + std::to_string(g_rank), "");  // init is over (the script's phase label)
 
   std::vector<float> buf((max_bytes + 3) / 4);
   const double start = monotonic_s();

@@ -4,10 +4,12 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -188,4 +190,83 @@ Test(errors, a_killed_peer_is_an_error_naming_it) {
       options);
   // Rank 1 was killed on purpose; only rank 0's verdict counts.
   cr_assert(failures.find("rank 0") == std::string::npos, "%s", failures.c_str());
+}
+
+namespace {
+
+// Runs `ranks` processes that each make the call `call(rank)` and checks each result.
+struct MismatchCase {
+  const char *name;
+  int nranks;
+  std::function<ddl_result_t(ddl_comm_t, int)> call;
+  std::vector<int> detecting_ranks;  // must get DDL_ERR_INVALID_USAGE naming both calls
+  const char *needle;
+};
+
+void expect_mismatch_detected(const MismatchCase &c) {
+  RunOptions options;
+  options.comm_timeout_ms = 3000;
+  std::string failures = run_ranks(
+      c.nranks,
+      [&](ddl_comm_t comm, int rank, int) {
+        ddl_result_t r = c.call(comm, rank);
+        const bool detects = std::find(c.detecting_ranks.begin(), c.detecting_ranks.end(), rank) !=
+                             c.detecting_ranks.end();
+        if (detects) {
+          RANK_CHECK(r == DDL_ERR_INVALID_USAGE, "%s: rank %d got %s: %s", c.name, rank,
+                     ddl_result_string(r), ddl_comm_last_error(comm));
+          RANK_CHECK(contains(ddl_comm_last_error(comm), "mismatched collective calls") &&
+                         contains(ddl_comm_last_error(comm), c.needle),
+                     "%s: rank %d: %s", c.name, rank, ddl_comm_last_error(comm));
+        } else {
+          RANK_CHECK(r != DDL_SUCCESS, "%s: rank %d succeeded", c.name, rank);
+        }
+        return 0;
+      },
+      options);
+  cr_assert(failures.empty(), "%s:\n%s", c.name, failures.c_str());
+}
+
+}  // namespace
+
+Test(errors, mismatched_calls_are_named_not_hung) {
+  static float buf[64];
+  const MismatchCase cases[] = {
+      {"count",
+       2,
+       [](ddl_comm_t comm, int rank) {
+         return ddl_allreduce(buf, buf, rank == 0 ? 10 : 20, DDL_FLOAT32, DDL_SUM, comm);
+       },
+       {0, 1},
+       "count 20"},
+      {"datatype of the same size",
+       2,
+       [](ddl_comm_t comm, int rank) {
+         return ddl_allreduce(buf, buf, 8, rank == 0 ? DDL_FLOAT32 : DDL_INT32, DDL_SUM, comm);
+       },
+       {0, 1},
+       "int32"},
+      {"collective",
+       2,
+       [](ddl_comm_t comm, int rank) {
+         return rank == 0 ? ddl_allreduce(buf, buf, 8, DDL_FLOAT32, DDL_SUM, comm)
+                          : ddl_broadcast(buf, 8, DDL_FLOAT32, 0, comm);
+       },
+       {0, 1},
+       "broadcast #0"},
+      {"broadcast root",
+       2,
+       [](ddl_comm_t comm, int rank) { return ddl_broadcast(buf, 8, DDL_FLOAT32, rank, comm); },
+       {0, 1},
+       "root 1"},
+      // With 3 ranks the ranks next to the odd one out detect it; the third fails too.
+      {"op",
+       3,
+       [](ddl_comm_t comm, int rank) {
+         return ddl_allreduce(buf, buf, 8, DDL_FLOAT32, rank == 2 ? DDL_MAX : DDL_SUM, comm);
+       },
+       {0, 2},
+       "max"},
+  };
+  for (const MismatchCase &c : cases) expect_mismatch_detected(c);
 }

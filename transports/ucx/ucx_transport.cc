@@ -27,7 +27,7 @@ constexpr long long kPidCheckIntervalNs = 20 * 1000 * 1000;
 ucp_tag_t make_tag(int sender, uint32_t seq, uint32_t tag) {
   return (static_cast<uint64_t>(sender) << (kSeqBits + kTagBits)) |
          (static_cast<uint64_t>(seq & ((1u << kSeqBits) - 1)) << kTagBits) |
-         static_cast<uint64_t>(tag & kMaxStepTag);
+         static_cast<uint64_t>(tag & ((1u << kTagBits) - 1));
 }
 
 Status ucx_error(ucs_status_t status, const char *what) {

@@ -1,0 +1,46 @@
+#include "lib/exec/signature.h"
+
+#include "lib/algorithms/schedule.h"
+#include "lib/common/datatype.h"
+#include "lib/common/status.h"
+
+namespace ddl {
+namespace {
+
+bool reduces(uint8_t collective) {
+  return collective == static_cast<uint8_t>(Collective::kAllreduce) ||
+         collective == static_cast<uint8_t>(Collective::kReduceScatter);
+}
+
+}  // namespace
+
+std::string describe_signature(const CallSignature &s) {
+  if (s.magic != CallSignature::kMagic) return "garbage (not a ddl call signature)";
+  const Collective c = static_cast<Collective>(s.collective);
+  std::string what = strprintf("%s #%u", collective_name(c), s.seq);
+  const ddl_datatype_t dtype = static_cast<ddl_datatype_t>(s.dtype);
+  const unsigned long long count = s.count;
+  switch (c) {
+    case Collective::kBarrier:
+      return what;
+    case Collective::kBroadcast:
+      return what + strprintf(" (count %llu, %s, root %d)", count, datatype_name(dtype), s.root);
+    case Collective::kAllgather:
+      return what + strprintf(" (count %llu, %s)", count, datatype_name(dtype));
+    default:
+      return what + strprintf(" (count %llu, %s, %s)", count, datatype_name(dtype),
+                              op_name(static_cast<ddl_op_t>(s.op)));
+  }
+}
+
+bool same_call(const CallSignature &a, const CallSignature &b) {
+  if (a.magic != b.magic || a.seq != b.seq || a.collective != b.collective) return false;
+  if (a.collective == static_cast<uint8_t>(Collective::kBarrier)) return true;
+  if (a.count != b.count || a.dtype != b.dtype) return false;
+  if (reduces(a.collective) && a.op != b.op) return false;
+  if (a.collective == static_cast<uint8_t>(Collective::kBroadcast) && a.root != b.root)
+    return false;
+  return true;
+}
+
+}  // namespace ddl

@@ -1,0 +1,33 @@
+// The signature of a collective call: what every rank must agree on. Before its first step
+// each rank sends its signature to the next rank of the ring and checks the one from the
+// previous rank; as the ring closes, adjacent agreement means everyone agrees, so ranks that
+// called different collectives or arguments get an error naming both, not a hang or silent
+// corruption. The message travels beside the data, off the critical path.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "ddl/ddl.h"
+
+namespace ddl {
+
+struct CallSignature {
+  uint32_t magic = kMagic;
+  uint32_t seq = 0;
+  uint8_t collective = 0;  // ddl::Collective
+  uint8_t dtype = 0;
+  uint8_t op = 0;  // meaningful for reducing collectives only
+  uint8_t reserved = 0;
+  int32_t root = 0;                               // meaningful for broadcast only
+  uint64_t count = 0;                             // as the C call names it
+  static constexpr uint32_t kMagic = 0x64646c53;  // "ddlS"
+};
+static_assert(sizeof(CallSignature) == 24, "the signature's wire size is fixed");
+
+// "allreduce #12 (count 1024, float32, sum)"
+std::string describe_signature(const CallSignature &signature);
+// Whether two signatures describe the same call (ignoring fields the collective ignores).
+bool same_call(const CallSignature &a, const CallSignature &b);
+
+}  // namespace ddl
