@@ -32,6 +32,9 @@ class Transport {
                            TransferRequest *req) = 0;
   virtual Status post_recv(int peer, uint32_t seq, uint32_t tag, void *buf, size_t bytes,
                            TransferRequest *req) = 0;
+  // A receive of the next message with this tag from any rank and of any sequence number
+  // (for out-of-band notices).
+  virtual Status post_recv_any(uint32_t tag, void *buf, size_t bytes, TransferRequest *req) = 0;
   // Drives communication and completes requests; true when anything happened.
   virtual bool progress() = 0;
   // Detaches an unfinished request (after an error or a timeout): the transport will never

@@ -31,8 +31,10 @@ enum class StepKind : uint8_t {
 };
 
 // Tags must fit the transport's 24-bit tag field (see transports/transport.h); the last
-// value is reserved for the call signature every rank sends ahead of a collective.
-constexpr uint32_t kMaxStepTag = (1u << 24) - 2;
+// values are reserved: the call signature every rank sends ahead of a collective, and the
+// notices a rank sends everyone when it finds the job's calls inconsistent.
+constexpr uint32_t kMaxStepTag = (1u << 24) - 3;
+constexpr uint32_t kNoticeTag = (1u << 24) - 2;
 constexpr uint32_t kSignatureTag = (1u << 24) - 1;
 
 struct Step {

@@ -158,10 +158,15 @@ Status run_collective(ddl_comm *comm, const CollectiveCall &call) {
   exec.seq = seq;
   const CallSignature signature = signature_of(call, seq);
   exec.signature = &signature;
+  if (comm->nranks > 1) {
+    exec.notice = &comm->notice_recv;
+    exec.notice_message = &comm->notice_in;
+  }
   exec.deadline =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(comm->config.timeout_ms);
   exec.abort_flag = &comm->aborted;
   s = comm->executor.run(*plan, exec, comm->transport.get());
+  if (!s.ok() && comm->executor.found_mismatch()) send_mismatch_notice(comm, s);
   if (!s.ok()) {
     s.prefix(context());
     comm->failure = s;  // messages of this call may still be in flight: no safe reuse

@@ -2,10 +2,12 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 #include <set>
 
+#include "lib/algorithms/schedule.h"
 #include "lib/common/log.h"
 
 namespace ddl {
@@ -93,6 +95,11 @@ Status create_comm(const BootstrapOptions &options, const CommConfig &config, dd
   Status s = UcxTransport::create(options.rank, options.nranks, &comm->transport);
   if (!s.ok()) return s.prefix("creating the UCX transport: ");
   DDL_RETURN_IF_ERROR(connect_transport(comm.get()));
+  if (comm->nranks > 1) {
+    s = comm->transport->post_recv_any(kNoticeTag, &comm->notice_in, sizeof comm->notice_in,
+                                       &comm->notice_recv);
+    if (!s.ok()) return s.prefix("listening for notices: ");
+  }
   // Nobody leaves init (and could destroy its endpoints) before everyone has connected.
   s = comm->bootstrap->barrier();
   if (!s.ok()) return s.prefix("waiting for every rank to connect: ");
@@ -104,8 +111,30 @@ Status create_comm(const BootstrapOptions &options, const CommConfig &config, dd
   return Status::Ok();
 }
 
+void send_mismatch_notice(ddl_comm *comm, const Status &why) {
+  MismatchNotice &notice = comm->notice_out;
+  notice = MismatchNotice();
+  notice.rank = comm->rank;
+  notice.seq = comm->seq;
+  notice.length = static_cast<uint32_t>(std::min(why.message().size(), sizeof notice.text));
+  std::memcpy(notice.text, why.message().data(), notice.length);
+  comm->notice_sends.assign(comm->nranks, TransferRequest());
+  for (int peer = 0; peer < comm->nranks; ++peer) {
+    if (peer == comm->rank) continue;
+    Status s = comm->transport->post_send(peer, comm->seq, kNoticeTag, &notice, sizeof notice,
+                                          &comm->notice_sends[peer]);
+    if (!s.ok())
+      DDL_WARN("could not tell rank %d about the mismatch: %s", peer, s.message().c_str());
+  }
+  comm->transport->progress();
+}
+
 void destroy_comm(ddl_comm *comm) {
-  if (comm->transport) comm->transport->close(kCloseTimeoutMs);
+  if (comm->transport) {
+    comm->transport->cancel(&comm->notice_recv);
+    for (TransferRequest &send : comm->notice_sends) comm->transport->cancel(&send);
+    comm->transport->close(kCloseTimeoutMs);
+  }
   comm->transport.reset();
   comm->bootstrap.reset();
   delete comm;

@@ -14,6 +14,7 @@
 #include "lib/core/config.h"
 #include "lib/exec/executor.h"
 #include "lib/exec/plan.h"
+#include "lib/exec/signature.h"
 #include "topology/tiers.h"
 #include "transports/ucx/ucx_transport.h"
 
@@ -33,6 +34,12 @@ struct ddl_comm {
   std::map<PlanKey, std::unique_ptr<ddl::Plan>> plans;
   std::vector<unsigned char> scratch;
 
+  // Mismatch notices: a standing receive from any rank, and what this rank sends when it
+  // finds mismatched calls itself.
+  ddl::MismatchNotice notice_in, notice_out;
+  ddl::TransferRequest notice_recv;
+  std::vector<ddl::TransferRequest> notice_sends;
+
   std::atomic<bool> aborted{false};
   std::atomic<bool> busy{false};  // a call is running: a second thread is an error
   ddl::Status failure;            // sticky: a failed collective leaves the comm unusable
@@ -44,6 +51,8 @@ namespace ddl {
 // Creates the communicator: bootstrap, transport, address exchange.
 Status create_comm(const BootstrapOptions &options, const CommConfig &config, ddl_comm **out);
 void destroy_comm(ddl_comm *comm);
+// Tells every other rank why this rank found the job's calls mismatched (fire and forget).
+void send_mismatch_notice(ddl_comm *comm, const Status &why);
 
 // Live communicators: API calls check a handle here before touching it.
 void register_comm(ddl_comm *comm);

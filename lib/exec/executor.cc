@@ -59,6 +59,8 @@ char *address(const ExecArgs &args, Range range, size_t elem_size) {
 
 }  // namespace
 
+Status notice_error(const ExecArgs &args);
+
 Status Executor::run(const Plan &plan, const ExecArgs &args, Transport *transport) {
   const size_t n = plan.schedule.steps.size();
   if (requests_.size() < n) requests_.resize(n);
@@ -66,6 +68,7 @@ Status Executor::run(const Plan &plan, const ExecArgs &args, Transport *transpor
   ready_.assign(plan.initial_ready.begin(), plan.initial_ready.end());
   in_flight_.clear();
   completed_ = 0;
+  found_mismatch_ = false;
   size_t next_ready = 0;
   int idle = 0;
   Status posted = post_signature(args, transport);
@@ -121,6 +124,10 @@ Status Executor::run(const Plan &plan, const ExecArgs &args, Transport *transpor
     if (idle % kCheckEvery == 0) {
       const bool aborted = args.abort_flag && args.abort_flag->load(std::memory_order_relaxed);
       const bool timed_out = std::chrono::steady_clock::now() >= args.deadline;
+      if (args.notice && args.notice->done) {
+        cancel_all(transport);
+        return notice_error(args);
+      }
       Status s = waiting_error(plan, args, transport, timed_out);
       if (aborted) {
         cancel_all(transport);
@@ -263,6 +270,7 @@ Status Executor::check_signature(const ExecArgs &args) {
     return signature_recv_.status.prefix(strprintf("call signature from rank %d: ", left));
   if (signature_recv_.received == sizeof signature_in_ && same_call(signature_in_, *args.signature))
     return Status::Ok();
+  found_mismatch_ = true;
   return invalid_usage(
       "mismatched collective calls: rank %d called %s, but rank %d called %s", left,
       signature_recv_.received == sizeof signature_in_ ? describe_signature(signature_in_).c_str()
@@ -270,7 +278,13 @@ Status Executor::check_signature(const ExecArgs &args) {
       args.rank, describe_signature(*args.signature).c_str());
 }
 
+Status notice_error(const ExecArgs &args) {
+  return invalid_usage("rank %d reports: %s", args.notice_message->rank,
+                       notice_text(*args.notice_message, args.notice->received).c_str());
+}
+
 Status Executor::explain_with_signature(const ExecArgs &args, Transport *transport, Status error) {
+  if (args.notice && args.notice->done) return notice_error(args);
   if (signature_checked_) return error;
   const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
   while (!signature_recv_.done && std::chrono::steady_clock::now() < until) transport->progress();

@@ -25,7 +25,11 @@ struct ExecArgs {
   int nranks = 1;
   uint32_t seq = 0;
   // This rank's view of the call; exchanged around the ring and compared (may be null).
-  const CallSignature *signature = nullptr;  // the collective's sequence number (message matching)
+  const CallSignature *signature = nullptr;
+  // The communicator's standing receive of mismatch notices from other ranks (may be null).
+  const TransferRequest *notice = nullptr;
+  const MismatchNotice *notice_message =
+      nullptr;  // the collective's sequence number (message matching)
   std::chrono::steady_clock::time_point deadline;
   const std::atomic<bool> *abort_flag = nullptr;  // ddl_comm_abort: checked while waiting
 };
@@ -34,6 +38,8 @@ class Executor {
  public:
   // Runs the plan to completion. On error every unfinished transfer is cancelled.
   Status run(const Plan &plan, const ExecArgs &args, Transport *transport);
+  // Whether the last failed run found mismatched calls itself (then the others should hear).
+  bool found_mismatch() const { return found_mismatch_; }
 
  private:
   Status start(const Plan &plan, uint32_t step, const ExecArgs &args, Transport *transport);
@@ -59,6 +65,7 @@ class Executor {
   TransferRequest signature_send_, signature_recv_;
   bool signature_checked_ = true;  // the previous rank's signature arrived and matched
   bool signature_sent_ = true;     // ours left (its buffer may be reused)
+  bool found_mismatch_ = false;
 };
 
 }  // namespace ddl

@@ -33,6 +33,16 @@ std::string describe_signature(const CallSignature &s) {
   }
 }
 
+std::string notice_text(const MismatchNotice &notice, size_t received) {
+  if (received != sizeof notice || notice.magic != MismatchNotice::kMagic ||
+      notice.length > sizeof notice.text)
+    return "a garbled mismatch notice";
+  std::string text(notice.text, notice.length);
+  for (char &c : text)
+    if (c < 0x20 || c > 0x7e) c = '?';
+  return text;
+}
+
 bool same_call(const CallSignature &a, const CallSignature &b) {
   if (a.magic != b.magic || a.seq != b.seq || a.collective != b.collective) return false;
   if (a.collective == static_cast<uint8_t>(Collective::kBarrier)) return true;

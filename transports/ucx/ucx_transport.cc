@@ -186,6 +186,16 @@ Status UcxTransport::post_send(int peer, uint32_t seq, uint32_t tag, const void 
 
 Status UcxTransport::post_recv(int peer, uint32_t seq, uint32_t tag, void *buf, size_t bytes,
                                TransferRequest *req) {
+  return post_tag_recv(make_tag(peer, seq, tag), kFullMask, buf, bytes, req,
+                       strprintf("rank %d", peer).c_str());
+}
+
+Status UcxTransport::post_recv_any(uint32_t tag, void *buf, size_t bytes, TransferRequest *req) {
+  return post_tag_recv(make_tag(0, 0, tag), (1ull << kTagBits) - 1, buf, bytes, req, "any rank");
+}
+
+Status UcxTransport::post_tag_recv(uint64_t tag, uint64_t mask, void *buf, size_t bytes,
+                                   TransferRequest *req, const char *from) {
   *req = TransferRequest();
   // UCX 1.13 may complete at once without filling recv_info: a length still at the
   // sentinel then means "the whole buffer" (a longer message fails as truncated).
@@ -203,10 +213,9 @@ Status UcxTransport::post_recv(int peer, uint32_t seq, uint32_t tag, void *buf, 
     bytes = 1;
     req->empty_payload = true;
   }
-  ucs_status_ptr_t p =
-      ucp_tag_recv_nbx(worker_, buf, bytes, make_tag(peer, seq, tag), kFullMask, &param);
+  ucs_status_ptr_t p = ucp_tag_recv_nbx(worker_, buf, bytes, tag, mask, &param);
   if (UCS_PTR_IS_ERR(p))
-    return ucx_error(UCS_PTR_STATUS(p), strprintf("receiving from rank %d", peer).c_str());
+    return ucx_error(UCS_PTR_STATUS(p), strprintf("receiving from %s", from).c_str());
   if (p == nullptr && !req->done) {  // completed at once without the callback
     req->received = empty ? 0 : info.length == SIZE_MAX ? bytes : info.length;
     req->done = true;

@@ -43,6 +43,13 @@ class UcxTransport : public Transport {
                    TransferRequest *req) override;
   Status post_recv(int peer, uint32_t seq, uint32_t tag, void *buf, size_t bytes,
                    TransferRequest *req) override;
+
+ private:
+  Status post_tag_recv(uint64_t tag, uint64_t mask, void *buf, size_t bytes, TransferRequest *req,
+                       const char *from);
+
+ public:
+  Status post_recv_any(uint32_t tag, void *buf, size_t bytes, TransferRequest *req) override;
   bool progress() override;
   void cancel(TransferRequest *req) override;
   Status peer_status(int peer) const override;
