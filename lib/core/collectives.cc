@@ -166,7 +166,7 @@ Status run_collective(ddl_comm *comm, const CollectiveCall &call) {
       std::chrono::steady_clock::now() + std::chrono::milliseconds(comm->config.timeout_ms);
   exec.abort_flag = &comm->aborted;
   s = comm->executor.run(*plan, exec, comm->transport.get());
-  if (!s.ok() && comm->executor.found_mismatch()) send_mismatch_notice(comm, s);
+  if (!s.ok() && comm->executor.found_failure()) send_failure_notice(comm, s);
   if (!s.ok()) {
     s.prefix(context());
     comm->failure = s;  // messages of this call may still be in flight: no safe reuse

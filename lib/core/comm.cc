@@ -111,16 +111,17 @@ Status create_comm(const BootstrapOptions &options, const CommConfig &config, dd
   return Status::Ok();
 }
 
-void send_mismatch_notice(ddl_comm *comm, const Status &why) {
-  MismatchNotice &notice = comm->notice_out;
-  notice = MismatchNotice();
+void send_failure_notice(ddl_comm *comm, const Status &why) {
+  FailureNotice &notice = comm->notice_out;
+  notice = FailureNotice();
   notice.rank = comm->rank;
   notice.seq = comm->seq;
+  notice.code = static_cast<int32_t>(why.code());
   notice.length = static_cast<uint32_t>(std::min(why.message().size(), sizeof notice.text));
   std::memcpy(notice.text, why.message().data(), notice.length);
   comm->notice_sends.assign(comm->nranks, TransferRequest());
   for (int peer = 0; peer < comm->nranks; ++peer) {
-    if (peer == comm->rank) continue;
+    if (peer == comm->rank || !comm->transport->peer_status(peer).ok()) continue;
     Status s = comm->transport->post_send(peer, comm->seq, kNoticeTag, &notice, sizeof notice,
                                           &comm->notice_sends[peer]);
     if (!s.ok())

@@ -34,9 +34,9 @@ struct ddl_comm {
   std::map<PlanKey, std::unique_ptr<ddl::Plan>> plans;
   std::vector<unsigned char> scratch;
 
-  // Mismatch notices: a standing receive from any rank, and what this rank sends when it
-  // finds mismatched calls itself.
-  ddl::MismatchNotice notice_in, notice_out;
+  // Failure notices: a standing receive from any rank, and what this rank sends when it
+  // finds the job broken itself (mismatched calls, a dead rank).
+  ddl::FailureNotice notice_in, notice_out;
   ddl::TransferRequest notice_recv;
   std::vector<ddl::TransferRequest> notice_sends;
 
@@ -51,8 +51,8 @@ namespace ddl {
 // Creates the communicator: bootstrap, transport, address exchange.
 Status create_comm(const BootstrapOptions &options, const CommConfig &config, ddl_comm **out);
 void destroy_comm(ddl_comm *comm);
-// Tells every other rank why this rank found the job's calls mismatched (fire and forget).
-void send_mismatch_notice(ddl_comm *comm, const Status &why);
+// Tells every other rank why this rank found the job broken (fire and forget).
+void send_failure_notice(ddl_comm *comm, const Status &why);
 
 // Live communicators: API calls check a handle here before touching it.
 void register_comm(ddl_comm *comm);

@@ -68,7 +68,7 @@ Status Executor::run(const Plan &plan, const ExecArgs &args, Transport *transpor
   ready_.assign(plan.initial_ready.begin(), plan.initial_ready.end());
   in_flight_.clear();
   completed_ = 0;
-  found_mismatch_ = false;
+  found_failure_ = false;
   size_t next_ready = 0;
   int idle = 0;
   Status posted = post_signature(args, transport);
@@ -183,6 +183,7 @@ Status Executor::finish(const Plan &plan, uint32_t index, const ExecArgs &args) 
   if (!req.status.ok()) {
     Status s = req.status;
     if (s.code() == DDL_ERR_SYSTEM && step.peer >= 0) s = Status(DDL_ERR_REMOTE, s.message());
+    found_failure_ = true;
     return s.prefix(describe(step, index, elem) + ": ");
   }
   if (step.kind != StepKind::kSend && req.received != step.count * elem)
@@ -207,21 +208,27 @@ void Executor::complete(const Plan &plan, uint32_t index) {
   }
 }
 
-// While waiting: a known-dead peer is an error now; a passed deadline names who is silent.
+// While waiting: a known-dead rank is an error now, whether or not this rank waits for it
+// directly (whoever does may already have given up); a passed deadline names who is silent.
 Status Executor::waiting_error(const Plan &plan, const ExecArgs &args, Transport *transport,
                                bool timed_out) {
   std::set<int> silent;
   for (uint32_t index : in_flight_) {
     const Step &step = plan.schedule.steps[index];
     Status peer = transport->peer_status(step.peer);
-    if (!peer.ok()) return peer.prefix(describe(step, index, datatype_size(args.dtype)) + ": ");
+    if (!peer.ok()) {
+      found_failure_ = true;
+      return peer.prefix(describe(step, index, datatype_size(args.dtype)) + ": ");
+    }
     silent.insert(step.peer);
   }
-  if (!signature_checked_) {
-    const int left = ring_index(args.rank - 1, args.nranks);
-    Status peer = transport->peer_status(left);
-    if (!peer.ok()) return peer.prefix("waiting for the call signature: ");
-    silent.insert(left);
+  if (!signature_checked_) silent.insert(ring_index(args.rank - 1, args.nranks));
+  for (int peer = 0; peer < args.nranks; ++peer) {
+    Status status = peer == args.rank ? Status::Ok() : transport->peer_status(peer);
+    if (!status.ok()) {
+      found_failure_ = true;
+      return status.prefix("while waiting: ");
+    }
   }
   if (!timed_out) return Status::Ok();
   std::string peers;
@@ -270,7 +277,7 @@ Status Executor::check_signature(const ExecArgs &args) {
     return signature_recv_.status.prefix(strprintf("call signature from rank %d: ", left));
   if (signature_recv_.received == sizeof signature_in_ && same_call(signature_in_, *args.signature))
     return Status::Ok();
-  found_mismatch_ = true;
+  found_failure_ = true;
   return invalid_usage(
       "mismatched collective calls: rank %d called %s, but rank %d called %s", left,
       signature_recv_.received == sizeof signature_in_ ? describe_signature(signature_in_).c_str()
@@ -279,8 +286,10 @@ Status Executor::check_signature(const ExecArgs &args) {
 }
 
 Status notice_error(const ExecArgs &args) {
-  return invalid_usage("rank %d reports: %s", args.notice_message->rank,
-                       notice_text(*args.notice_message, args.notice->received).c_str());
+  const FailureNotice &notice = *args.notice_message;
+  const ddl_result_t code = notice.code == DDL_ERR_REMOTE ? DDL_ERR_REMOTE : DDL_ERR_INVALID_USAGE;
+  return Status(code, strprintf("rank %d reports: %s", notice.rank,
+                                notice_text(notice, args.notice->received).c_str()));
 }
 
 Status Executor::explain_with_signature(const ExecArgs &args, Transport *transport, Status error) {

@@ -28,7 +28,7 @@ struct ExecArgs {
   const CallSignature *signature = nullptr;
   // The communicator's standing receive of mismatch notices from other ranks (may be null).
   const TransferRequest *notice = nullptr;
-  const MismatchNotice *notice_message =
+  const FailureNotice *notice_message =
       nullptr;  // the collective's sequence number (message matching)
   std::chrono::steady_clock::time_point deadline;
   const std::atomic<bool> *abort_flag = nullptr;  // ddl_comm_abort: checked while waiting
@@ -38,8 +38,9 @@ class Executor {
  public:
   // Runs the plan to completion. On error every unfinished transfer is cancelled.
   Status run(const Plan &plan, const ExecArgs &args, Transport *transport);
-  // Whether the last failed run found mismatched calls itself (then the others should hear).
-  bool found_mismatch() const { return found_mismatch_; }
+  // Whether the last failed run found, itself, a problem that every rank should hear of:
+  // mismatched calls or a dead rank (not a notice it received, not a timeout).
+  bool found_failure() const { return found_failure_; }
 
  private:
   Status start(const Plan &plan, uint32_t step, const ExecArgs &args, Transport *transport);
@@ -65,7 +66,7 @@ class Executor {
   TransferRequest signature_send_, signature_recv_;
   bool signature_checked_ = true;  // the previous rank's signature arrived and matched
   bool signature_sent_ = true;     // ours left (its buffer may be reused)
-  bool found_mismatch_ = false;
+  bool found_failure_ = false;
 };
 
 }  // namespace ddl

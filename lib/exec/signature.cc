@@ -33,8 +33,8 @@ std::string describe_signature(const CallSignature &s) {
   }
 }
 
-std::string notice_text(const MismatchNotice &notice, size_t received) {
-  if (received != sizeof notice || notice.magic != MismatchNotice::kMagic ||
+std::string notice_text(const FailureNotice &notice, size_t received) {
+  if (received != sizeof notice || notice.magic != FailureNotice::kMagic ||
       notice.length > sizeof notice.text)
     return "a garbled mismatch notice";
   std::string text(notice.text, notice.length);

@@ -25,20 +25,22 @@ struct CallSignature {
 };
 static_assert(sizeof(CallSignature) == 24, "the signature's wire size is fixed");
 
-// What a rank that found mismatched calls tells every other rank, so that all of them fail
-// with the same explanation instead of only the neighbours of the odd one out.
-struct MismatchNotice {
+// What a rank that found the job broken (mismatched calls, a dead rank) tells every other
+// rank, so that all of them fail at once with the same explanation instead of only the
+// neighbours of the problem (the others would wait for their deadline).
+struct FailureNotice {
   uint32_t magic = kMagic;
   int32_t rank = -1;  // who found it
   uint32_t seq = 0;
+  int32_t code = 0;     // ddl_result_t
   uint32_t length = 0;  // of text
-  char text[496] = {};
+  char text[492] = {};
   static constexpr uint32_t kMagic = 0x64646c4e;  // "ddlN"
 };
-static_assert(sizeof(MismatchNotice) == 512, "the notice's wire size is fixed");
+static_assert(sizeof(FailureNotice) == 512, "the notice's wire size is fixed");
 
 // The notice's text, checked: it comes from the network.
-std::string notice_text(const MismatchNotice &notice, size_t received);
+std::string notice_text(const FailureNotice &notice, size_t received);
 
 // "allreduce #12 (count 1024, float32, sum)"
 std::string describe_signature(const CallSignature &signature);

@@ -258,3 +258,34 @@ Test(errors, mismatched_calls_are_named_on_every_rank) {
   };
   for (const MismatchCase &c : cases) expect_mismatch_detected(c);
 }
+
+// A rank dies in the middle of a stream of allreduces: every survivor, not only its ring
+// neighbours, fails within two seconds with an error that names it.
+Test(errors, every_survivor_names_a_killed_rank) {
+  RunOptions options;
+  options.comm_timeout_ms = 20000;
+  std::string failures = run_ranks(
+      4,
+      [](ddl_comm_t comm, int rank, int) {
+        std::vector<float> data(1 << 18, 1.0f);
+        for (int i = 0;; ++i) {
+          if (rank == 2 && i == 20) raise(SIGKILL);
+          auto start = std::chrono::steady_clock::now();
+          ddl_result_t r =
+              ddl_allreduce(data.data(), data.data(), data.size(), DDL_FLOAT32, DDL_SUM, comm);
+          if (r == DDL_SUCCESS) continue;
+          double waited =
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+          RANK_CHECK(r == DDL_ERR_REMOTE, "rank %d got %s: %s", rank, ddl_result_string(r),
+                     ddl_comm_last_error(comm));
+          RANK_CHECK(contains(ddl_comm_last_error(comm), "rank 2"), "rank %d: %s", rank,
+                     ddl_comm_last_error(comm));
+          RANK_CHECK(waited < 2.0, "rank %d took %.2f s to notice", rank, waited);
+          return 0;
+        }
+      },
+      options);
+  for (int survivor : {0, 1, 3})
+    cr_assert(failures.find("rank " + std::to_string(survivor) + " ") == std::string::npos, "%s",
+              failures.c_str());
+}
