@@ -208,8 +208,10 @@ void Executor::complete(const Plan &plan, uint32_t index) {
   }
 }
 
-// While waiting: a known-dead rank is an error now, whether or not this rank waits for it
-// directly (whoever does may already have given up); a passed deadline names who is silent.
+// While waiting: a dead rank this rank waits for is an error now; a passed deadline names
+// who is silent. Only direct peers are checked: a rank that finished its part may rightly
+// have exited. A rank that notices a death tells everyone (failure notices), which covers
+// the ranks that wait for it only indirectly.
 Status Executor::waiting_error(const Plan &plan, const ExecArgs &args, Transport *transport,
                                bool timed_out) {
   std::set<int> silent;
@@ -222,13 +224,14 @@ Status Executor::waiting_error(const Plan &plan, const ExecArgs &args, Transport
     }
     silent.insert(step.peer);
   }
-  if (!signature_checked_) silent.insert(ring_index(args.rank - 1, args.nranks));
-  for (int peer = 0; peer < args.nranks; ++peer) {
-    Status status = peer == args.rank ? Status::Ok() : transport->peer_status(peer);
-    if (!status.ok()) {
+  if (!signature_checked_) {
+    const int left = ring_index(args.rank - 1, args.nranks);
+    Status peer = transport->peer_status(left);
+    if (!peer.ok()) {
       found_failure_ = true;
-      return status.prefix("while waiting: ");
+      return peer.prefix("waiting for the call signature: ");
     }
+    silent.insert(left);
   }
   if (!timed_out) return Status::Ok();
   std::string peers;
