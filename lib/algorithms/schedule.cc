@@ -72,4 +72,13 @@ Step copy_step(Range src, Range dst, size_t count, std::vector<uint32_t> deps) {
   return s;
 }
 
+Step reduce_step(Range tmp, Range src, Range dst, size_t count, bool final_reduce,
+                 std::vector<uint32_t> deps) {
+  Step s = copy_step(src, dst, count, std::move(deps));
+  s.kind = StepKind::kReduce;
+  s.tmp = tmp;
+  s.final_reduce = final_reduce;
+  return s;
+}
+
 }  // namespace ddl

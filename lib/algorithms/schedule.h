@@ -28,6 +28,7 @@ enum class StepKind : uint8_t {
   kRecv,        // receive `count` elements from `peer` with `tag` into `dst`
   kRecvReduce,  // receive into `tmp`, then dst = tmp (op) src
   kCopy,        // dst = src, locally
+  kReduce,      // dst = tmp (op) src, locally (tmp typically holds what a kRecv brought)
 };
 
 // Tags must fit the transport's 24-bit tag field (see transports/transport.h); the last
@@ -42,9 +43,9 @@ struct Step {
   int peer = -1;
   uint32_t tag = 0;  // unique per (sender, receiver) pair within one collective
   size_t count = 0;  // elements
-  Range src;         // kSend, kCopy, kRecvReduce's second operand
-  Range dst;         // kRecv, kCopy, kRecvReduce
-  Range tmp;         // kRecvReduce's landing area (scratch)
+  Range src;         // kSend, kCopy; the second operand of kRecvReduce and kReduce
+  Range dst;         // kRecv, kCopy, kRecvReduce, kReduce
+  Range tmp;         // kRecvReduce's landing area; kReduce's first operand
   // The step completes the reduction of its range: AVG divides by the rank count here.
   bool final_reduce = false;
   // Steps (indices into Schedule::steps) that must complete before this one starts. Every
@@ -80,6 +81,8 @@ struct CollectiveArgs {
   int root = 0;      // broadcast
   bool in_place = false;
   size_t chunk_elems = 0;  // pipelining granularity; 0 = no chunking
+  size_t elem_size = 4;    // bytes per element, for the cost models
+  std::string algorithm;   // a name from the algorithm table, or "" to let the models pick
 };
 
 // Appends a step and returns its index (for later steps' deps).
@@ -91,6 +94,8 @@ Step recv_step(int peer, uint32_t tag, Range dst, size_t count, std::vector<uint
 Step recv_reduce_step(int peer, uint32_t tag, Range tmp, Range src, Range dst, size_t count,
                       bool final_reduce, std::vector<uint32_t> deps);
 Step copy_step(Range src, Range dst, size_t count, std::vector<uint32_t> deps);
+Step reduce_step(Range tmp, Range src, Range dst, size_t count, bool final_reduce,
+                 std::vector<uint32_t> deps);
 
 inline Range input_at(size_t offset) {
   return Range{BufferId::kInput, offset};

@@ -32,6 +32,8 @@ const char *kind_name(StepKind kind) {
       return "recv_reduce";
     case StepKind::kCopy:
       return "copy";
+    case StepKind::kReduce:
+      return "reduce";
   }
   return "?";
 }
@@ -106,7 +108,7 @@ Status check_structure(int rank, const Schedule &s, int nranks) {
     for (uint32_t d : step.deps)
       if (d >= i)
         return internal_error("%s: dependency %u points forward", where(rank, i, step).c_str(), d);
-    const bool talks = step.kind != StepKind::kCopy;
+    const bool talks = step.kind != StepKind::kCopy && step.kind != StepKind::kReduce;
     if (talks && (step.peer < 0 || step.peer >= nranks || step.peer == rank))
       return internal_error("%s: bad peer", where(rank, i, step).c_str());
     if (talks && step.tag > kMaxStepTag)
@@ -131,6 +133,11 @@ Status check_structure(int rank, const Schedule &s, int nranks) {
         DDL_RETURN_IF_ERROR(use(step.dst, true));
         break;
       case StepKind::kCopy:
+        DDL_RETURN_IF_ERROR(use(step.src, false));
+        DDL_RETURN_IF_ERROR(use(step.dst, true));
+        break;
+      case StepKind::kReduce:
+        DDL_RETURN_IF_ERROR(use(step.tmp, false));
         DDL_RETURN_IF_ERROR(use(step.src, false));
         DDL_RETURN_IF_ERROR(use(step.dst, true));
         break;
@@ -252,6 +259,14 @@ Status verify_schedules(const CollectiveArgs &args, const std::vector<Schedule> 
     knows[r].assign(by_rank[r].steps.size(), 0);
   }
   std::vector<size_t> first_pending(n, 0);  // steps before it are all done
+  // recv_index[r][(sender, tag)]: rank r's step that receives that message.
+  std::vector<std::map<std::pair<int, uint32_t>, size_t>> recv_index(n);
+  for (int r = 0; r < n; ++r)
+    for (size_t i = 0; i < by_rank[r].steps.size(); ++i) {
+      const Step &step = by_rank[r].steps[i];
+      if (step.kind == StepKind::kRecv || step.kind == StepKind::kRecvReduce)
+        recv_index[r][{step.peer, step.tag}] = i;
+    }
   std::map<MessageKey, Message> in_flight;
   std::set<MessageKey> sent;
   const bool reducing = reduces(args.collective);
@@ -270,9 +285,23 @@ Status verify_schedules(const CollectiveArgs &args, const std::vector<Schedule> 
           know |= knows[r][d];
         }
         if (!ready) continue;
-        if (step.kind != StepKind::kSend && step.kind != StepKind::kCopy &&
+        const bool local = step.kind == StepKind::kCopy || step.kind == StepKind::kReduce;
+        if (step.kind != StepKind::kSend && !local &&
             !in_flight.count(MessageKey{step.peer, r, step.tag}))
           continue;  // not sent yet
+        // Rendezvous semantics, the strictest a transport may have: a send completes only
+        // once the matching receive has been posted (its dependencies are done). Schedules
+        // that pass cannot deadlock on eager or rendezvous transports alike.
+        if (step.kind == StepKind::kSend) {
+          auto match = recv_index[step.peer].find({r, step.tag});
+          if (match == recv_index[step.peer].end())
+            return internal_error("%s: rank %d never receives this message",
+                                  where(r, i, step).c_str(), step.peer);
+          bool posted = true;
+          for (uint32_t d : by_rank[step.peer].steps[match->second].deps)
+            posted = posted && done[step.peer][d];
+          if (!posted) continue;
+        }
         const std::string context = where(r, i, step);
         if (step.kind == StepKind::kSend) {
           MessageKey key{r, step.peer, step.tag};
@@ -282,6 +311,14 @@ Status verify_schedules(const CollectiveArgs &args, const std::vector<Schedule> 
           m.knowledge = know;
           for (size_t e = 0; e < step.count; ++e)
             m.payload.push_back(*mem[r].at(step.src.buffer, step.src.offset + e));
+        } else if (step.kind == StepKind::kReduce) {
+          for (size_t e = 0; e < step.count; ++e) {
+            Sym out;
+            DDL_RETURN_IF_ERROR(combine(*mem[r].at(step.tmp.buffer, step.tmp.offset + e),
+                                        *mem[r].at(step.src.buffer, step.src.offset + e),
+                                        step.final_reduce, all, &out, context, e));
+            *mem[r].at(step.dst.buffer, step.dst.offset + e) = out;
+          }
         } else if (step.kind == StepKind::kCopy) {
           for (size_t e = 0; e < step.count; ++e) {
             const Sym v = *mem[r].at(step.src.buffer, step.src.offset + e);

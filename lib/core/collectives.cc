@@ -89,16 +89,20 @@ Status find_plan(ddl_comm *comm, const CollectiveCall &call, bool in_place, cons
   args.root = call.root;
   args.in_place = in_place;
   args.chunk_elems = comm->config.chunk_bytes / elem;
+  args.elem_size = elem;
+  args.algorithm = comm->config.algorithm;
   Schedule schedule;
-  DDL_RETURN_IF_ERROR(build_schedule(args, &schedule));
+  std::string why;
+  DDL_RETURN_IF_ERROR(build_schedule(args, &schedule, &why));
   for (const Step &step : schedule.steps)
     if (step.tag > kMaxStepTag)
       return unsupported(
           "%zu elements need more messages than the transport's tags allow; "
           "raise DDL_CHUNK_BYTES",
           call.count);
-  DDL_DEBUG("%s: %s schedule with %zu steps", collective_name(call.collective),
-            schedule.algorithm.c_str(), schedule.steps.size());
+  // Once per shape (plans are cached), so info level costs nothing in a training loop.
+  DDL_INFO("%s of %zu B: %s; %zu steps", collective_name(call.collective), call.count * elem,
+           why.c_str(), schedule.steps.size());
   if (comm->plans.size() >= kMaxCachedPlans) comm->plans.clear();
   std::unique_ptr<Plan> made(new Plan());
   make_plan(std::move(schedule), made.get());

@@ -13,6 +13,7 @@ struct CommConfig {
   int timeout_ms = 300000;
   std::string job_token;
   size_t chunk_bytes = 512 * 1024;
+  std::string algorithm;  // DDL_ALGO: force an algorithm ("" = the cost models choose)
 };
 
 // Validates `config` (may be null) and fills *out. Bad values are DDL_ERR_INVALID_ARGUMENT

@@ -30,13 +30,15 @@ const char *kind_text(StepKind kind) {
       return "receive-and-reduce from";
     case StepKind::kCopy:
       return "local copy";
+    case StepKind::kReduce:
+      return "local reduce";
   }
   return "?";
 }
 
 std::string describe(const Step &step, size_t index, size_t elem_size) {
-  if (step.kind == StepKind::kCopy)
-    return strprintf("step %zu (local copy of %zu B)", index, step.count * elem_size);
+  if (step.kind == StepKind::kCopy || step.kind == StepKind::kReduce)
+    return strprintf("step %zu (%s of %zu B)", index, kind_text(step.kind), step.count * elem_size);
   return strprintf("step %zu (%s rank %d, tag %u, %zu B)", index, kind_text(step.kind), step.peer,
                    step.tag, step.count * elem_size);
 }
@@ -55,6 +57,16 @@ char *address(const ExecArgs &args, Range range, size_t elem_size) {
       break;
   }
   return base + range.offset * elem_size;
+}
+
+// dst = tmp (op) src for a kRecvReduce or kReduce step. AVG sums along the way and divides
+// once, where the element becomes complete.
+void apply_reduce(const Step &step, const ExecArgs &args) {
+  if (step.count == 0) return;
+  const size_t elem = datatype_size(args.dtype);
+  const ddl_op_t op = args.op == DDL_AVG && !step.final_reduce ? DDL_SUM : args.op;
+  reduce(args.dtype, op, address(args, step.dst, elem), address(args, step.tmp, elem),
+         address(args, step.src, elem), step.count, args.nranks);
 }
 
 }  // namespace
@@ -157,6 +169,10 @@ Status Executor::start(const Plan &plan, uint32_t index, const ExecArgs &args,
       if (bytes) std::memcpy(address(args, step.dst, elem), address(args, step.src, elem), bytes);
       complete(plan, index);
       return Status::Ok();
+    case StepKind::kReduce:
+      apply_reduce(step, args);
+      complete(plan, index);
+      return Status::Ok();
     case StepKind::kSend:
       s = transport->post_send(step.peer, args.seq, step.tag, address(args, step.src, elem), bytes,
                                req);
@@ -190,12 +206,7 @@ Status Executor::finish(const Plan &plan, uint32_t index, const ExecArgs &args) 
     return remote_error("%s: rank %d sent %zu B instead of %zu B (mismatched collective calls?)",
                         describe(step, index, elem).c_str(), step.peer, req.received,
                         step.count * elem);
-  if (step.kind == StepKind::kRecvReduce && step.count > 0) {
-    // AVG sums along the way and divides once, where the element becomes complete.
-    const ddl_op_t op = args.op == DDL_AVG && !step.final_reduce ? DDL_SUM : args.op;
-    reduce(args.dtype, op, address(args, step.dst, elem), address(args, step.tmp, elem),
-           address(args, step.src, elem), step.count, args.nranks);
-  }
+  if (step.kind == StepKind::kRecvReduce) apply_reduce(step, args);
   complete(plan, index);
   return Status::Ok();
 }

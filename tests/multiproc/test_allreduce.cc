@@ -2,6 +2,8 @@
 // place, counts from 0 to tens of MB that do not divide evenly by the rank count.
 #include <criterion/criterion.h>
 
+#include <stdlib.h>
+
 #include <cstring>
 #include <vector>
 
@@ -62,9 +64,12 @@ int large_counts(ddl_comm_t comm, int rank, int nranks) {
   return check_allreduce(comm, rank, nranks, DDL_INT64, DDL_MAX, 500009, true);
 }
 
-void expect_all_ranks_pass(int nranks, const RankBody &body) {
-  std::string failures = run_ranks(nranks, body);
-  cr_assert(failures.empty(), "%d ranks:\n%s", nranks, failures.c_str());
+void expect_all_ranks_pass(int nranks, const RankBody &body, const char *algorithm = nullptr) {
+  RunOptions options;
+  if (algorithm) options.before_init = [algorithm](int) { setenv("DDL_ALGO", algorithm, 1); };
+  std::string failures = run_ranks(nranks, body, options);
+  cr_assert(failures.empty(), "%d ranks, algorithm %s:\n%s", nranks, algorithm ? algorithm : "auto",
+            failures.c_str());
 }
 
 }  // namespace
@@ -96,4 +101,28 @@ Test(allreduce, large_counts_3_ranks) {
 }
 Test(allreduce, large_counts_8_ranks) {
   expect_all_ranks_pass(8, large_counts);
+}
+
+// The cost models pick rd for small counts and the ring for large ones; force each one over
+// the whole range too.
+Test(allreduce, forced_ring_every_type_and_op_3_ranks) {
+  expect_all_ranks_pass(3, every_type_and_op, "ring");
+}
+Test(allreduce, forced_rd_every_type_and_op_5_ranks) {
+  expect_all_ranks_pass(5, every_type_and_op, "rd");
+}
+Test(allreduce, forced_rd_large_counts_3_ranks) {
+  expect_all_ranks_pass(3, large_counts, "rd");
+}
+Test(allreduce, forced_ring_every_type_and_op_4_ranks) {
+  expect_all_ranks_pass(4, every_type_and_op, "ring");
+}
+
+Test(allreduce, unknown_algorithm_is_refused) {
+  setenv("DDL_ALGO", "bogus", 1);
+  ddl_comm_t comm = nullptr;
+  cr_assert_eq(ddl_comm_init(&comm, 1, 0, nullptr, nullptr), DDL_ERR_INVALID_ARGUMENT);
+  cr_assert(strstr(ddl_comm_last_error(nullptr), "ring, rd") != nullptr, "%s",
+            ddl_comm_last_error(nullptr));
+  unsetenv("DDL_ALGO");
 }

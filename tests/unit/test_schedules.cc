@@ -16,19 +16,22 @@ CollectiveArgs make_args(Collective c, int nranks, size_t count, size_t chunk, b
   a.count = count;
   a.chunk_elems = chunk;
   a.in_place = in_place;
+  a.algorithm = "ring";  // the mutation tests below assume the ring's shape
   return a;
 }
 
-void verify_all_ranks(Collective c, const std::vector<size_t> &counts) {
+void verify_all_ranks(Collective c, const std::vector<size_t> &counts,
+                      const std::string &algorithm = "") {
   for (int n = 1; n <= 64; ++n) {
     for (size_t count : counts) {
       for (size_t chunk : {size_t{0}, size_t{2}}) {
         for (bool in_place : {false, true}) {
           CollectiveArgs a = make_args(c, n, count, chunk, in_place);
           a.root = n > 1 ? (n / 2 + 1) % n : 0;
+          a.algorithm = algorithm;
           Status s = verify_collective(a);
-          cr_assert(s.ok(), "%s n=%d count=%zu chunk=%zu in_place=%d: %s", collective_name(c), n,
-                    count, chunk, in_place, s.message().c_str());
+          cr_assert(s.ok(), "%s %s n=%d count=%zu chunk=%zu in_place=%d: %s", collective_name(c),
+                    algorithm.c_str(), n, count, chunk, in_place, s.message().c_str());
         }
       }
     }
@@ -48,7 +51,23 @@ std::vector<Schedule> build_all(const CollectiveArgs &args) {
 }  // namespace
 
 Test(schedules, ring_allreduce_1_to_64_ranks) {
-  verify_all_ranks(Collective::kAllreduce, {1, 7, 64, 131});
+  verify_all_ranks(Collective::kAllreduce, {1, 7, 64, 131}, "ring");
+}
+
+Test(schedules, recursive_doubling_allreduce_1_to_64_ranks) {
+  verify_all_ranks(Collective::kAllreduce, {1, 7, 131}, "rd");
+}
+
+Test(schedules, models_pick_rd_for_small_and_ring_for_large) {
+  CollectiveArgs a = make_args(Collective::kAllreduce, 8, 2, 0, false);
+  a.algorithm = "";
+  std::string why;
+  cr_assert_str_eq(choose_algorithm(a, &why).name, "rd", "%s", why.c_str());
+  a.count = 64 << 20;
+  cr_assert_str_eq(choose_algorithm(a, &why).name, "ring", "%s", why.c_str());
+  a.algorithm = "rd";
+  cr_assert_str_eq(choose_algorithm(a, &why).name, "rd", "forced: %s", why.c_str());
+  cr_assert(known_algorithm("ring") && known_algorithm("") && !known_algorithm("tree"));
 }
 
 Test(schedules, ring_reduce_scatter_1_to_64_ranks) {
@@ -136,4 +155,19 @@ Test(verifier, catches_a_write_to_an_out_of_place_input) {
   for (Step &step : s[0].steps)
     if (step.kind == StepKind::kRecvReduce) step.dst = input_at(step.dst.offset);
   cr_assert_not(verify_schedules(a, s).ok());
+}
+
+// Two ranks that each wait for their own send to finish before posting the receive deadlock
+// on a rendezvous transport; the verifier models sends that way and must say so.
+Test(verifier, catches_a_rendezvous_deadlock) {
+  CollectiveArgs a = make_args(Collective::kAllreduce, 2, 1000, 0, false);
+  a.algorithm = "rd";
+  std::vector<Schedule> s = build_all(a);
+  for (Schedule &sched : s)
+    for (size_t i = 0; i < sched.steps.size(); ++i)
+      if (sched.steps[i].kind == StepKind::kRecv)
+        sched.steps[i].deps = {static_cast<uint32_t>(i - 1)};
+  Status st = verify_schedules(a, s);
+  cr_assert_not(st.ok());
+  cr_assert(st.message().find("deadlock") != std::string::npos, "%s", st.message().c_str());
 }

@@ -1,0 +1,53 @@
+#include "lib/algorithms/recursive_doubling.h"
+
+namespace ddl {
+
+void build_recursive_doubling_allreduce(const CollectiveArgs &args, Schedule *schedule) {
+  const int n = args.nranks, r = args.rank;
+  const size_t count = args.count;
+  schedule->algorithm = "rd";
+  schedule->input_count = schedule->output_count = count;
+  schedule->in_place = args.in_place;
+  if (n == 1) {
+    if (!args.in_place && count > 0)
+      add_step(schedule, copy_step(input_at(0), output_at(0), count, {}));
+    return;
+  }
+  int p = 1, rounds = 0;
+  while (p * 2 <= n) {
+    p *= 2;
+    ++rounds;
+  }
+  const int extra = n - p;
+  const uint32_t fold_tag = 0, unfold_tag = static_cast<uint32_t>(rounds) + 1;
+  schedule->scratch_count = count;  // one landing area: rounds run one after another
+
+  if (r >= p) {  // folds into r - p, then waits for the result
+    const uint32_t sent = add_step(schedule, send_step(r - p, fold_tag, input_at(0), count, {}));
+    add_step(schedule, recv_step(r - p, unfold_tag, output_at(0), count, {sent}));
+    return;
+  }
+  // `partial` is where this rank's running result lives: the input until the first reduce
+  // writes the output, the output after.
+  Range partial = input_at(0);
+  std::vector<uint32_t> last;  // the step that produced the current partial
+  if (r < extra) {
+    last = {add_step(schedule, recv_reduce_step(r + p, fold_tag, scratch_at(0), input_at(0),
+                                                output_at(0), count, false, {}))};
+    partial = output_at(0);
+  }
+  for (int k = 0; k < rounds; ++k) {
+    const int partner = r ^ (1 << k);
+    const uint32_t tag = static_cast<uint32_t>(k) + 1;
+    // Both sides post their receive before their send can finish (a rendezvous send waits
+    // for it), and reduce only once both are done: the reduce overwrites what the send reads.
+    const uint32_t sent = add_step(schedule, send_step(partner, tag, partial, count, last));
+    const uint32_t got = add_step(schedule, recv_step(partner, tag, scratch_at(0), count, last));
+    last = {add_step(schedule, reduce_step(scratch_at(0), partial, output_at(0), count,
+                                           k == rounds - 1, {sent, got}))};
+    partial = output_at(0);
+  }
+  if (r < extra) add_step(schedule, send_step(r + p, unfold_tag, output_at(0), count, last));
+}
+
+}  // namespace ddl
