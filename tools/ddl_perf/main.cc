@@ -116,6 +116,8 @@ int main(int argc, char **argv) {
       break;
   }
 
+  // The library reads DDL_ALGO when the communicator is created.
+  if (!options.algorithm.empty()) setenv("DDL_ALGO", options.algorithm.c_str(), 1);
   ddl_comm_t comm = nullptr;
   ddl_result_t result = ddl_comm_init_from_env(&comm);
   if (result != DDL_SUCCESS) {

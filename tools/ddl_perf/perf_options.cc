@@ -102,6 +102,8 @@ Run one process per rank (ddlrun -n N, mpirun -np N).
   -C, --collective NAME    allreduce (default), broadcast, allgather, reduce_scatter
   -r, --root RANK          root of broadcast (default 0)
   -J, --json FILE          also write the results as JSON
+  -a, --algorithm NAME     force an algorithm (sets DDL_ALGO: ring, rd, ...); default: the
+                           library's cost models choose per size
   -h, --help               this text
 
 Columns: size is the whole result in bytes (for allgather/reduce_scatter: count per rank
@@ -127,6 +129,7 @@ ParseOutcome parse_perf_options(int argc, char **argv, PerfOptions *options, std
       {"collective", required_argument, nullptr, 'C'},
       {"root", required_argument, nullptr, 'r'},
       {"json", required_argument, nullptr, 'J'},
+      {"algorithm", required_argument, nullptr, 'a'},
       {"help", no_argument, nullptr, 'h'},
       {nullptr, 0, nullptr, 0},
   };
@@ -134,7 +137,7 @@ ParseOutcome parse_perf_options(int argc, char **argv, PerfOptions *options, std
   optind = 0;  // glibc: start afresh, so that tests can parse several command lines
   int64_t value = 0;
   for (;;) {
-    int opt = getopt_long(argc, argv, ":b:e:f:i:n:w:c:d:o:C:r:J:h", kLongOptions, nullptr);
+    int opt = getopt_long(argc, argv, ":b:e:f:i:n:w:c:d:o:C:r:J:a:h", kLongOptions, nullptr);
     if (opt == -1) break;
     const char *arg = optarg;
     switch (opt) {
@@ -220,6 +223,9 @@ ParseOutcome parse_perf_options(int argc, char **argv, PerfOptions *options, std
         break;
       case 'J':
         options->json_path = arg;
+        break;
+      case 'a':
+        options->algorithm = arg;  // checked by the library (DDL_ALGO) at init
         break;
       case 'h':
         return ParseOutcome::kHelp;

@@ -28,6 +28,7 @@ struct PerfOptions {
   Collective collective = Collective::kAllreduce;
   int root = 0;  // broadcast only
   std::string json_path;
+  std::string algorithm;  // -a: DDL_ALGO for this run ("" = the library chooses)
 };
 
 enum class ParseOutcome { kRun, kHelp, kError };
