@@ -307,13 +307,18 @@ Status notice_error(const ExecArgs &args) {
 }
 
 Status Executor::explain_with_signature(const ExecArgs &args, Transport *transport, Status error) {
-  if (args.notice && args.notice->done) return notice_error(args);
-  if (signature_checked_) return error;
+  // A mismatch found here or reported by another rank explains the error better than its
+  // symptom (a truncated message, a dead-looking peer): give both a moment to arrive.
   const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
-  while (!signature_recv_.done && std::chrono::steady_clock::now() < until) transport->progress();
-  if (!signature_recv_.done) return error;
-  Status mismatch = check_signature(args);
-  return mismatch.ok() ? error : mismatch;
+  do {
+    if (args.notice && args.notice->done) return notice_error(args);
+    if (!signature_checked_ && signature_recv_.done) {
+      Status mismatch = check_signature(args);
+      if (!mismatch.ok()) return mismatch;
+    }
+    transport->progress();
+  } while (std::chrono::steady_clock::now() < until);
+  return error;
 }
 
 }  // namespace ddl

@@ -52,8 +52,7 @@ class Executor {
   Status post_signature(const ExecArgs &args, Transport *transport);
   // The mismatch error when the previous rank's signature differs from ours, else OK.
   Status check_signature(const ExecArgs &args);
-  // After a data error: give the signature a moment to arrive, since a mismatch explains
-  // the error better than its symptom (a wrong size, a timeout).
+  // After a data error: a mismatch (ours, or another rank's notice) explains it better.
   Status explain_with_signature(const ExecArgs &args, Transport *transport, Status error);
 
   // Reused between runs to keep the hot path free of allocations.
