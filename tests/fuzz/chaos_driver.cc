@@ -31,10 +31,18 @@
 
 namespace {
 
-enum ExitCode { kBadEnv = 2, kInitFailed = 10, kCollectiveFailed = 11, kWrongResult = 12, kNoError = 13 };
+enum ExitCode {
+  kBadEnv = 2,
+  kInitFailed = 10,
+  kCollectiveFailed = 11,
+  kWrongResult = 12,
+  kNoError = 13
+};
 
 volatile sig_atomic_t g_sigterm = 0;
-void on_sigterm(int) { g_sigterm = 1; }
+void on_sigterm(int) {
+  g_sigterm = 1;
+}
 
 int64_t realtime_ns() {
   struct timespec ts;
@@ -81,6 +89,10 @@ void write_file(const std::string &name, const std::string &text) {
                 g_rank, code, what, iter, t_error, realtime_ns(), static_cast<int>(g_sigterm),
                 r == DDL_SUCCESS ? "DDL_SUCCESS" : ddl_result_string(r));
   std::string line = std::string(head) + flat + "\n";
+  // ddl_result_string's text starts with the code's name: keep just that in the key=value part.
+  const std::string full = r == DDL_SUCCESS ? "DDL_SUCCESS" : ddl_result_string(r);
+  const std::string name = full.substr(0, full.find(':'));
+  line.replace(line.find("result=") + 7, full.size(), name);
   std::fprintf(stderr, "CHAOS %s", line.c_str());
   write_file("result." + std::to_string(g_rank), line);
   std::fflush(nullptr);
@@ -94,13 +106,14 @@ int main() {
   const char *dir_env = std::getenv("CHAOS_DIR");
   g_rank = rank_env ? std::atoi(rank_env) : -1;
   g_dir = dir_env ? dir_env : "";
-  write_file("pid." + std::to_string(g_rank), std::to_string(getpid()) + "\n");
-
+  // The handler first: the pid file tells the script that this rank is up and will outlive
+  // ddlrun's SIGTERM (a rank that ddlrun stops before it got here is no survivor of interest).
   struct sigaction sa;
   std::memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_sigterm;
   sa.sa_flags = SA_RESTART;
   sigaction(SIGTERM, &sa, nullptr);
+  write_file("pid." + std::to_string(g_rank), std::to_string(getpid()) + "\n");
 
   const char *seed_env = std::getenv("CHAOS_SEED");
   const char *max_s_env = std::getenv("CHAOS_MAX_SECONDS");
@@ -112,7 +125,8 @@ int main() {
 
   ddl_comm_t comm = nullptr;
   ddl_result_t r = ddl_comm_init_from_env(&comm);
-  if (r != DDL_SUCCESS) finish(kInitFailed, "init", -1, realtime_ns(), r, ddl_comm_last_error(nullptr));
+  if (r != DDL_SUCCESS)
+    finish(kInitFailed, "init", -1, realtime_ns(), r, ddl_comm_last_error(nullptr));
   int nranks = 0;
   ddl_comm_size(comm, &nranks);
   write_file("ready." + std::to_string(g_rank), "");  // init is over (the script's phase label)
@@ -152,8 +166,8 @@ int main() {
       bool ok = as_float ? buf[i] == want : bytes_out[i] == static_cast<unsigned char>(want);
       if (!ok) {
         char msg[160];
-        std::snprintf(msg, sizeof msg, "allreduce #%ld of %zu B: element %zu is wrong", iter,
-                      bytes, i);
+        std::snprintf(msg, sizeof msg, "allreduce #%ld of %zu B: element %zu is wrong", iter, bytes,
+                      i);
         finish(kWrongResult, "wrong_result", iter, realtime_ns(), DDL_SUCCESS, msg);
       }
     }

@@ -1,7 +1,7 @@
 // resolve_config (lib/core/config.h) with fuzzed ddl_config_t fields and DDL_TIMEOUT_MS,
-// DDL_CHUNK_BYTES, DDL_JOB_TOKEN. The caller's struct is allocated with exactly config->size
-// bytes, as an older or newer caller would have it, so that AddressSanitizer catches a read
-// of a field the caller's struct does not have. Checked against the documented rules: config
+// DDL_CHUNK_BYTES, DDL_JOB_TOKEN, DDL_ALGO. The caller's struct is allocated with exactly
+// config->size bytes, as an older or newer caller would have it, so that AddressSanitizer catches a
+// read of a field the caller's struct does not have. Checked against the documented rules: config
 // field (when present and non-zero) over environment over default; bounds on each value.
 #include <cstddef>
 #include <cstdlib>
@@ -25,7 +25,9 @@ void set_or_unset(const char *name, bool set, const std::string &value) {
     unsetenv(name);
 }
 
-bool has(size_t size, size_t offset, size_t field) { return size >= offset + field; }
+bool has(size_t size, size_t offset, size_t field) {
+  return size >= offset + field;
+}
 
 }  // namespace
 
@@ -38,7 +40,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   ddl_fuzz::Reader in(data, size);
   const uint8_t flags = in.byte();
   const bool null_config = flags & 1, env_timeout = flags & 2, env_chunk = flags & 4,
-             env_token = flags & 8, field_token = flags & 16;
+             env_token = flags & 8, field_token = flags & 16, env_algo = flags & 128;
   ddl_config_t c = DDL_CONFIG_INITIALIZER;
   c.size = in.byte() % (sizeof(ddl_config_t) + 24);
   if (flags & 32) c.size = sizeof(ddl_config_t);
@@ -47,12 +49,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   c.chunk_bytes = static_cast<size_t>(in.u64());
   c.log_level = static_cast<int8_t>(in.byte());
   const std::string timeout_text = in.until('\0'), chunk_text = in.until('\0'),
-                    env_token_text = in.until('\0'), field_token_text = in.until('\0');
+                    env_token_text = in.until('\0'), field_token_text = in.until('\0'),
+                    algo_text = in.until('\0');
   c.job_token = field_token ? field_token_text.c_str() : nullptr;
 
   set_or_unset("DDL_TIMEOUT_MS", env_timeout, timeout_text);
   set_or_unset("DDL_CHUNK_BYTES", env_chunk, chunk_text);
   set_or_unset("DDL_JOB_TOKEN", env_token, env_token_text);
+  set_or_unset("DDL_ALGO", env_algo, algo_text);
 
   // The caller's struct: c.size bytes, the tail beyond ddl_config_t filled with 0xa5.
   // Known finding (see the report): when size is below offsetof(timeout_ms), resolve_config
@@ -79,8 +83,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   size_t want_chunk = 512 * 1024;
   std::string want_token = env_token ? env_token_text : "";
   const size_t n = c.size;
-  if (!null_config && (n < offsetof(ddl_config_t, timeout_ms) || c.version == 0 ||
-                       c.version > 1000))
+  if (!null_config &&
+      (n < offsetof(ddl_config_t, timeout_ms) || c.version == 0 || c.version > 1000))
     want_ok = false;
   const bool cfg = !null_config;
   int64_t v = 0;
@@ -107,6 +111,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       want_chunk = bytes;
     }
   }
+  // DDL_ALGO: "" (the cost models choose) or a name from the registry's table, exactly.
+  static const char *const kAlgorithms[] = {"", "ring", "rd", "chain", "dissemination"};
+  const std::string want_algo = env_algo ? algo_text : "";
+  bool algo_known = false;
+  for (const char *a : kAlgorithms) algo_known = algo_known || want_algo == a;
+  if (want_ok && !algo_known) want_ok = false;
   if (want_ok && cfg && has(n, offsetof(ddl_config_t, log_level), 4) && c.log_level > 3)
     want_ok = false;
 
@@ -121,5 +131,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   FUZZ_CHECK(out.chunk_bytes == want_chunk, "chunk %zu, want %zu", out.chunk_bytes, want_chunk);
   FUZZ_CHECK(out.job_token == want_token, "token '%s', want '%s'", out.job_token.c_str(),
              want_token.c_str());
+  FUZZ_CHECK(out.algorithm == want_algo, "algorithm '%s', want '%s'", out.algorithm.c_str(),
+             want_algo.c_str());
   return 0;
 }

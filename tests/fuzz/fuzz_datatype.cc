@@ -11,10 +11,10 @@
 
 namespace {
 
-const char *const kTypeNames[] = {"int8",    "uint8",   "int32", "uint32", "int64",  "uint64",
-                                  "float16", "bfloat16", "float32", "float64", "char", "int",
-                                  "uint",    "half",    "fp16",  "bf16",   "float",  "fp32",
-                                  "double",  "fp64"};
+const char *const kTypeNames[] = {"int8",   "uint8",   "int32",    "uint32",  "int64",
+                                  "uint64", "float16", "bfloat16", "float32", "float64",
+                                  "char",   "int",     "uint",     "half",    "fp16",
+                                  "bf16",   "float",   "fp32",     "double",  "fp64"};
 const char *const kOpNames[] = {"sum", "prod", "min", "max", "avg"};
 
 template <size_t N>

@@ -30,8 +30,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   st = ddl::bootstrap::parse_host_port(joined, &host2, &port2);
   FUZZ_CHECK(st.ok(), "'%s' (from '%s') does not parse back: %s", joined.c_str(), text.c_str(),
              st.message().c_str());
-  FUZZ_CHECK(host2 == host && port2 == port, "'%s' -> %s:%d -> %s:%d", text.c_str(),
-             host.c_str(), port, host2.c_str(), port2);
+  FUZZ_CHECK(host2 == host && port2 == port, "'%s' -> %s:%d -> %s:%d", text.c_str(), host.c_str(),
+             port, host2.c_str(), port2);
   (void)ddl::bootstrap::is_loopback_host(host);
   return 0;
 }

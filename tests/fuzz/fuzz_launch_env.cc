@@ -15,14 +15,36 @@
 namespace {
 
 // Every variable launch_env.cc reads (and a few it does not, to check that it ignores them).
-const char *const kVars[] = {
-    "DDL_RANK", "DDL_WORLD_SIZE", "DDL_ROOT", "DDL_JOB_TOKEN", "DDL_LOCAL_RANK",
-    "DDL_LOCAL_SIZE", "DDL_RENDEZVOUS_DIR", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
-    "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_MCA_ess_base_jobid",
-    "PMIX_NAMESPACE", "RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "LOCAL_RANK",
-    "LOCAL_WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_NPROCS", "SLURM_LOCALID",
-    "SLURM_NODEID", "SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE", "SLURM_JOB_ID",
-    "SLURM_STEP_ID", "HOME", "PMI_RANK"};
+const char *const kVars[] = {"DDL_RANK",
+                             "DDL_WORLD_SIZE",
+                             "DDL_ROOT",
+                             "DDL_JOB_TOKEN",
+                             "DDL_LOCAL_RANK",
+                             "DDL_LOCAL_SIZE",
+                             "DDL_RENDEZVOUS_DIR",
+                             "OMPI_COMM_WORLD_RANK",
+                             "OMPI_COMM_WORLD_SIZE",
+                             "OMPI_COMM_WORLD_LOCAL_RANK",
+                             "OMPI_COMM_WORLD_LOCAL_SIZE",
+                             "OMPI_MCA_ess_base_jobid",
+                             "PMIX_NAMESPACE",
+                             "RANK",
+                             "WORLD_SIZE",
+                             "MASTER_ADDR",
+                             "MASTER_PORT",
+                             "LOCAL_RANK",
+                             "LOCAL_WORLD_SIZE",
+                             "SLURM_PROCID",
+                             "SLURM_NTASKS",
+                             "SLURM_NPROCS",
+                             "SLURM_LOCALID",
+                             "SLURM_NODEID",
+                             "SLURM_STEP_TASKS_PER_NODE",
+                             "SLURM_TASKS_PER_NODE",
+                             "SLURM_JOB_ID",
+                             "SLURM_STEP_ID",
+                             "HOME",
+                             "PMI_RANK"};
 constexpr size_t kNumVars = sizeof kVars / sizeof kVars[0];
 
 bool safe_jobid_char(char c) {
@@ -67,8 +89,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (info.local_rank >= 0 && info.local_size > 0)
     FUZZ_CHECK(info.local_rank < info.local_size, "local rank %d of %d", info.local_rank,
                info.local_size);
-  FUZZ_CHECK(info.job_token.size() <= wire::kMaxToken, "token of %zu bytes",
-             info.job_token.size());
+  FUZZ_CHECK(info.job_token.size() <= wire::kMaxToken, "token of %zu bytes", info.job_token.size());
   FUZZ_CHECK(info.source == "DDL_*" || info.source == "mpirun" || info.source == "slurm" ||
                  info.source == "torchrun",
              "source '%s'", info.source.c_str());
@@ -85,9 +106,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!info.rendezvous_file.empty()) {
     const std::string &f = info.rendezvous_file;
     size_t slash = f.rfind("/ddl-");
-    FUZZ_CHECK(slash != std::string::npos && f.size() > 5 &&
-                   f.compare(f.size() - 5, 5, ".root") == 0,
-               "rendezvous file '%s'", f.c_str());
+    FUZZ_CHECK(
+        slash != std::string::npos && f.size() > 5 && f.compare(f.size() - 5, 5, ".root") == 0,
+        "rendezvous file '%s'", f.c_str());
     for (size_t i = slash + 5; i + 5 < f.size(); ++i)
       FUZZ_CHECK(safe_jobid_char(f[i]), "unsafe job id character in '%s'", f.c_str());
     FUZZ_CHECK(f.size() < 4096, "rendezvous path of %zu bytes", f.size());

@@ -26,11 +26,28 @@ bool reference_bytes(const std::string &t, uint64_t *out) {
   int shift = 0;
   if (i < t.size()) {
     switch (t[i]) {
-      case 'K': case 'k': shift = 10; ++i; break;
-      case 'M': case 'm': shift = 20; ++i; break;
-      case 'G': case 'g': shift = 30; ++i; break;
-      case 'T': case 't': shift = 40; ++i; break;
-      default: break;
+      case 'K':
+      case 'k':
+        shift = 10;
+        ++i;
+        break;
+      case 'M':
+      case 'm':
+        shift = 20;
+        ++i;
+        break;
+      case 'G':
+      case 'g':
+        shift = 30;
+        ++i;
+        break;
+      case 'T':
+      case 't':
+        shift = 40;
+        ++i;
+        break;
+      default:
+        break;
     }
   }
   if (i < t.size() && (t[i] == 'B' || t[i] == 'b')) ++i;

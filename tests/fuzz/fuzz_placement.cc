@@ -30,27 +30,24 @@ void check_tiers(const Tiers &tiers, const std::vector<Placement> &by_rank) {
       const std::vector<int> &members = t.groups[g];
       FUZZ_CHECK(!members.empty(), "level %d: empty group %zu", level, g);
       FUZZ_CHECK(std::is_sorted(members.begin(), members.end()), "level %d: unsorted", level);
-      FUZZ_CHECK(members.front() > first_prev, "level %d: groups not ordered by first rank",
-                 level);
+      FUZZ_CHECK(members.front() > first_prev, "level %d: groups not ordered by first rank", level);
       first_prev = members.front();
       for (size_t i = 0; i < members.size(); ++i) {
         int r = members[i];
         FUZZ_CHECK(r >= 0 && r < n, "level %d: rank %d", level, r);
         seen[r]++;
-        FUZZ_CHECK(t.group_of[r] == static_cast<int>(g) &&
-                       t.index_in_group[r] == static_cast<int>(i),
-                   "level %d: rank %d's indices disagree with the groups", level, r);
+        FUZZ_CHECK(
+            t.group_of[r] == static_cast<int>(g) && t.index_in_group[r] == static_cast<int>(i),
+            "level %d: rank %d's indices disagree with the groups", level, r);
       }
-      FUZZ_CHECK(t.leader(static_cast<int>(g)) == members.front() &&
-                     t.is_leader(members.front()),
+      FUZZ_CHECK(t.leader(static_cast<int>(g)) == members.front() && t.is_leader(members.front()),
                  "level %d: leader", level);
       if (level == 0) {
         FUZZ_CHECK(t.parent_group[g] == -1, "host groups have no parent");
       } else {
         const Tier &up = tiers.levels[level - 1];
         int parent = t.parent_group[g];
-        FUZZ_CHECK(parent >= 0 && parent < static_cast<int>(up.groups.size()), "parent %d",
-                   parent);
+        FUZZ_CHECK(parent >= 0 && parent < static_cast<int>(up.groups.size()), "parent %d", parent);
         for (int r : members)
           FUZZ_CHECK(up.group_of[r] == parent, "level %d group %zu does not nest", level, g);
       }
@@ -92,8 +89,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (again_text.size() <= ddl::topo::kMaxPlacementBytes) {
       Placement q;
       st = ddl::topo::parse_placement(again_text, &q);
-      FUZZ_CHECK(st.ok(), "'%s' does not parse back: %s", again_text.c_str(),
-                 st.message().c_str());
+      FUZZ_CHECK(st.ok(), "'%s' does not parse back: %s", again_text.c_str(), st.message().c_str());
       FUZZ_CHECK(q == p, "'%s' parses back to another placement", again_text.c_str());
       // As it travels: padded with NULs to a fixed block.
       std::string padded = again_text;

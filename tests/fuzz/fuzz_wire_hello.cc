@@ -75,8 +75,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (want < 0) {
     FUZZ_CHECK(!got, "an ack (code %u) for a hello the protocol refuses", get_u16(ack + 6));
   } else if (got) {
-    FUZZ_CHECK(get_u32(ack) == wire::kMagic && get_u16(ack + 4) == wire::kVersion,
-               "malformed ack");
+    FUZZ_CHECK(get_u32(ack) == wire::kMagic && get_u16(ack + 4) == wire::kVersion, "malformed ack");
     FUZZ_CHECK(get_u16(ack + 6) == want, "ack code %u, want %d", get_u16(ack + 6), want);
     FUZZ_CHECK(get_u32(ack + 8) == 2, "ack nranks %u", get_u32(ack + 8));
   } else {

@@ -83,8 +83,8 @@ extern "C" int LLVMFuzzerInitialize(int *, char ***) {
   ddl::set_log_level(ddl::LogLevel::kError);
   g_listen = ddl_fuzz::listen_loopback(0, &g_port);
   std::atexit([] {
-    std::fprintf(stderr, "fuzz_wire_peer: %ld runs, %ld tolerated slow-machine timeouts\n",
-                 g_runs, g_slow);
+    std::fprintf(stderr, "fuzz_wire_peer: %ld runs, %ld tolerated slow-machine timeouts\n", g_runs,
+                 g_slow);
   });
   return g_listen >= 0 ? 0 : 1;
 }
@@ -184,8 +184,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   FUZZ_CHECK(connections == 1, "%d connections for one ack", connections);
   if (verdict == AckVerdict::kRefused) {
-    FUZZ_CHECK(create_status.code() == DDL_ERR_INVALID_ARGUMENT,
-               "a refusing ack gave %s", create_status.message().c_str());
+    FUZZ_CHECK(create_status.code() == DDL_ERR_INVALID_ARGUMENT, "a refusing ack gave %s",
+               create_status.message().c_str());
     return 0;
   }
   FUZZ_CHECK(create_status.ok(), "an accepting ack gave %s", create_status.message().c_str());

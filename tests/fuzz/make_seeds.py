@@ -74,7 +74,7 @@ def main():
                                           SLURM_NODEID="2", SLURM_TASKS_PER_NODE="2(x3)",
                                           SLURM_JOB_ID="77", SLURM_STEP_ID="0"))
 
-    # config: flags, size, version u16, timeout u32, chunk u64, log_level, then 4 strings.
+    # config: flags, size, version u16, timeout u32, chunk u64, log_level, then 5 strings.
     def config(flags, size, version, timeout, chunk, level, *strings):
         return (bytes([flags, size]) + struct.pack("<HIQb", version, timeout, chunk, level) +
                 b"".join(s.encode() + b"\0" for s in strings))
@@ -83,6 +83,8 @@ def main():
     write("fuzz_config", "env", config(1 | 2 | 4 | 8, 0, 1, 0, 0, -1, "60000", "1M", "secret", ""))
     write("fuzz_config", "fields", config(16 | 32, 0, 1, 1500, 65536, 2, "", "", "", "tok"))
     write("fuzz_config", "short", config(0, 20, 1, 1500, 65536, 2, "", "", "", ""))
+    write("fuzz_config", "algo", config(128 | 32 | 64, 0, 1, 0, 0, -1, "", "", "", "", "rd"))
+    write("fuzz_config", "bad_algo", config(128 | 1, 0, 1, 0, 0, -1, "", "", "", "", "RING"))
 
     write("fuzz_wire_hello", "valid", hello(1, 2))
     write("fuzz_wire_hello", "wrong_token", hello(1, 2, b"nope"))
