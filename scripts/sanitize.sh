@@ -96,22 +96,22 @@ fi
 if [ ${#fast_pass[@]} -gt 0 ]; then
   echo "== ctest ${fast_pass[*]} (fast unwinder)"
   ASAN_OPTIONS=${ASAN_OPTIONS/:fast_unwind_on_malloc=0/} \
-    ctest --output-on-failure -O "$logs/../ctest-fast.log" -j 1 "${fast_pass[@]}" 2>&1 |
-    tee -a "$build.ctest.log"
+    ctest --output-on-failure -j 1 "${fast_pass[@]}" 2>&1 | tee -a "$build.ctest.log"
   [ "${PIPESTATUS[0]}" -eq 0 ] || ctest_status=1
+  cp Testing/Temporary/LastTest.log "$build/ctest-fast.log" 2>/dev/null
 fi
 if [ "$kind" = address ] || [ $# -gt 0 ]; then
   echo "== ctest ${select[*]} $*"
-  ctest --output-on-failure -O "$logs/../ctest-main.log" -j 1 "${select[@]}" "$@" 2>&1 |
-    tee -a "$build.ctest.log"
+  ctest --output-on-failure -j 1 "${select[@]}" "$@" 2>&1 | tee -a "$build.ctest.log"
   [ "${PIPESTATUS[0]}" -eq 0 ] || ctest_status=1
+  cp Testing/Temporary/LastTest.log "$build/ctest-main.log" 2>/dev/null
 fi
 
 echo
 echo "== sanitizer reports in $logs"
 # UBSan (gcc, with ASan) prints its findings to the test's stderr whatever log_path says:
 # collect its "runtime error" lines from the full output of every test, passed ones too
-# (ctest -O keeps it all; --output-on-failure only shows failures).
+# (CTest's LastTest.log keeps it all; --output-on-failure only shows failures).
 rm -f "$logs/../ubsan-in-output.txt"
 cat "$logs"/../ctest-*.log "$build.ctest.log" 2>/dev/null | grep -hE '^[^ ]+: runtime error: ' |
   sed -E 's/^/UBSan in test output: /' | sort | uniq -c | sort -rn \

@@ -7,6 +7,10 @@ namespace ddl {
 
 bool parse_int(const std::string &text, int64_t min, int64_t max, int64_t *value) {
   if (text.empty() || text.size() > 20) return false;
+  // Digits with an optional leading '-' only: no spaces, '+', or anything after a NUL.
+  for (size_t i = 0; i < text.size(); ++i)
+    if (!((text[i] >= '0' && text[i] <= '9') || (i == 0 && text[i] == '-' && text.size() > 1)))
+      return false;
   errno = 0;
   char *end = nullptr;
   long long v = std::strtoll(text.c_str(), &end, 10);

@@ -21,12 +21,17 @@ constexpr uint64_t kMinChunkBytes = 4096, kMaxChunkBytes = 1ULL << 30;
 Status resolve_config(const ddl_config_t *config, CommConfig *out) {
   *out = CommConfig();
   if (config) {
-    if (config->size < offsetof(ddl_config_t, timeout_ms) || config->version == 0 ||
-        config->version > 1000)
+    // version is read only once size says the caller's struct holds it.
+    if (config->size < offsetof(ddl_config_t, timeout_ms))
       return invalid_argument(
-          "config: size %zu / version %u do not look like a ddl_config_t; initialise it with "
+          "config: size %zu is too small for a ddl_config_t; initialise it with "
           "DDL_CONFIG_INITIALIZER",
-          config->size, config->version);
+          config->size);
+    if (config->version == 0 || config->version > 1000)
+      return invalid_argument(
+          "config: version %u does not look like a ddl_config_t; initialise it with "
+          "DDL_CONFIG_INITIALIZER",
+          config->version);
   }
   std::string env = env_string("DDL_TIMEOUT_MS");
   int64_t value = 0;

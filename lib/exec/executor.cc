@@ -145,6 +145,12 @@ Status Executor::run(const Plan &plan, const ExecArgs &args, Transport *transpor
         cancel_all(transport);
         return Status(DDL_ERR_INVALID_USAGE, "aborted by ddl_comm_abort while waiting");
       }
+      // A confirmed death is the news itself: report it at once (a timeout may still be
+      // explained by a mismatch, so it waits for one briefly).
+      if (!s.ok() && s.code() == DDL_ERR_REMOTE && found_failure_) {
+        cancel_all(transport);
+        return s;
+      }
       if (!s.ok()) return fail(s);
     }
     if (idle > kSpinsBeforeYield + kYieldsBeforeSleep) {

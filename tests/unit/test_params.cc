@@ -27,6 +27,10 @@ Test(params, parse_int_checks_range) {
   cr_assert_not(parse_int("101", 0, 100, &v));
   cr_assert_not(parse_int("4x", 0, 100, &v));
   cr_assert_not(parse_int("", 0, 100, &v));
+  cr_assert_not(parse_int(std::string("42\0junk", 7), 0, 100, &v));
+  cr_assert_not(parse_int(" 42", 0, 100, &v));
+  cr_assert_not(parse_int("+42", 0, 100, &v));
+  cr_assert(parse_int("-5", -10, 10, &v) && v == -5);
 }
 
 Test(params, datatype_and_op_names_round_trip) {

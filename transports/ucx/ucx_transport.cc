@@ -59,7 +59,6 @@ void on_send_done(void *request, ucs_status_t status, void *user_data) {
 // Empty messages (barrier signals, empty blocks) travel as one ignored byte, so that every
 // message has a payload whose length can be checked.
 uint8_t g_empty_payload = 0;
-uint8_t g_empty_sink = 0;
 
 void on_recv_done(void *request, ucs_status_t status, const ucp_tag_recv_info_t *info,
                   void *user_data) {
@@ -209,7 +208,7 @@ Status UcxTransport::post_tag_recv(uint64_t tag, uint64_t mask, void *buf, size_
   param.recv_info.tag_info = &info;
   const bool empty = bytes == 0;
   if (empty) {
-    buf = &g_empty_sink;  // written concurrently by several receives; never read
+    buf = &empty_sink_;  // written by several receives of this worker; never read
     bytes = 1;
     req->empty_payload = true;
   }

@@ -72,6 +72,7 @@ class UcxTransport : public Transport {
   std::vector<ucp_ep_h> endpoints_;
   std::vector<ucs_status_t> peer_errors_;  // UCS_OK while alive
   std::vector<Peer> peers_;
+  uint8_t empty_sink_ = 0;  // lands the placeholder byte of empty messages
   // peer_status() looks at local pids at most this often: /proc reads are not free.
   mutable std::vector<long long> last_pid_check_ns_;
   mutable std::vector<bool> pid_dead_;
