@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "ddl/ddl.h"
 #include "lib/common/status.h"
 
 namespace ddl {
@@ -19,6 +20,14 @@ struct TransferRequest {
   size_t received = 0;         // bytes that arrived (receives)
   void *handle = nullptr;      // the transport's own request
   bool empty_payload = false;  // transport's: a zero-byte message sent as a placeholder
+  uint8_t route = 0;           // a router's: which of its transports holds the request
+};
+
+// What a receive-and-reduce applies to each arriving element: dst = incoming (op) src.
+struct ReduceSpec {
+  ddl_datatype_t dtype = DDL_FLOAT32;
+  ddl_op_t op = DDL_SUM;
+  int avg_divisor = 1;  // read for DDL_AVG only
 };
 
 class Transport {
@@ -35,6 +44,16 @@ class Transport {
   // A receive of the next message with this tag from any rank and of any sequence number
   // (for out-of-band notices).
   virtual Status post_recv_any(uint32_t tag, void *buf, size_t bytes, TransferRequest *req) = 0;
+  // Transports that hold arriving data in their own memory (shared memory) can reduce it
+  // from there while it is still in cache, saving the copy into a landing buffer. Only
+  // called when reduces_on_receive(peer); a message of another size than `bytes` completes
+  // with `received` set to its size and nothing written.
+  virtual bool reduces_on_receive(int /*peer*/) const { return false; }
+  virtual Status post_recv_reduce(int /*peer*/, uint32_t /*seq*/, uint32_t /*tag*/, void * /*dst*/,
+                                  const void * /*src*/, size_t /*bytes*/,
+                                  const ReduceSpec & /*spec*/, TransferRequest * /*req*/) {
+    return unsupported("%s cannot reduce on receive", name());
+  }
   // Drives communication and completes requests; true when anything happened.
   virtual bool progress() = 0;
   // Detaches an unfinished request (after an error or a timeout): the transport will never

@@ -9,6 +9,7 @@
 
 #include "lib/algorithms/schedule.h"
 #include "lib/common/log.h"
+#include "lib/common/params.h"
 
 namespace ddl {
 namespace {
@@ -45,7 +46,7 @@ Status exchange_placements(ddl_comm *comm) {
 
 // Every rank publishes its pid and UCX worker address; peers on this host are told apart so
 // that the transport can pick shared memory and watch their pids.
-Status connect_transport(ddl_comm *comm) {
+Status connect_transport(ddl_comm *comm, std::vector<pid_t> *pids) {
   const uint32_t pid = static_cast<uint32_t>(getpid());
   std::string mine(reinterpret_cast<const char *>(&pid), sizeof pid);
   mine += comm->transport->worker_address();
@@ -62,8 +63,76 @@ Status connect_transport(ddl_comm *comm) {
     peers[r].pid = static_cast<pid_t>(peer_pid);
     peers[r].address = all[r].substr(sizeof pid);
     peers[r].same_host = hosts.group_of[r] == hosts.group_of[comm->rank];
+    pids->push_back(peers[r].pid);
   }
   return comm->transport->connect(peers);
+}
+
+// The host's first rank creates the shared-memory segment and offers "pid fd"; the others
+// map it. Every rank on the host must succeed, or the host falls back to UCX: a rank
+// sending over shm to a peer that listens on UCX would hang. DDL_SHM=0 turns it off.
+Status connect_shm(ddl_comm *comm, const std::vector<pid_t> &pids) {
+  const topo::Tier &hosts = comm->tiers.at(topo::TierLevel::kHost);
+  std::vector<int> local;
+  for (int r = 0; r < comm->nranks; ++r)
+    if (hosts.group_of[r] == hosts.group_of[comm->rank]) local.push_back(r);
+  const bool wanted = local.size() >= 2 && env_string("DDL_SHM") != "0";
+  const bool creator = wanted && local.front() == comm->rank;
+  std::unique_ptr<ShmSegment> segment;
+  std::string offer;
+  if (creator) {
+    const ShmLayout layout = choose_shm_layout(static_cast<int>(local.size()));
+    Status s = ShmSegment::create(layout.segment_bytes(), &segment);
+    if (s.ok()) {
+      ShmTransport::init_segment(segment.get(), layout);
+      offer = strprintf("%d %d", static_cast<int>(getpid()), segment->fd());
+    } else {
+      DDL_WARN("no shared-memory transport on this host, using UCX: %s", s.message().c_str());
+    }
+  }
+  std::vector<std::string> offers;
+  Status s = comm->bootstrap->allgather(offer, &offers);
+  if (!s.ok()) return s.prefix("exchanging shared-memory segments: ");
+  const int creator_fd = creator && segment ? segment->fd() : -1;
+  bool ready = false;
+  if (wanted) {
+    Status opened = Status::Ok();
+    if (!creator) {
+      const std::string &text = offers[local.front()];
+      const size_t space = text.find(' ');
+      int64_t pid = 0, fd = 0;
+      if (space == std::string::npos || !parse_int(text.substr(0, space), 1, INT32_MAX, &pid) ||
+          !parse_int(text.substr(space + 1), 0, INT32_MAX, &fd))
+        opened = internal_error("rank %d offered no segment", local.front());
+      else
+        opened = ShmSegment::open(static_cast<pid_t>(pid), static_cast<int>(fd), &segment);
+    } else if (!segment) {
+      opened = internal_error("creating the segment failed");
+    }
+    if (opened.ok())
+      opened = ShmTransport::create(comm->rank, comm->nranks, local, pids, std::move(segment),
+                                    &comm->shm);
+    if (!opened.ok())
+      DDL_WARN("no shared-memory transport to the ranks on this host, using UCX: %s",
+               opened.message().c_str());
+    ready = opened.ok();
+  }
+  std::vector<std::string> verdicts;
+  s = comm->bootstrap->allgather(ready ? "1" : "0", &verdicts);
+  if (!s.ok()) return s.prefix("agreeing on shared memory: ");
+  // Everyone on the host has mapped the segment (or given up): the creator's descriptor can
+  // go, and from now on nothing of it exists outside the ranks' mappings.
+  if (comm->shm && creator_fd >= 0) comm->shm->close_segment_fd();
+  bool host_ready = wanted;
+  for (int r : local) host_ready = host_ready && verdicts[r] == "1";
+  std::vector<bool> via_local(comm->nranks, false);
+  if (host_ready) {
+    for (int r : local) via_local[r] = r != comm->rank;
+  } else {
+    comm->shm.reset();
+  }
+  comm->routes.reset(new RoutedTransport(comm->transport.get(), comm->shm.get(), via_local));
+  return Status::Ok();
 }
 
 }  // namespace
@@ -94,7 +163,9 @@ Status create_comm(const BootstrapOptions &options, const CommConfig &config, dd
   DDL_RETURN_IF_ERROR(exchange_placements(comm.get()));
   Status s = UcxTransport::create(options.rank, options.nranks, &comm->transport);
   if (!s.ok()) return s.prefix("creating the UCX transport: ");
-  DDL_RETURN_IF_ERROR(connect_transport(comm.get()));
+  std::vector<pid_t> pids;
+  DDL_RETURN_IF_ERROR(connect_transport(comm.get(), &pids));
+  DDL_RETURN_IF_ERROR(connect_shm(comm.get(), pids));
   if (comm->nranks > 1) {
     s = comm->transport->post_recv_any(kNoticeTag, &comm->notice_in, sizeof comm->notice_in,
                                        &comm->notice_recv);
@@ -104,7 +175,7 @@ Status create_comm(const BootstrapOptions &options, const CommConfig &config, dd
   s = comm->bootstrap->barrier();
   if (!s.ok()) return s.prefix("waiting for every rank to connect: ");
   DDL_INFO("communicator ready: rank %d of %d, transport %s, timeout %d ms, chunk %zu B",
-           comm->rank, comm->nranks, comm->transport->name(), config.timeout_ms,
+           comm->rank, comm->nranks, comm->routes->name(), config.timeout_ms,
            config.chunk_bytes);
   *out = comm.release();
   register_comm(*out);
@@ -136,6 +207,8 @@ void destroy_comm(ddl_comm *comm) {
     for (TransferRequest &send : comm->notice_sends) comm->transport->cancel(&send);
     comm->transport->close(kCloseTimeoutMs);
   }
+  comm->routes.reset();
+  comm->shm.reset();
   comm->transport.reset();
   comm->bootstrap.reset();
   delete comm;

@@ -16,6 +16,8 @@
 #include "lib/exec/plan.h"
 #include "lib/exec/signature.h"
 #include "topology/tiers.h"
+#include "transports/routed_transport.h"
+#include "transports/shm/shm_transport.h"
 #include "transports/ucx/ucx_transport.h"
 
 struct ddl_comm {
@@ -23,7 +25,9 @@ struct ddl_comm {
   int nranks = 1;
   ddl::CommConfig config;
   std::unique_ptr<ddl::Bootstrap> bootstrap;
-  std::unique_ptr<ddl::UcxTransport> transport;
+  std::unique_ptr<ddl::UcxTransport> transport;  // every peer; notices
+  std::unique_ptr<ddl::ShmTransport> shm;        // peers on this host, when it works here
+  std::unique_ptr<ddl::RoutedTransport> routes;  // what collectives use: shm, else UCX
   ddl::Executor executor;
   // Which ranks share a host, socket, NUMA node, PCIe switch (identical on every rank).
   ddl::topo::Tiers tiers;

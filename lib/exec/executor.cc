@@ -76,6 +76,7 @@ Status notice_error(const ExecArgs &args);
 Status Executor::run(const Plan &plan, const ExecArgs &args, Transport *transport) {
   const size_t n = plan.schedule.steps.size();
   if (requests_.size() < n) requests_.resize(n);
+  if (fused_.size() < n) fused_.resize(n);
   remaining_.assign(plan.dep_counts.begin(), plan.dep_counts.end());
   ready_.assign(plan.initial_ready.begin(), plan.initial_ready.end());
   in_flight_.clear();
@@ -188,11 +189,26 @@ Status Executor::start(const Plan &plan, uint32_t index, const ExecArgs &args,
                                req);
       break;
     case StepKind::kRecvReduce:
-      s = transport->post_recv(step.peer, args.seq, step.tag, address(args, step.tmp, elem), bytes,
-                               req);
+      fused_[index] = transport->reduces_on_receive(step.peer);
+      if (fused_[index]) {
+        // Reduced straight out of the transport's memory: the landing area stays unused.
+        ReduceSpec spec;
+        spec.dtype = args.dtype;
+        spec.op = args.op == DDL_AVG && !step.final_reduce ? DDL_SUM : args.op;
+        spec.avg_divisor = args.nranks;
+        s = transport->post_recv_reduce(step.peer, args.seq, step.tag,
+                                        address(args, step.dst, elem),
+                                        address(args, step.src, elem), bytes, spec, req);
+      } else {
+        s = transport->post_recv(step.peer, args.seq, step.tag, address(args, step.tmp, elem),
+                                 bytes, req);
+      }
       break;
   }
-  if (!s.ok()) return s.prefix(describe(step, index, elem) + ": ");
+  if (!s.ok()) {
+    if (s.code() == DDL_ERR_REMOTE) found_failure_ = true;  // a dead peer: tell everyone
+    return s.prefix(describe(step, index, elem) + ": ");
+  }
   if (req->done) return finish(plan, index, args);
   in_flight_.push_back(index);
   return Status::Ok();
@@ -212,7 +228,7 @@ Status Executor::finish(const Plan &plan, uint32_t index, const ExecArgs &args) 
     return remote_error("%s: rank %d sent %zu B instead of %zu B (mismatched collective calls?)",
                         describe(step, index, elem).c_str(), step.peer, req.received,
                         step.count * elem);
-  if (step.kind == StepKind::kRecvReduce) apply_reduce(step, args);
+  if (step.kind == StepKind::kRecvReduce && !fused_[index]) apply_reduce(step, args);
   complete(plan, index);
   return Status::Ok();
 }

@@ -57,6 +57,7 @@ class Executor {
 
   // Reused between runs to keep the hot path free of allocations.
   std::vector<TransferRequest> requests_;
+  std::vector<uint8_t> fused_;  // a kRecvReduce the transport reduces on receive
   std::vector<uint32_t> remaining_;
   std::vector<uint32_t> ready_;
   std::vector<uint32_t> in_flight_;

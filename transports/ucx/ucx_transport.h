@@ -31,7 +31,10 @@ class UcxTransport : public Transport {
     bool same_host = false;  // shares this host's memory
     pid_t pid = 0;           // its process id, meaningful when same_host
   };
-  // Creates an endpoint to every peer. Peers on other hosts get UCX's peer-failure handling
+  // Creates an endpoint to every peer. A same-host peer that has died gets none and is
+  // marked dead (peer_status), so that the error names it and comes from every rank's next
+  // exchange; any other failure is DDL_ERR_SYSTEM naming the peer.
+  // Peers on other hosts get UCX's peer-failure handling
   // (it breaks the connection of a dead peer); on this host that mode would disable UCX's
   // shared-memory transports (UCX 1.13), so there a dead peer is noticed by its pid instead.
   Status connect(const std::vector<Peer> &peers);
@@ -47,6 +50,9 @@ class UcxTransport : public Transport {
  private:
   Status post_tag_recv(uint64_t tag, uint64_t mask, void *buf, size_t bytes, TransferRequest *req,
                        const char *from);
+  // An endpoint that could not be created: OK when the peer has died (it is marked dead,
+  // and the caller's next exchange fails naming it); else the error naming the peer.
+  Status endpoint_failed(int peer, ucs_status_t status);
 
  public:
   Status post_recv_any(uint32_t tag, void *buf, size_t bytes, TransferRequest *req) override;

@@ -1,0 +1,79 @@
+#include "transports/routed_transport.h"
+
+#include <algorithm>
+
+#include "lib/algorithms/schedule.h"
+
+namespace ddl {
+namespace {
+
+// With every peer on shared memory, UCX only ever carries failure notices, which the
+// executor looks for every few hundred idle polls: polling UCX on every call would only add
+// its fixed cost to the latency of small collectives.
+constexpr unsigned kNetworkPollEvery = 16;
+
+}  // namespace
+
+RoutedTransport::RoutedTransport(Transport *network, Transport *local, std::vector<bool> via_local)
+    : network_(network), local_(local), via_local_(std::move(via_local)) {
+  if (!local_) via_local_.assign(via_local_.size(), false);
+  // A rank's own slot is false; "all local" means every other rank.
+  size_t served = static_cast<size_t>(std::count(via_local_.begin(), via_local_.end(), true));
+  all_local_ = local_ && served + 1 >= via_local_.size();
+}
+
+bool RoutedTransport::local_peer(int peer, uint32_t tag) const {
+  return tag != kNoticeTag && peer >= 0 && static_cast<size_t>(peer) < via_local_.size() &&
+         via_local_[peer];
+}
+
+Status RoutedTransport::post_send(int peer, uint32_t seq, uint32_t tag, const void *buf,
+                                  size_t bytes, TransferRequest *req) {
+  const bool local = local_peer(peer, tag);
+  req->route = local ? kLocal : kNetwork;
+  return (local ? local_ : network_)->post_send(peer, seq, tag, buf, bytes, req);
+}
+
+Status RoutedTransport::post_recv(int peer, uint32_t seq, uint32_t tag, void *buf, size_t bytes,
+                                  TransferRequest *req) {
+  const bool local = local_peer(peer, tag);
+  req->route = local ? kLocal : kNetwork;
+  return (local ? local_ : network_)->post_recv(peer, seq, tag, buf, bytes, req);
+}
+
+Status RoutedTransport::post_recv_any(uint32_t tag, void *buf, size_t bytes, TransferRequest *req) {
+  req->route = kNetwork;
+  return network_->post_recv_any(tag, buf, bytes, req);
+}
+
+bool RoutedTransport::reduces_on_receive(int peer) const {
+  return local_peer(peer, 0) && local_->reduces_on_receive(peer);
+}
+
+Status RoutedTransport::post_recv_reduce(int peer, uint32_t seq, uint32_t tag, void *dst,
+                                         const void *src, size_t bytes, const ReduceSpec &spec,
+                                         TransferRequest *req) {
+  const bool local = local_peer(peer, tag);
+  req->route = local ? kLocal : kNetwork;
+  return (local ? local_ : network_)->post_recv_reduce(peer, seq, tag, dst, src, bytes, spec, req);
+}
+
+bool RoutedTransport::progress() {
+  bool any = local_ && local_->progress();
+  if (!all_local_ || ++polls_ % kNetworkPollEvery == 0) any = network_->progress() || any;
+  return any;
+}
+
+void RoutedTransport::cancel(TransferRequest *req) {
+  if (req->route == kLocal)
+    local_->cancel(req);
+  else
+    network_->cancel(req);
+}
+
+Status RoutedTransport::peer_status(int peer) const {
+  if (local_peer(peer, 0)) return local_->peer_status(peer);
+  return network_->peer_status(peer);
+}
+
+}  // namespace ddl

@@ -1,0 +1,41 @@
+// One Transport over two: ddl's shared memory for the peers on this host that it serves,
+// UCX for everyone else. Notices (receive-from-any) always travel over UCX, which reaches
+// every rank; so does every message for a peer without a shm channel.
+#pragma once
+
+#include <vector>
+
+#include "transports/transport.h"
+
+namespace ddl {
+
+class RoutedTransport : public Transport {
+ public:
+  // `local` may be null (no host-local transport); via_local[peer] says who it serves.
+  RoutedTransport(Transport *network, Transport *local, std::vector<bool> via_local);
+
+  const char *name() const override { return local_ ? "shm+ucx" : network_->name(); }
+  Status post_send(int peer, uint32_t seq, uint32_t tag, const void *buf, size_t bytes,
+                   TransferRequest *req) override;
+  Status post_recv(int peer, uint32_t seq, uint32_t tag, void *buf, size_t bytes,
+                   TransferRequest *req) override;
+  Status post_recv_any(uint32_t tag, void *buf, size_t bytes, TransferRequest *req) override;
+  bool reduces_on_receive(int peer) const override;
+  Status post_recv_reduce(int peer, uint32_t seq, uint32_t tag, void *dst, const void *src,
+                          size_t bytes, const ReduceSpec &spec, TransferRequest *req) override;
+  bool progress() override;
+  void cancel(TransferRequest *req) override;
+  Status peer_status(int peer) const override;
+
+ private:
+  enum Route : uint8_t { kNetwork = 1, kLocal = 2 };
+  bool local_peer(int peer, uint32_t tag) const;
+
+  Transport *network_;
+  Transport *local_;
+  std::vector<bool> via_local_;
+  bool all_local_ = false;  // every peer is served locally: UCX only carries notices
+  unsigned polls_ = 0;
+};
+
+}  // namespace ddl
