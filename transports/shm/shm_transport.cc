@@ -152,7 +152,9 @@ Status ShmTransport::create(int rank, int nranks, const std::vector<int> &local_
   return Status::Ok();
 }
 
-ShmTransport::~ShmTransport() = default;
+ShmTransport::~ShmTransport() {
+  if (early_bytes_) DDL_INFO("shm: %zu B arrived before their receive was posted", early_bytes_);
+}
 
 ShmTransport::Cell *ShmTransport::cell_at(char *cells, uint64_t index) const {
   return reinterpret_cast<Cell *>(cells + (index % layout_.cells) * layout_.cell_bytes);
@@ -351,8 +353,11 @@ bool ShmTransport::start_message(Inbound &in, const Cell *cell) {
     }
     return true;
   }
-  // Not expected yet: leave it in its cell, where the receive will read it in place, unless
-  // something waits behind it.
+  // Not expected yet: leave it in its cell, where its receive will read it in place (the
+  // usual case: a peer already into the next collective). Move it aside only when this rank
+  // waits for another message of this peer and something is queued behind this one; that
+  // other message can only come after it.
+  if (in.posted.empty()) return false;
   const Cell *next = cell_at(in.cells, in.consumed + 1);
   if (next->stamp.load(std::memory_order_acquire) != in.consumed + 2) return false;
   std::unique_ptr<Early> early(new Early());
@@ -360,6 +365,7 @@ bool ShmTransport::start_message(Inbound &in, const Cell *cell) {
   early->tag = cell->tag;
   early->total = cell->total;
   early->data.resize(cell->total);
+  early_bytes_ += cell->total;
   in.target = Target::kEarly;
   in.early = early.get();
   in.early_messages.push_back(std::move(early));

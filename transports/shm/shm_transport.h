@@ -151,6 +151,7 @@ class ShmTransport : public Transport {
   // peer_status() looks at pids at most this often: /proc reads are not free.
   mutable std::vector<long long> last_pid_check_ns_;
   mutable std::vector<bool> pid_dead_;
+  size_t early_bytes_ = 0;  // moved aside from cells: a sign of receives posted late
 };
 
 }  // namespace ddl
