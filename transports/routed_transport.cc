@@ -58,6 +58,22 @@ Status RoutedTransport::post_recv_reduce(int peer, uint32_t seq, uint32_t tag, v
   return (local ? local_ : network_)->post_recv_reduce(peer, seq, tag, dst, src, bytes, spec, req);
 }
 
+bool RoutedTransport::carries_stamps(int peer) const {
+  return local_peer(peer, 0) && local_->carries_stamps(peer);
+}
+
+void RoutedTransport::begin_call(uint32_t seq, const CallStamp &stamp) {
+  if (local_) local_->begin_call(seq, stamp);
+}
+
+bool RoutedTransport::stamp_mismatch(int *peer, CallStamp *theirs) const {
+  return local_ && local_->stamp_mismatch(peer, theirs);
+}
+
+bool RoutedTransport::stamp_seen(int peer) const {
+  return local_peer(peer, 0) && local_->stamp_seen(peer);
+}
+
 bool RoutedTransport::progress() {
   bool any = local_ && local_->progress();
   if (!all_local_ || ++polls_ % kNetworkPollEvery == 0) any = network_->progress() || any;

@@ -23,6 +23,10 @@ class RoutedTransport : public Transport {
   bool reduces_on_receive(int peer) const override;
   Status post_recv_reduce(int peer, uint32_t seq, uint32_t tag, void *dst, const void *src,
                           size_t bytes, const ReduceSpec &spec, TransferRequest *req) override;
+  bool carries_stamps(int peer) const override;
+  void begin_call(uint32_t seq, const CallStamp &stamp) override;
+  bool stamp_mismatch(int *peer, CallStamp *theirs) const override;
+  bool stamp_seen(int peer) const override;
   bool progress() override;
   void cancel(TransferRequest *req) override;
   Status peer_status(int peer) const override;

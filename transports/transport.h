@@ -30,6 +30,12 @@ struct ReduceSpec {
   int avg_divisor = 1;  // read for DDL_AVG only
 };
 
+// A call's identity as it travels on messages: 16 bytes the transport does not interpret
+// (the executor's normalized call signature). All zero means "no call".
+struct CallStamp {
+  uint8_t bytes[16] = {};
+};
+
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -54,6 +60,16 @@ class Transport {
                                   const ReduceSpec & /*spec*/, TransferRequest * /*req*/) {
     return unsupported("%s cannot reduce on receive", name());
   }
+  // Transports with room in their message headers stamp every message with the sender's
+  // current call and compare the stamps of arriving messages of the same call (sequence
+  // number) with their own, so that checking that ranks agree costs no message of its own.
+  virtual bool carries_stamps(int /*peer*/) const { return false; }
+  // The call this rank now runs: stamped on what it sends from now on.
+  virtual void begin_call(uint32_t /*seq*/, const CallStamp & /*stamp*/) {}
+  // A message of the current call arrived from *peer with another stamp (*theirs).
+  virtual bool stamp_mismatch(int * /*peer*/, CallStamp * /*theirs*/) const { return false; }
+  // Whether a message of the current call from `peer` arrived (so its stamp was compared).
+  virtual bool stamp_seen(int /*peer*/) const { return false; }
   // Drives communication and completes requests; true when anything happened.
   virtual bool progress() = 0;
   // Detaches an unfinished request (after an error or a timeout): the transport will never

@@ -84,7 +84,7 @@ Status Executor::run(const Plan &plan, const ExecArgs &args, Transport *transpor
   found_failure_ = false;
   size_t next_ready = 0;
   int idle = 0;
-  Status posted = post_signature(args, transport);
+  Status posted = post_signature(plan, args, transport);
   if (!posted.ok()) return posted;
   auto fail = [&](Status error) {
     error = explain_with_signature(args, transport, std::move(error));
@@ -99,6 +99,13 @@ Status Executor::run(const Plan &plan, const ExecArgs &args, Transport *transpor
       if (!s.ok()) return fail(s);
     }
     bool progressed = transport->progress();
+    if (stamped_) {
+      Status s = check_stamps(args, transport);
+      if (!s.ok()) {
+        cancel_all(transport);
+        return s;
+      }
+    }
     if (!signature_checked_ && signature_recv_.done) {
       Status s = check_signature(args);
       if (!s.ok()) {
@@ -286,15 +293,67 @@ void Executor::cancel_all(Transport *transport) {
   signature_checked_ = signature_sent_ = true;
 }
 
-Status Executor::post_signature(const ExecArgs &args, Transport *transport) {
+namespace {
+
+// The call as it rides on messages: the signature's fields that must agree, the others
+// zeroed so that the transport can compare bytes; byte 3 marks a stamp as present.
+CallStamp stamp_of(const CallSignature &signature) {
+  const auto collective = static_cast<Collective>(signature.collective);
+  const bool barrier = collective == Collective::kBarrier;
+  const bool reduces =
+      collective == Collective::kAllreduce || collective == Collective::kReduceScatter;
+  CallStamp stamp;
+  stamp.bytes[0] = signature.collective;
+  stamp.bytes[1] = barrier ? 0 : signature.dtype;
+  stamp.bytes[2] = reduces ? signature.op : 0;
+  stamp.bytes[3] = 1;
+  const int32_t root = collective == Collective::kBroadcast ? signature.root : 0;
+  const uint64_t count = barrier ? 0 : signature.count;
+  std::memcpy(stamp.bytes + 4, &root, sizeof root);
+  std::memcpy(stamp.bytes + 8, &count, sizeof count);
+  return stamp;
+}
+
+CallSignature signature_of_stamp(const CallStamp &stamp, uint32_t seq) {
+  CallSignature signature;
+  signature.seq = seq;
+  signature.collective = stamp.bytes[0];
+  signature.dtype = stamp.bytes[1];
+  signature.op = stamp.bytes[2];
+  std::memcpy(&signature.root, stamp.bytes + 4, sizeof signature.root);
+  std::memcpy(&signature.count, stamp.bytes + 8, sizeof signature.count);
+  return signature;
+}
+
+bool has_ready_send_to(const Plan &plan, int peer) {
+  for (uint32_t index : plan.initial_ready) {
+    const Step &step = plan.schedule.steps[index];
+    if (step.kind == StepKind::kSend && step.peer == peer) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+// Every rank checks that the previous rank of the ring made the same call, and the ring
+// closes, so all agree. Over UCX the signature is a message of its own. A transport that
+// stamps messages (shm) carries it on the first data message to the next rank instead,
+// when one leaves at once; then the previous rank's stamp arriving is the check. The
+// signature receive is still posted, for a peer that had no such message to carry it, and
+// cancelled if the stamp came first.
+Status Executor::post_signature(const Plan &plan, const ExecArgs &args, Transport *transport) {
   signature_checked_ = signature_sent_ = true;
+  stamped_ = false;
   if (!args.signature || args.nranks < 2) return Status::Ok();
   signature_out_ = *args.signature;
   const int right = ring_index(args.rank + 1, args.nranks);
   const int left = ring_index(args.rank - 1, args.nranks);
+  transport->begin_call(args.seq, stamp_of(signature_out_));
+  stamped_ = true;
+  const bool carried = transport->carries_stamps(right) && has_ready_send_to(plan, right);
   Status s = transport->post_recv(left, args.seq, kSignatureTag, &signature_in_,
                                   sizeof signature_in_, &signature_recv_);
-  if (s.ok())
+  if (s.ok() && !carried)
     s = transport->post_send(right, args.seq, kSignatureTag, &signature_out_, sizeof signature_out_,
                              &signature_send_);
   if (!s.ok()) {
@@ -302,7 +361,23 @@ Status Executor::post_signature(const ExecArgs &args, Transport *transport) {
     return s.prefix("sending the call signature: ");
   }
   signature_checked_ = false;
-  signature_sent_ = false;
+  signature_sent_ = carried;
+  return Status::Ok();
+}
+
+Status Executor::check_stamps(const ExecArgs &args, Transport *transport) {
+  int peer = -1;
+  CallStamp theirs;
+  if (transport->stamp_mismatch(&peer, &theirs)) {
+    found_failure_ = true;
+    return invalid_usage("mismatched collective calls: rank %d called %s, but rank %d called %s",
+                         peer, describe_signature(signature_of_stamp(theirs, args.seq)).c_str(),
+                         args.rank, describe_signature(*args.signature).c_str());
+  }
+  if (!signature_checked_ && transport->stamp_seen(ring_index(args.rank - 1, args.nranks))) {
+    signature_checked_ = true;
+    transport->cancel(&signature_recv_);  // the previous rank sent no separate signature
+  }
   return Status::Ok();
 }
 
@@ -336,6 +411,10 @@ Status Executor::explain_with_signature(const ExecArgs &args, Transport *transpo
     if (args.notice && args.notice->done) return notice_error(args);
     if (!signature_checked_ && signature_recv_.done) {
       Status mismatch = check_signature(args);
+      if (!mismatch.ok()) return mismatch;
+    }
+    if (stamped_) {
+      Status mismatch = check_stamps(args, transport);
       if (!mismatch.ok()) return mismatch;
     }
     transport->progress();

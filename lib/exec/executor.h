@@ -49,7 +49,10 @@ class Executor {
   Status waiting_error(const Plan &plan, const ExecArgs &args, Transport *transport,
                        bool timed_out);
   void cancel_all(Transport *transport);
-  Status post_signature(const ExecArgs &args, Transport *transport);
+  Status post_signature(const Plan &plan, const ExecArgs &args, Transport *transport);
+  // A mismatch the transport saw in the stamps of arriving messages, else OK; notes the
+  // previous rank's stamp arriving (the signature check when it rides on data).
+  Status check_stamps(const ExecArgs &args, Transport *transport);
   // The mismatch error when the previous rank's signature differs from ours, else OK.
   Status check_signature(const ExecArgs &args);
   // After a data error: a mismatch (ours, or another rank's notice) explains it better.
@@ -67,6 +70,7 @@ class Executor {
   bool signature_checked_ = true;  // the previous rank's signature arrived and matched
   bool signature_sent_ = true;     // ours left (its buffer may be reused)
   bool found_failure_ = false;
+  bool stamped_ = false;  // this call's stamp was given to the transport
 };
 
 }  // namespace ddl

@@ -62,6 +62,7 @@ class DdlBackend : public ddl_perf::CollectiveBackend {
         break;
     }
     if (result == DDL_ERR_UNSUPPORTED) return false;
+    if (result == DDL_SUCCESS) return true;  // the message below is built only on failure
     check(result, std::string(call) + "(count " + std::to_string(count) + ", " +
                       ddl::datatype_name(dtype) + ", " + ddl::op_name(op) +
                       (send == recv ? ", in place" : "") + ")");

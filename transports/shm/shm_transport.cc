@@ -54,14 +54,21 @@ uint32_t env_value(const char *name, int64_t min, int64_t max, uint32_t fallback
 // The header of a cell; the payload follows it. `stamp` is written last (release): it is
 // the index of the cell's message fragment in the channel, plus one, so a reader can tell
 // a fresh cell from one of the previous trip around the ring.
+// Fragments follow each other in order, so their offsets and sizes need no field.
 struct ShmTransport::Cell {
   std::atomic<uint64_t> stamp;
-  uint64_t total;   // bytes of the whole message
-  uint64_t offset;  // of this fragment in the message
+  uint64_t total;  // bytes of the whole message
   uint32_t seq, tag;
-  uint32_t bytes;  // of this fragment
-  char *payload() { return reinterpret_cast<char *>(this) + kCellHeaderBytes; }
+  CallStamp call;  // the sender's call (Transport::begin_call)
+  // A message that fits here travels in the header's own cache line: one line handed over
+  // per small message (small allreduces, barriers) instead of two.
+  char inline_payload[kCellHeaderBytes - 40];
+  char *payload() {
+    return total <= sizeof inline_payload ? inline_payload
+                                          : reinterpret_cast<char *>(this) + kCellHeaderBytes;
+  }
 };
+
 static_assert(sizeof(std::atomic<uint64_t>) == 8, "cells hold 8-byte atomics");
 
 // The receiver's side of a channel: how many cells it has handed back.
@@ -147,6 +154,7 @@ Status ShmTransport::create(int rank, int nranks, const std::vector<int> &local_
   }
   t->last_pid_check_ns_.assign(nranks, 0);
   t->pid_dead_.assign(nranks, false);
+  t->seen_seq_.assign(nranks, ~0u);  // no call yet
   t->segment_ = std::move(segment);
   *out = std::move(t);
   return Status::Ok();
@@ -157,6 +165,7 @@ ShmTransport::~ShmTransport() {
 }
 
 ShmTransport::Cell *ShmTransport::cell_at(char *cells, uint64_t index) const {
+  static_assert(sizeof(Cell) == kCellHeaderBytes, "a cell header is one cache line");
   return reinterpret_cast<Cell *>(cells + (index % layout_.cells) * layout_.cell_bytes);
 }
 
@@ -184,12 +193,11 @@ bool ShmTransport::write_fragments(Outbound &out, Op *op, bool *wrote) {
     }
     Cell *cell = cell_at(out.cells, out.produced);
     const size_t bytes = std::min(payload, op->bytes - op->done);
+    cell->total = op->bytes;  // first: it decides where the payload goes
     if (bytes) std::memcpy(cell->payload(), op->src + op->done, bytes);
-    cell->total = op->bytes;
-    cell->offset = op->done;
     cell->seq = op->seq;
     cell->tag = op->tag;
-    cell->bytes = static_cast<uint32_t>(bytes);
+    cell->call = op->call;
     cell->stamp.store(out.produced + 1, std::memory_order_release);
     ++out.produced;
     op->done += bytes;
@@ -210,6 +218,7 @@ Status ShmTransport::post_send(int peer, uint32_t seq, uint32_t tag, const void 
   op->src = static_cast<const char *>(buf);
   op->bytes = bytes;
   op->peer = peer;
+  if (seq == call_seq_) op->call = call_;
   req->done = false;
   req->status = Status::Ok();
   req->received = 0;
@@ -338,7 +347,10 @@ bool ShmTransport::drain(Inbound &in) {
 }
 
 bool ShmTransport::start_message(Inbound &in, const Cell *cell) {
+  const int peer = static_cast<int>(&in - inbound_.data());
+  if (cell->seq == call_seq_) compare_stamp(peer, cell->seq, cell->call);
   in.remaining = cell->total;
+  in.offset = 0;
   for (size_t i = 0; i < in.posted.size(); ++i) {
     Op *op = in.posted[i];
     if (op->seq != cell->seq || op->tag != cell->tag) continue;
@@ -364,6 +376,7 @@ bool ShmTransport::start_message(Inbound &in, const Cell *cell) {
   early->seq = cell->seq;
   early->tag = cell->tag;
   early->total = cell->total;
+  early->call = cell->call;
   early->data.resize(cell->total);
   early_bytes_ += cell->total;
   in.target = Target::kEarly;
@@ -373,10 +386,9 @@ bool ShmTransport::start_message(Inbound &in, const Cell *cell) {
 }
 
 void ShmTransport::deliver(Inbound &in, Cell *cell) {
-  // Our own sender wrote the cell; the clamps only keep a damaged segment from
-  // corrupting memory.
-  const size_t bytes = std::min<size_t>({cell->bytes, in.remaining, layout_.payload_bytes()});
-  const size_t offset = cell->offset;
+  const size_t bytes = std::min(in.remaining, layout_.payload_bytes());
+  const size_t offset = in.offset;
+  in.offset += bytes;
   switch (in.target) {
     case Target::kOp:
       if (offset + bytes <= in.op->bytes) apply(in.op, offset, cell->payload(), bytes);
@@ -435,6 +447,31 @@ void ShmTransport::cancel(TransferRequest *req) {
     }
   }
   free_op(op);
+}
+
+void ShmTransport::begin_call(uint32_t seq, const CallStamp &stamp) {
+  call_seq_ = seq;
+  call_ = stamp;
+  mismatch_peer_ = -1;
+  // Messages of this call that arrived early were not compared yet.
+  for (int peer : local_peers_)
+    for (const std::unique_ptr<Early> &early : inbound_[peer].early_messages)
+      if (early->seq == seq) compare_stamp(peer, seq, early->call);
+}
+
+void ShmTransport::compare_stamp(int peer, uint32_t seq, const CallStamp &theirs) {
+  seen_seq_[peer] = seq;
+  if (mismatch_peer_ < 0 && std::memcmp(&theirs, &call_, sizeof theirs) != 0) {
+    mismatch_peer_ = peer;
+    mismatch_ = theirs;
+  }
+}
+
+bool ShmTransport::stamp_mismatch(int *peer, CallStamp *theirs) const {
+  if (mismatch_peer_ < 0) return false;
+  *peer = mismatch_peer_;
+  *theirs = mismatch_;
+  return true;
 }
 
 Status ShmTransport::peer_status(int peer) const {

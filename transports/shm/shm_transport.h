@@ -69,6 +69,10 @@ class ShmTransport : public Transport {
                    TransferRequest *req) override;
   Status post_recv_any(uint32_t tag, void *buf, size_t bytes, TransferRequest *req) override;
   bool reduces_on_receive(int peer) const override { return serves(peer); }
+  bool carries_stamps(int peer) const override { return serves(peer); }
+  void begin_call(uint32_t seq, const CallStamp &stamp) override;
+  bool stamp_mismatch(int *peer, CallStamp *theirs) const override;
+  bool stamp_seen(int peer) const override { return serves(peer) && seen_seq_[peer] == call_seq_; }
   Status post_recv_reduce(int peer, uint32_t seq, uint32_t tag, void *dst, const void *src,
                           size_t bytes, const ReduceSpec &spec, TransferRequest *req) override;
   bool progress() override;
@@ -90,12 +94,14 @@ class ShmTransport : public Transport {
     size_t done = 0;            // bytes sent, or received
     size_t total = 0;           // receive: the size the sender announced
     ReduceSpec spec;
+    CallStamp call;  // send: the call it belongs to
     int peer = -1;
   };
   // A message that arrived before its receive was posted.
   struct Early {
     uint32_t seq = 0, tag = 0;
     size_t total = 0, arrived = 0;
+    CallStamp call;
     std::vector<char> data;
   };
   // What the fragments of the message now arriving on a channel go to.
@@ -107,6 +113,7 @@ class ShmTransport : public Transport {
     Target target = Target::kNone;
     Op *op = nullptr;
     Early *early = nullptr;
+    size_t offset = 0;     // of the current message's next fragment
     size_t remaining = 0;  // bytes of the current message still to come
     std::vector<Op *> posted;
     std::vector<std::unique_ptr<Early>> early_messages;
@@ -134,6 +141,8 @@ class ShmTransport : public Transport {
   void deliver(Inbound &in, Cell *cell);
   void apply(Op *op, size_t offset, const char *data, size_t bytes);
   void complete_receive(Op *op);
+  // Compares the stamp of a message from `peer` with the current call's.
+  void compare_stamp(int peer, uint32_t seq, const CallStamp &theirs);
   // An early message taken over by a receive that was just posted.
   void adopt_early(Inbound &in, size_t index, Op *op);
 
@@ -151,7 +160,13 @@ class ShmTransport : public Transport {
   // peer_status() looks at pids at most this often: /proc reads are not free.
   mutable std::vector<long long> last_pid_check_ns_;
   mutable std::vector<bool> pid_dead_;
-  size_t early_bytes_ = 0;  // moved aside from cells: a sign of receives posted late
+  size_t early_bytes_ = 0;
+  // The call this rank runs, and what arriving stamps said about it.
+  uint32_t call_seq_ = ~0u;  // none yet
+  CallStamp call_;
+  std::vector<uint32_t> seen_seq_;  // by peer: the last call a message of it arrived for
+  int mismatch_peer_ = -1;
+  CallStamp mismatch_;  // moved aside from cells: a sign of receives posted late
 };
 
 }  // namespace ddl

@@ -30,21 +30,35 @@ constexpr long long kPidCheckIntervalNs = 20 * 1000 * 1000;
 // before it becomes a zombie).
 constexpr int kDeathWatchMs = 500;
 
-// UCX's transports unless the user chose (UCX_TLS): everything but its shared-memory
-// transports posix and sysv. Both create a named object and remove the name only once the
-// memory is set up: posix shm_open()s /dev/shm/ucx_shm_posix_<id>, writes the whole
-// segment to check that the space exists, then shm_unlink()s it (UCX_POSIX_USE_PROC_LINK=y,
-// the default; with =n the file stays for the segment's whole life); sysv shmget()s, shmat()s,
-// then marks the segment IPC_RMID. A SIGKILL in between leaks the file or the segment until
-// reboot, and UCX allocates such segments at worker creation and again whenever its pools
-// grow, so "at init" is not the only moment. The SysV window is two system calls, but it is
-// there. Without them nothing UCX makes has a name, so a kill at any moment leaves nothing
-// behind. Same-host peers then use tcp over loopback for small messages and cma
-// (process_vm_readv) for the large ones; same-host data goes through ddl's own shared-memory
-// transport where it can, whose segment has no name either (memfd, passed as /proc/pid/fd).
-// Measured with ddlrun -n 2 ddl_perf on this 2-core machine, before ddl's shm transport
-// (float32 sum, busbw; 8 B is latency): see the numbers in the commit message / report.
-constexpr char kDefaultTls[] = "^posix,sysv";
+// UCX settings that ddl changes unless the user set them (UCX_<name> in the environment).
+// The goal: a SIGKILL at any moment (a chaos test, an OOM kill, a scheduler's preemption)
+// leaves no file in /dev/shm and no SysV segment behind; such leftovers live until reboot and
+// fill /dev/shm job after job.
+//  - TLS: everything but UCX's shared-memory transports, posix and sysv. posix shm_open()s
+//    /dev/shm/ucx_shm_posix_<id>, writes the whole segment (to check the space exists), and
+//    only then shm_unlink()s it (UCX_POSIX_USE_PROC_LINK=y, the default; with =n the name
+//    stays for the segment's whole life). sysv shmget()s, shmat()s, then marks the segment
+//    IPC_RMID. UCX makes such segments when a worker starts and again whenever its pools grow.
+//    A kill inside those windows leaks: killing a 1-rank ddl_perf at a random moment of its
+//    first 100 ms left a /dev/shm file 25 times in 400 (UCX 1.13, this 2-core machine);
+//    without posix and sysv, 0 in 400. Same-host peers then talk over tcp (loopback) and cma
+//    (process_vm_readv, for large messages), or whatever fabric UCX finds; same-host data
+//    goes through ddl's own shared-memory transport (transports/shm), whose memfd segment
+//    never has a name. Measured with ddlrun -n 2 ddl_perf here, UCX only (DDL_SHM=0):
+//    see kSameHostNote below.
+//  - RCACHE_ENABLE=no: UCP's own registration cache, used by UCX 1.13 only with its newer
+//    protocols (UCX_PROTO_ENABLE=y, off by default; the verbs transports keep their own
+//    cache). Creating it installs UCM's memory hooks, which probe themselves with a 4 KiB
+//    SysV segment (shmget, shmat, shmdt, IPC_RMID): two more leak windows in ucp_init (the
+//    2 segments leaked in 400 kills above without this). What remains is the same probe once
+//    at load time of libucs, before any ddl code runs: only UCX_MEM_EVENTS=no in the
+//    environment removes it (0 in 400 either way), at the cost of the verbs transports'
+//    registration cache, so ddl leaves that to the user.
+struct UcxDefault {
+  const char *name;  // without the UCX_ prefix
+  const char *value;
+};
+constexpr UcxDefault kUcxDefaults[] = {{"TLS", "^posix,sysv"}, {"RCACHE_ENABLE", "no"}};
 
 ucp_tag_t make_tag(int sender, uint32_t seq, uint32_t tag) {
   return (static_cast<uint64_t>(sender) << (kSeqBits + kTagBits)) |
@@ -100,12 +114,13 @@ Status UcxTransport::create(int rank, int nranks, std::unique_ptr<UcxTransport> 
   ucp_config_t *config = nullptr;
   ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
   if (st != UCS_OK) return ucx_error(st, "reading the UCX configuration (UCX_* variables)");
-  const char *user_tls = std::getenv("UCX_TLS");
-  if (!user_tls || !*user_tls) {
-    st = ucp_config_modify(config, "TLS", kDefaultTls);
+  for (const UcxDefault &setting : kUcxDefaults) {
+    const char *user = std::getenv(strprintf("UCX_%s", setting.name).c_str());
+    if (user && *user) continue;
+    st = ucp_config_modify(config, setting.name, setting.value);
     if (st != UCS_OK) {
       ucp_config_release(config);
-      return ucx_error(st, strprintf("setting UCX_TLS=%s", kDefaultTls).c_str());
+      return ucx_error(st, strprintf("setting UCX_%s=%s", setting.name, setting.value).c_str());
     }
   }
   ucp_params_t params = {};
@@ -177,9 +192,10 @@ Status UcxTransport::endpoint_failed(int peer, ucs_status_t status) {
     for (;;) {
       if (!process_is_alive(p.pid)) {
         pid_dead_[peer] = true;
-        DDL_WARN("rank %d: the UCX endpoint to rank %d (pid %d on this host) failed (UCX error: "
-                 "%s): rank %d has died",
-                 rank_, peer, static_cast<int>(p.pid), ucs_status_string(status), peer);
+        DDL_WARN(
+            "rank %d: the UCX endpoint to rank %d (pid %d on this host) failed (UCX error: "
+            "%s): rank %d has died",
+            rank_, peer, static_cast<int>(p.pid), ucs_status_string(status), peer);
         return Status::Ok();
       }
       if (std::chrono::steady_clock::now() >= until) break;
