@@ -49,8 +49,8 @@ int allreduce_some(ddl_comm_t comm, int rank, int nranks) {
   std::vector<float> data(1 << 20, 1.0f);  // 4 MB: many cells per message
   for (int i = 0; i < 3; ++i)
     RANK_OK(ddl_allreduce(data.data(), data.data(), data.size(), DDL_FLOAT32, DDL_SUM, comm));
-  RANK_CHECK(data[12345] == static_cast<float>(nranks * nranks * nranks), "rank %d: got %g",
-             rank, data[12345]);
+  RANK_CHECK(data[12345] == static_cast<float>(nranks * nranks * nranks), "rank %d: got %g", rank,
+             data[12345]);
   return 0;
 }
 

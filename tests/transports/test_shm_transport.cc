@@ -103,16 +103,17 @@ Test(shm_transport, messages_sent_before_their_receive) {
                                         std::vector<char>(30000)};
   TransferRequest sends[3], recvs[3];
   for (int i = 0; i < 3; ++i)
-    cr_assert(pair.a->post_send(1, 2, static_cast<uint32_t>(i), messages[i].data(),
-                                messages[i].size(), &sends[i])
+    cr_assert(pair.a
+                  ->post_send(1, 2, static_cast<uint32_t>(i), messages[i].data(),
+                              messages[i].size(), &sends[i])
                   .ok());
   // Only the last one is wanted now: the two ahead of it must be moved aside to reach it.
   cr_assert(pair.b->post_recv(0, 2, 2, got[2].data(), got[2].size(), &recvs[2]).ok());
   pump(pair, {&sends[0], &sends[1], &sends[2], &recvs[2]});
   for (int i = 0; i < 2; ++i)
-    cr_assert(pair.b->post_recv(0, 2, static_cast<uint32_t>(i), got[i].data(), got[i].size(),
-                                &recvs[i])
-                  .ok());
+    cr_assert(
+        pair.b->post_recv(0, 2, static_cast<uint32_t>(i), got[i].data(), got[i].size(), &recvs[i])
+            .ok());
   pump(pair, {&recvs[0], &recvs[1]});
   for (int i = 0; i < 3; ++i) {
     cr_assert_eq(recvs[i].received, messages[i].size(), "message %d", i);
@@ -143,9 +144,9 @@ Test(shm_transport, reduces_on_receive) {
   spec.dtype = DDL_FLOAT32;
   spec.op = DDL_SUM;
   cr_assert(pair.b->reduces_on_receive(0));
-  cr_assert(pair.b->post_recv_reduce(0, 4, 9, out.data(), mine.data(), count * sizeof(float),
-                                     spec, &recv)
-                .ok());
+  cr_assert(
+      pair.b->post_recv_reduce(0, 4, 9, out.data(), mine.data(), count * sizeof(float), spec, &recv)
+          .ok());
   cr_assert(pair.a->post_send(1, 4, 9, theirs.data(), count * sizeof(float), &send).ok());
   pump(pair, {&send, &recv});
   for (size_t i = 0; i < count; ++i)
@@ -158,9 +159,9 @@ Test(shm_transport, size_mismatch_is_reported_and_the_channel_survives) {
   std::vector<float> mine(4000, 1.0f), out(4000), got(5);
   TransferRequest send, recv, send_next, recv_next;
   ReduceSpec spec;
-  cr_assert(pair.b->post_recv_reduce(0, 5, 1, out.data(), mine.data(), 4000 * sizeof(float), spec,
-                                     &recv)
-                .ok());
+  cr_assert(
+      pair.b->post_recv_reduce(0, 5, 1, out.data(), mine.data(), 4000 * sizeof(float), spec, &recv)
+          .ok());
   cr_assert(pair.a->post_send(1, 5, 1, theirs.data(), 2000 * sizeof(float), &send).ok());
   pump(pair, {&send, &recv});
   cr_assert_eq(recv.received, 2000 * sizeof(float), "the size that came is reported");
