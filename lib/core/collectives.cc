@@ -23,11 +23,10 @@ Status check_call(const ddl_comm *comm, const CollectiveCall &call, bool *in_pla
   const bool reducing =
       call.collective == Collective::kAllreduce || call.collective == Collective::kReduceScatter;
   if (!valid_datatype(call.dtype))
-    return invalid_argument("datatype %d is not a ddl_datatype_t (0..%d)",
-                            static_cast<int>(call.dtype), DDL_DATATYPE_COUNT - 1);
+    return invalid_argument("datatype %d is not a ddl_datatype_t (0..%d)", call.dtype,
+                            DDL_DATATYPE_COUNT - 1);
   if (reducing && !valid_op(call.op))
-    return invalid_argument("op %d is not a ddl_op_t (0..%d)", static_cast<int>(call.op),
-                            DDL_OP_COUNT - 1);
+    return invalid_argument("op %d is not a ddl_op_t (0..%d)", call.op, DDL_OP_COUNT - 1);
   if (call.collective == Collective::kBroadcast && (call.root < 0 || call.root >= comm->nranks))
     return invalid_argument("root %d is not a rank of this communicator (0..%d)", call.root,
                             comm->nranks - 1);
@@ -111,14 +110,28 @@ Status find_plan(ddl_comm *comm, const CollectiveCall &call, bool in_place, cons
   return Status::Ok();
 }
 
+// The plan of a call that moves no data: no steps, so the executor only exchanges the call
+// signature around the ring. A count-0 call on one rank against count 5 on another is then a
+// mismatch error on both, not a timeout on one and a silent success on the other.
+const Plan &empty_plan() {
+  static const Plan plan = [] {
+    Plan p;
+    make_plan(Schedule(), &p);
+    return p;
+  }();
+  return plan;
+}
+
 }  // namespace
 
 CallSignature signature_of(const CollectiveCall &call, uint32_t seq) {
   CallSignature signature;
   signature.seq = seq;
   signature.collective = static_cast<uint8_t>(call.collective);
-  signature.dtype = static_cast<uint8_t>(call.dtype);
-  signature.op = static_cast<uint8_t>(call.op);
+  // Out-of-range values (refused before anything is sent) become 0xff, which no valid value
+  // uses, so that error messages do not show a truncated value as a valid one.
+  signature.dtype = static_cast<uint8_t>(valid_datatype(call.dtype) ? call.dtype : 0xff);
+  signature.op = static_cast<uint8_t>(valid_op(call.op) ? call.op : 0xff);
   signature.root = call.root;
   signature.count = call.count;
   return signature;
@@ -142,11 +155,14 @@ Status run_collective(ddl_comm *comm, const CollectiveCall &call) {
   if (comm->aborted.load())
     return invalid_usage("%sthe communicator was aborted; destroy it", context().c_str());
   ++comm->seq;  // every rank counts every call, including empty ones, to stay in step
-  if (call.count == 0 && call.collective != Collective::kBarrier) return Status::Ok();
+  const bool empty = call.count == 0 && call.collective != Collective::kBarrier;
+  if (empty && comm->nranks == 1) return Status::Ok();
 
-  const Plan *plan = nullptr;
-  s = find_plan(comm, call, in_place, &plan);
-  if (!s.ok()) return s.prefix(context());
+  const Plan *plan = &empty_plan();
+  if (!empty) {
+    s = find_plan(comm, call, in_place, &plan);
+    if (!s.ok()) return s.prefix(context());
+  }
   const size_t elem = datatype_size(call.dtype);
   const size_t scratch_bytes = plan->schedule.scratch_count * elem;
   if (comm->scratch.size() < scratch_bytes) comm->scratch.resize(scratch_bytes);
@@ -155,8 +171,8 @@ Status run_collective(ddl_comm *comm, const CollectiveCall &call) {
   exec.input = call.collective == Collective::kBroadcast ? call.recvbuf : call.sendbuf;
   exec.output = call.recvbuf;
   exec.scratch = comm->scratch.data();
-  exec.dtype = call.dtype;
-  exec.op = call.op;
+  exec.dtype = static_cast<ddl_datatype_t>(call.dtype);  // checked by check_call
+  exec.op = static_cast<ddl_op_t>(call.op);
   exec.rank = comm->rank;
   exec.nranks = comm->nranks;
   exec.seq = seq;
@@ -169,7 +185,8 @@ Status run_collective(ddl_comm *comm, const CollectiveCall &call) {
   exec.deadline =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(comm->config.timeout_ms);
   exec.abort_flag = &comm->aborted;
-  s = comm->executor.run(*plan, exec, comm->transport.get());
+  exec.spins_before_yield = comm->spins_before_yield;
+  s = comm->executor.run(*plan, exec, comm->routes.get());
   if (!s.ok() && comm->executor.found_failure()) send_failure_notice(comm, s);
   if (!s.ok()) {
     s.prefix(context());

@@ -1,5 +1,6 @@
 #include "lib/core/comm.h"
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -135,6 +136,30 @@ Status connect_shm(ddl_comm *comm, const std::vector<pid_t> &pids) {
   return Status::Ok();
 }
 
+// Ranks that outnumber this host's cores must hand the core over quickly when they wait:
+// the rank they wait for may be queued behind them. DDL_SPIN_BEFORE_YIELD overrides.
+int choose_spins(const ddl_comm *comm) {
+  const topo::Tier &hosts = comm->tiers.at(topo::TierLevel::kHost);
+  const long local =
+      std::count(hosts.group_of.begin(), hosts.group_of.end(), hosts.group_of[comm->rank]);
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  const long cores = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus)
+                                                                   : sysconf(_SC_NPROCESSORS_ONLN);
+  int spins = local > cores ? 20 : 2000;
+  int64_t forced = 0;
+  const std::string text = env_string("DDL_SPIN_BEFORE_YIELD");
+  if (!text.empty()) {
+    if (parse_int(text, 0, 1 << 30, &forced))
+      spins = static_cast<int>(forced);
+    else
+      DDL_WARN("ignoring DDL_SPIN_BEFORE_YIELD=%s: expected a count of polls", text.c_str());
+  }
+  DDL_INFO("%ld ranks on this host's %ld cores: %d idle polls before yielding", local, cores,
+           spins);
+  return spins;
+}
+
 }  // namespace
 
 void register_comm(ddl_comm *comm) {
@@ -166,6 +191,7 @@ Status create_comm(const BootstrapOptions &options, const CommConfig &config, dd
   std::vector<pid_t> pids;
   DDL_RETURN_IF_ERROR(connect_transport(comm.get(), &pids));
   DDL_RETURN_IF_ERROR(connect_shm(comm.get(), pids));
+  comm->spins_before_yield = choose_spins(comm.get());
   if (comm->nranks > 1) {
     s = comm->transport->post_recv_any(kNoticeTag, &comm->notice_in, sizeof comm->notice_in,
                                        &comm->notice_recv);
@@ -175,8 +201,7 @@ Status create_comm(const BootstrapOptions &options, const CommConfig &config, dd
   s = comm->bootstrap->barrier();
   if (!s.ok()) return s.prefix("waiting for every rank to connect: ");
   DDL_INFO("communicator ready: rank %d of %d, transport %s, timeout %d ms, chunk %zu B",
-           comm->rank, comm->nranks, comm->routes->name(), config.timeout_ms,
-           config.chunk_bytes);
+           comm->rank, comm->nranks, comm->routes->name(), config.timeout_ms, config.chunk_bytes);
   *out = comm.release();
   register_comm(*out);
   return Status::Ok();

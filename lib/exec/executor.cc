@@ -14,7 +14,6 @@ namespace {
 
 // Waiting that survives oversubscription: spin while the peer is likely running, then yield
 // the core, then sleep briefly so that ranks sharing a core still get to run.
-constexpr int kSpinsBeforeYield = 2000;
 constexpr int kYieldsBeforeSleep = 200;
 constexpr long kSleepNs = 20000;
 // How often (in idle iterations) the deadline and the abort flag are looked at.
@@ -161,10 +160,10 @@ Status Executor::run(const Plan &plan, const ExecArgs &args, Transport *transpor
       }
       if (!s.ok()) return fail(s);
     }
-    if (idle > kSpinsBeforeYield + kYieldsBeforeSleep) {
+    if (idle > args.spins_before_yield + kYieldsBeforeSleep) {
       const timespec pause = {0, kSleepNs};
       nanosleep(&pause, nullptr);
-    } else if (idle > kSpinsBeforeYield) {
+    } else if (idle > args.spins_before_yield) {
       sched_yield();
     }
   }

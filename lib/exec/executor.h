@@ -32,6 +32,10 @@ struct ExecArgs {
       nullptr;  // the collective's sequence number (message matching)
   std::chrono::steady_clock::time_point deadline;
   const std::atomic<bool> *abort_flag = nullptr;  // ddl_comm_abort: checked while waiting
+  // Idle polls before the executor yields the core: long when every rank has a core of its
+  // own (a peer is likely running and about to answer), short when ranks outnumber cores
+  // (the peer this rank waits for may need this very core to run).
+  int spins_before_yield = 2000;
 };
 
 class Executor {
