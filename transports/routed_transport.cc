@@ -10,7 +10,7 @@ namespace {
 // With every peer on shared memory, UCX only ever carries failure notices, which the
 // executor looks for every few hundred idle polls: polling UCX on every call would only add
 // its fixed cost to the latency of small collectives.
-constexpr unsigned kNetworkPollEvery = 16;
+constexpr unsigned kNetworkPollEvery = 1024;
 
 }  // namespace
 

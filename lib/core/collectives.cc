@@ -75,9 +75,15 @@ Status find_plan(ddl_comm *comm, const CollectiveCall &call, bool in_place, cons
   const size_t elem = datatype_size(call.dtype);
   const ddl_comm::PlanKey key{static_cast<int>(call.collective), call.count, call.root, in_place,
                               elem};
+  // Training loops repeat one call: the last plan is checked before the map.
+  if (comm->last_plan && comm->last_plan_key == key) {
+    *plan = comm->last_plan;
+    return Status::Ok();
+  }
   auto it = comm->plans.find(key);
   if (it != comm->plans.end()) {
-    *plan = it->second.get();
+    *plan = comm->last_plan = it->second.get();
+    comm->last_plan_key = key;
     return Status::Ok();
   }
   CollectiveArgs args;
@@ -105,7 +111,17 @@ Status find_plan(ddl_comm *comm, const CollectiveCall &call, bool in_place, cons
   if (comm->plans.size() >= kMaxCachedPlans) comm->plans.clear();
   std::unique_ptr<Plan> made(new Plan());
   make_plan(std::move(schedule), made.get());
-  *plan = made.get();
+  if (comm->nranks > 1) {
+    // The previous rank's schedule for the same call (schedules are deterministic): does it
+    // start by sending to us? Then its signature rides on that message (see the executor).
+    CollectiveArgs left_args = args;
+    left_args.rank = ring_index(comm->rank - 1, comm->nranks);
+    Schedule left;
+    if (build_schedule(left_args, &left, nullptr).ok())
+      made->left_sends_at_once = sends_at_once_to(left, comm->rank);
+  }
+  *plan = comm->last_plan = made.get();
+  comm->last_plan_key = key;
   comm->plans[key] = std::move(made);
   return Status::Ok();
 }

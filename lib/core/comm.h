@@ -37,6 +37,8 @@ struct ddl_comm {
   // Plans of recent calls, by (collective, count, root, in place, element size).
   using PlanKey = std::tuple<int, size_t, int, bool, size_t>;
   std::map<PlanKey, std::unique_ptr<ddl::Plan>> plans;
+  const ddl::Plan *last_plan = nullptr;  // the plan of the last call, and its key
+  PlanKey last_plan_key;
   std::vector<unsigned char> scratch;
 
   // Failure notices: a standing receive from any rank, and what this rank sends when it

@@ -337,9 +337,10 @@ bool has_ready_send_to(const Plan &plan, int peer) {
 // Every rank checks that the previous rank of the ring made the same call, and the ring
 // closes, so all agree. Over UCX the signature is a message of its own. A transport that
 // stamps messages (shm) carries it on the first data message to the next rank instead,
-// when one leaves at once; then the previous rank's stamp arriving is the check. The
-// signature receive is still posted, for a peer that had no such message to carry it, and
-// cancelled if the stamp came first.
+// when one leaves at once; then the previous rank's stamp arriving is the check. Whether the
+// previous rank does so is known from its schedule (Plan::left_sends_at_once); if it does
+// not, its signature message is received as over UCX. Should the ranks disagree about the
+// call (and so about the schedules), the stamps of whatever arrives tell.
 Status Executor::post_signature(const Plan &plan, const ExecArgs &args, Transport *transport) {
   signature_checked_ = signature_sent_ = true;
   stamped_ = false;
@@ -350,8 +351,12 @@ Status Executor::post_signature(const Plan &plan, const ExecArgs &args, Transpor
   transport->begin_call(args.seq, stamp_of(signature_out_));
   stamped_ = true;
   const bool carried = transport->carries_stamps(right) && has_ready_send_to(plan, right);
-  Status s = transport->post_recv(left, args.seq, kSignatureTag, &signature_in_,
-                                  sizeof signature_in_, &signature_recv_);
+  const bool comes_carried = transport->carries_stamps(left) && plan.left_sends_at_once;
+  Status s = Status::Ok();
+  signature_recv_ = TransferRequest();  // not done: nothing stale from the last call
+  if (!comes_carried)
+    s = transport->post_recv(left, args.seq, kSignatureTag, &signature_in_, sizeof signature_in_,
+                             &signature_recv_);
   if (s.ok() && !carried)
     s = transport->post_send(right, args.seq, kSignatureTag, &signature_out_, sizeof signature_out_,
                              &signature_send_);

@@ -23,4 +23,10 @@ void make_plan(Schedule schedule, Plan *plan) {
     for (uint32_t d : steps[i].deps) plan->dependents[fill[d]++] = static_cast<uint32_t>(i);
 }
 
+bool sends_at_once_to(const Schedule &schedule, int peer) {
+  for (const Step &step : schedule.steps)
+    if (step.kind == StepKind::kSend && step.peer == peer && step.deps.empty()) return true;
+  return false;
+}
+
 }  // namespace ddl

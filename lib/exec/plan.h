@@ -16,7 +16,13 @@ struct Plan {
   std::vector<uint32_t> dependents_begin;  // steps.size() + 1 offsets
   std::vector<uint32_t> dep_counts;
   std::vector<uint32_t> initial_ready;
+  // The previous rank of the ring starts with a send to this rank: a transport that stamps
+  // messages then carries its call signature, and no separate signature message comes.
+  bool left_sends_at_once = false;
 };
+
+// Whether `schedule` starts with a send to `peer` (a step without dependencies).
+bool sends_at_once_to(const Schedule &schedule, int peer);
 
 void make_plan(Schedule schedule, Plan *plan);
 
