@@ -50,4 +50,16 @@ void build_recursive_doubling_allreduce(const CollectiveArgs &args, Schedule *sc
   if (r < extra) add_step(schedule, send_step(r + p, unfold_tag, output_at(0), count, last));
 }
 
+double recursive_doubling_allreduce_cost(int nranks, double bytes, const CostConstants &c) {
+  if (nranks <= 1) return 0.0;
+  int p = 1, rounds = 0;
+  while (p * 2 <= nranks) {
+    p *= 2;
+    ++rounds;
+  }
+  double t = rounds * (c.alpha + bytes * c.beta + bytes * c.gamma);
+  if (p != nranks) t += 2 * (c.alpha + bytes * c.beta) + bytes * c.gamma;
+  return t;
+}
+
 }  // namespace ddl

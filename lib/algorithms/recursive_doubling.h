@@ -8,10 +8,13 @@
 // Latency-optimal: it wins for small messages, where the ring's 2(n-1) steps dominate.
 #pragma once
 
+#include "lib/algorithms/cost_model.h"
 #include "lib/algorithms/schedule.h"
 
 namespace ddl {
 
 void build_recursive_doubling_allreduce(const CollectiveArgs &args, Schedule *schedule);
+
+double recursive_doubling_allreduce_cost(int nranks, double bytes, const CostConstants &c);
 
 }  // namespace ddl

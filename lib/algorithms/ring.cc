@@ -157,12 +157,14 @@ void build_ring_allgather(const CollectiveArgs &args, Schedule *schedule) {
   }
 }
 
-double ring_allreduce_cost(int nranks, double bytes, double alpha_s, double beta_s_per_byte,
-                           double gamma_s_per_byte) {
+double ring_allreduce_cost(int nranks, double bytes, double chunk_bytes, const CostConstants &c) {
   if (nranks <= 1) return 0.0;
-  const double n = nranks;
-  return 2 * (n - 1) * alpha_s + 2 * (n - 1) / n * bytes * beta_s_per_byte +
-         (n - 1) / n * bytes * gamma_s_per_byte;
+  const double steps = nranks - 1, block = bytes / nranks;
+  const double exposed = chunk_bytes > 0 && chunk_bytes < block ? chunk_bytes : block;
+  const double reduce_scatter =
+      steps * (c.alpha + block * std::max(c.beta, c.gamma) + exposed * std::min(c.beta, c.gamma));
+  const double allgather = steps * (c.alpha + block * c.beta);
+  return reduce_scatter + allgather;
 }
 
 }  // namespace ddl

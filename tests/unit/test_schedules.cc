@@ -3,6 +3,8 @@
 #include <criterion/criterion.h>
 
 #include "lib/algorithms/registry.h"
+#include "lib/algorithms/rhd.h"
+#include "lib/algorithms/tree.h"
 #include "lib/algorithms/verifier.h"
 
 using namespace ddl;
@@ -48,6 +50,37 @@ std::vector<Schedule> build_all(const CollectiveArgs &args) {
   return out;
 }
 
+// Every rank's tree schedule with a given radix (the registry's builder picks its own).
+std::vector<Schedule> build_tree(const CollectiveArgs &args, int radix) {
+  std::vector<Schedule> out(args.nranks);
+  for (int r = 0; r < args.nranks; ++r) {
+    CollectiveArgs mine = args;
+    mine.rank = r;
+    build_tree_allreduce_radix(mine, radix, &out[r]);
+  }
+  return out;
+}
+
+// The index of rank's n-th step of `kind` (n from 0); fails the test when there is none.
+size_t nth_step(const Schedule &s, StepKind kind, int n) {
+  for (size_t i = 0; i < s.steps.size(); ++i)
+    if (s.steps[i].kind == kind && n-- == 0) return i;
+  cr_assert_fail("no such step");
+  return 0;
+}
+
+void expect_caught(const CollectiveArgs &a, const std::vector<Schedule> &s, const char *what) {
+  Status st = verify_schedules(a, s);
+  cr_assert_not(st.ok(), "the verifier missed the mutation");
+  if (what) cr_assert(st.message().find(what) != std::string::npos, "%s", st.message().c_str());
+}
+
+CollectiveArgs allreduce_args(const char *algorithm, int nranks, size_t count, bool in_place) {
+  CollectiveArgs a = make_args(Collective::kAllreduce, nranks, count, 0, in_place);
+  a.algorithm = algorithm;
+  return a;
+}
+
 }  // namespace
 
 Test(schedules, ring_allreduce_1_to_64_ranks) {
@@ -58,8 +91,95 @@ Test(schedules, recursive_doubling_allreduce_1_to_64_ranks) {
   verify_all_ranks(Collective::kAllreduce, {1, 7, 131}, "rd");
 }
 
+Test(schedules, rhd_allreduce_1_to_64_ranks) {
+  // Counts below the rank count leave blocks empty: those pairs skip their messages.
+  verify_all_ranks(Collective::kAllreduce, {0, 1, 3, 7, 64, 131, 1021}, "rhd");
+}
+
+Test(schedules, tree_allreduce_1_to_64_ranks) {
+  // The radix the models pick...
+  verify_all_ranks(Collective::kAllreduce, {1, 7, 131}, "tree");
+  // ...and every shape: binomial, ternary, 4-nomial, 10-nomial, flat.
+  for (int n = 1; n <= 64; ++n)
+    for (int radix : {2, 3, 4, 10, 64})
+      for (size_t count : {size_t{1}, size_t{7}, size_t{131}})
+        for (bool in_place : {false, true}) {
+          CollectiveArgs a = allreduce_args("tree", n, count, in_place);
+          Status s = verify_schedules(a, build_tree(a, radix));
+          cr_assert(s.ok(), "tree radix %d n=%d count=%zu in_place=%d: %s", radix, n, count,
+                    in_place, s.message().c_str());
+        }
+}
+
+// What the communicator passes for chunk_elems by default (DDL_CHUNK_BYTES = 512K): the
+// ring's model counts on its chunk pipeline above that.
+constexpr size_t kDefaultChunkBytes = 512 << 10;
+
+// The models' choices where they are clear-cut (with the constants of cost_model.h; if
+// re-measured constants move a crossover, update the expectation here with the reason).
+Test(schedules, models_pick_by_size_and_rank_count) {
+  struct Case {
+    int nranks;
+    size_t bytes;
+    const char *expected;
+  } cases[] = {
+      {8, 8, "rd"},           // 3 exchanges beat the tree's 2 levels of 7 messages
+      {4, 8, "rd"},           //
+      {2, 8, "rd"},           //
+      {3, 8, "tree"},         // rd's fold costs 2 extra rounds; a flat tree 2 latencies
+      {5, 8, "tree"},         //
+      {6, 8, "tree"},         //
+      {8, 256 << 10, "rhd"},  // the ring's bandwidth in 6 rounds instead of 14
+      {4, 1 << 20, "rhd"},    //
+      {2, 1 << 20, "ring"},   // rhd ties with the ring at 2 ranks; the ring comes first
+      {6, 1 << 20, "ring"},   // rhd's fold moves the whole vector twice
+      {8, 64 << 20, "ring"},  // the chunk pipeline hides the reduction
+      {7, 64 << 20, "ring"},
+  };
+  for (const Case &c : cases) {
+    CollectiveArgs a =
+        make_args(Collective::kAllreduce, c.nranks, c.bytes / 4, kDefaultChunkBytes / 4, false);
+    a.algorithm = "";
+    std::string why;
+    cr_assert_str_eq(choose_algorithm(a, &why).name, c.expected, "%d ranks, %zu B: %s", c.nranks,
+                     c.bytes, why.c_str());
+  }
+  // The flat tree for a handful of ranks and tiny messages, narrower as messages grow.
+  cr_assert_eq(tree_radix(3, 8, kCostConstants), 3);
+  cr_assert_eq(tree_radix(7, 8, kCostConstants), 7);
+  cr_assert_eq(tree_radix(64, 8, kCostConstants), 4);
+  cr_assert_eq(tree_radix(8, 64 << 20, kCostConstants), 2);
+}
+
+// DDL_ALGO (CollectiveArgs::algorithm) wins over the models at every size, and the schedule
+// says which algorithm built it (ddl_perf and the logs print it).
+Test(schedules, forced_algorithm_is_honoured) {
+  cr_assert(known_algorithm("ring") && known_algorithm("rd") && known_algorithm("rhd") &&
+            known_algorithm("tree") && known_algorithm("") && !known_algorithm("bogus") &&
+            !known_algorithm("rh"));
+  const std::string names = algorithm_names();
+  cr_assert_str_eq(names.c_str(), "ring, rd, rhd, tree, chain, dissemination");
+  for (const char *name : {"ring", "rd", "rhd", "tree"})
+    for (size_t count : {size_t{1}, size_t{1000}, size_t{64} << 20})
+      for (int n : {2, 3, 8}) {
+        CollectiveArgs a = allreduce_args(name, n, count, false);
+        a.rank = n - 1;
+        std::string why;
+        cr_assert_str_eq(choose_algorithm(a, &why).name, name);
+        cr_assert(why.find("forced") != std::string::npos, "%s", why.c_str());
+        Schedule s;
+        cr_assert(build_schedule(a, &s).ok());
+        cr_assert_str_eq(s.algorithm.c_str(), name);
+      }
+  // An allreduce algorithm forced on a broadcast falls back to the broadcast's own.
+  CollectiveArgs b = make_args(Collective::kBroadcast, 4, 10, 0, true);
+  b.algorithm = "rhd";
+  std::string why;
+  cr_assert_str_eq(choose_algorithm(b, &why).name, "chain", "%s", why.c_str());
+}
+
 Test(schedules, models_pick_rd_for_small_and_ring_for_large) {
-  CollectiveArgs a = make_args(Collective::kAllreduce, 8, 2, 0, false);
+  CollectiveArgs a = make_args(Collective::kAllreduce, 8, 2, kDefaultChunkBytes / 4, false);
   a.algorithm = "";
   std::string why;
   cr_assert_str_eq(choose_algorithm(a, &why).name, "rd", "%s", why.c_str());
@@ -67,7 +187,6 @@ Test(schedules, models_pick_rd_for_small_and_ring_for_large) {
   cr_assert_str_eq(choose_algorithm(a, &why).name, "ring", "%s", why.c_str());
   a.algorithm = "rd";
   cr_assert_str_eq(choose_algorithm(a, &why).name, "rd", "forced: %s", why.c_str());
-  cr_assert(known_algorithm("ring") && known_algorithm("") && !known_algorithm("tree"));
 }
 
 Test(schedules, ring_reduce_scatter_1_to_64_ranks) {
@@ -170,4 +289,78 @@ Test(verifier, catches_a_rendezvous_deadlock) {
   Status st = verify_schedules(a, s);
   cr_assert_not(st.ok());
   cr_assert(st.message().find("deadlock") != std::string::npos, "%s", st.message().c_str());
+}
+
+// Rabenseifner: the allgather receive of a range must wait for the halving send that read
+// it (in place they are the same memory).
+Test(verifier, catches_rhd_allgather_overwriting_a_range_being_sent) {
+  CollectiveArgs a = allreduce_args("rhd", 4, 13, true);
+  std::vector<Schedule> s = build_all(a);
+  Step &first_gather = s[1].steps[nth_step(s[1], StepKind::kRecv, 0)];
+  cr_assert_eq(first_gather.deps.size(), 1u);
+  first_gather.deps.clear();
+  expect_caught(a, s, "without an order");
+}
+
+// Halving rounds share the landing area and reduce what the round before produced.
+Test(verifier, catches_rhd_rounds_out_of_order) {
+  CollectiveArgs a = allreduce_args("rhd", 8, 64, false);
+  std::vector<Schedule> s = build_all(a);
+  s[5].steps[nth_step(s[5], StepKind::kRecvReduce, 2)].deps.clear();
+  expect_caught(a, s, "without an order");
+}
+
+Test(verifier, catches_rhd_reducing_the_wrong_half) {
+  CollectiveArgs a = allreduce_args("rhd", 6, 31, false);
+  std::vector<Schedule> s = build_all(a);
+  // Rank 2's second halving round reduces the half it gave away instead of the one it keeps.
+  Step &reduce = s[2].steps[nth_step(s[2], StepKind::kRecvReduce, 1)];
+  const Step &send = s[2].steps[nth_step(s[2], StepKind::kSend, 1)];
+  reduce.src.offset = reduce.dst.offset = send.src.offset;
+  expect_caught(a, s, nullptr);
+}
+
+Test(verifier, catches_rhd_final_reduce_in_the_wrong_round) {
+  CollectiveArgs a = allreduce_args("rhd", 8, 40, true);
+  std::vector<Schedule> s = build_all(a);
+  s[3].steps[nth_step(s[3], StepKind::kRecvReduce, 1)].final_reduce = true;
+  expect_caught(a, s, "final_reduce");
+}
+
+Test(verifier, catches_rhd_fold_missing_the_unfold) {
+  CollectiveArgs a = allreduce_args("rhd", 5, 9, false);
+  std::vector<Schedule> s = build_all(a);
+  s[0].steps.pop_back();  // rank 0 never sends rank 4 its result
+  expect_caught(a, s, nullptr);
+}
+
+// Tree: in place, the result arrives where the partial is still being sent from.
+Test(verifier, catches_tree_result_overwriting_the_partial) {
+  CollectiveArgs a = allreduce_args("tree", 4, 9, true);
+  std::vector<Schedule> s = build_tree(a, 2);
+  s[3].steps[nth_step(s[3], StepKind::kRecv, 0)].deps.clear();
+  expect_caught(a, s, "without an order");
+}
+
+// A parent folds its children in one after another: they all write the output.
+Test(verifier, catches_tree_children_reduced_at_once) {
+  CollectiveArgs a = allreduce_args("tree", 12, 5, false);
+  std::vector<Schedule> s = build_tree(a, 12);
+  s[0].steps[nth_step(s[0], StepKind::kRecvReduce, 5)].deps.clear();
+  expect_caught(a, s, "without an order");
+}
+
+Test(verifier, catches_tree_dropping_a_child) {
+  CollectiveArgs a = allreduce_args("tree", 5, 3, false);
+  std::vector<Schedule> s = build_tree(a, 5);
+  // The root combines child 2 with its input instead of the running result.
+  s[0].steps[nth_step(s[0], StepKind::kRecvReduce, 1)].src = input_at(0);
+  expect_caught(a, s, nullptr);
+}
+
+Test(verifier, catches_tree_final_reduce_off_the_root) {
+  CollectiveArgs a = allreduce_args("tree", 8, 4, false);
+  std::vector<Schedule> s = build_tree(a, 2);
+  s[4].steps[nth_step(s[4], StepKind::kRecvReduce, 0)].final_reduce = true;
+  expect_caught(a, s, "final_reduce");
 }

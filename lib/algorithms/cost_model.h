@@ -1,0 +1,49 @@
+// The constants of the alpha-beta-gamma cost models, in one place. Every allreduce has its
+// cost function beside its builder (ring.h, recursive_doubling.h, rhd.h, tree.h); the
+// registry compares them per call with these constants, and the tree builder picks its
+// radix with them, so changing a number here changes every choice consistently.
+//
+//   alpha     seconds per message on the critical path: post, delivery, completion
+//   overhead  seconds for each further message one rank handles in the same round (a tree
+//             parent hearing from k-1 children): the CPU cost of a message without its
+//             latency, which is what lets several messages of one round overlap
+//   beta      seconds per byte moved from one rank to another
+//   gamma     seconds per byte reduced (bytes of one operand)
+//
+// Only ratios matter for the choice. The values below were read on the 2-core development
+// machines (UCX shared memory + cma): an 8 B two-rank ring allreduce (2 messages) takes
+// ~2 us; 256 KB point-to-point transfers reach ~4 GB/s; the reduction kernels run at
+// ~10 GB/s out of cache; UCX posts a small send in ~0.2 us.
+//
+// How to re-measure them (one host, ranks <= cores, nothing else running; ucx_perftest
+// comes with ucx-utils, reduce_bench with the bench/ targets):
+//   alpha     ucx_perftest -t tag_lat -s 8 (server, then client with the server's host):
+//             the typical one-way latency; or, within ddl, the 8 B time of
+//             `ddlrun -n 4 ddl_perf -b 8 -e 8 -a rd` minus that of `-n 2` (one more round
+//             of recursive doubling; the per-call constant cancels)
+//   overhead  ucx_perftest -t tag_bw -s 8: 1 / message rate
+//   beta      ucx_perftest -t tag_bw -s 4M: 1 / bandwidth (bytes/s), or the 64 MB time of
+//             `ddlrun -n 2 ddl_perf -a rhd` minus the gamma term, over 64 MB
+//   gamma     reduce_bench --sizes 64M --dtype float32 --op sum: 1 / (GB/s / 3) (its GB/s
+//             counts three buffers)
+// Then check the crossovers the models predict against `ddl_perf -a NAME` for each
+// algorithm at 2, 4 and 8 ranks (tests/unit/test_schedules.cc pins the expected ones).
+#pragma once
+
+namespace ddl {
+
+constexpr double kAlpha = 1.0e-6;
+constexpr double kOverhead = 0.2e-6;
+constexpr double kBeta = 1.0 / 4.0e9;
+constexpr double kGamma = 1.0 / 10.0e9;
+
+struct CostConstants {
+  double alpha;
+  double overhead;
+  double beta;
+  double gamma;
+};
+
+constexpr CostConstants kCostConstants{kAlpha, kOverhead, kBeta, kGamma};
+
+}  // namespace ddl

@@ -1,0 +1,102 @@
+#include "lib/algorithms/tree.h"
+
+#include <algorithm>
+#include <cstdint>
+
+namespace ddl {
+namespace {
+
+constexpr uint32_t kUpTag = 0, kDownTag = 1;
+
+// Rank r's place in the k-nomial tree rooted at 0: its children, by level (the level-0
+// children first: leaves, whose messages come first), and its parent (-1 at the root).
+struct TreePlace {
+  std::vector<int> children;
+  int parent = -1;
+};
+
+TreePlace tree_place(int n, int r, int radix) {
+  TreePlace t;
+  for (int64_t d = 1; d < n; d *= radix) {
+    const int64_t span = d * radix;
+    if (r % span != 0) {
+      t.parent = static_cast<int>(r - r % span);
+      break;
+    }
+    for (int64_t i = 1; i < radix && r + i * d < n; ++i)
+      t.children.push_back(static_cast<int>(r + i * d));
+  }
+  return t;
+}
+
+}  // namespace
+
+void build_tree_allreduce_radix(const CollectiveArgs &args, int radix, Schedule *schedule) {
+  const int n = args.nranks, r = args.rank;
+  const size_t count = args.count;
+  schedule->algorithm = "tree";
+  schedule->input_count = schedule->output_count = count;
+  schedule->in_place = args.in_place;
+  if (n == 1) {
+    if (!args.in_place && count > 0)
+      add_step(schedule, copy_step(input_at(0), output_at(0), count, {}));
+    return;
+  }
+  const TreePlace place = tree_place(n, r, std::max(2, radix));
+  // One landing area: the children's results are folded in one after another (they all
+  // write the output), each received and reduced in one step so that a transport that
+  // reduces on receive (shared memory) reads it once, in cache.
+  schedule->scratch_count = place.children.empty() ? 0 : count;
+
+  // Reduce: the first child's result is combined with the input, which is why out of place
+  // needs no copy.
+  Range partial = input_at(0);
+  std::vector<uint32_t> ready;  // the step that completed `partial`
+  for (size_t j = 0; j < place.children.size(); ++j) {
+    const bool complete = place.parent < 0 && j + 1 == place.children.size();
+    ready = {add_step(schedule, recv_reduce_step(place.children[j], kUpTag, scratch_at(0), partial,
+                                                 output_at(0), count, complete, ready))};
+    partial = output_at(0);
+  }
+  if (place.parent >= 0) {
+    const uint32_t up = add_step(schedule, send_step(place.parent, kUpTag, partial, count, ready));
+    // In place the result lands where the partial was read from.
+    ready = {add_step(schedule, recv_step(place.parent, kDownTag, output_at(0), count, {up}))};
+  }
+  // Broadcast: the largest subtrees (highest level) first, so the deepest paths start first.
+  for (auto child = place.children.rbegin(); child != place.children.rend(); ++child)
+    add_step(schedule, send_step(*child, kDownTag, output_at(0), count, ready));
+}
+
+void build_tree_allreduce(const CollectiveArgs &args, Schedule *schedule) {
+  const double bytes = static_cast<double>(args.count) * static_cast<double>(args.elem_size);
+  build_tree_allreduce_radix(args, tree_radix(args.nranks, bytes, kCostConstants), schedule);
+}
+
+double tree_allreduce_cost_radix(int nranks, double bytes, int radix, const CostConstants &c) {
+  double t = 0;
+  for (int64_t d = 1; d < nranks; d *= radix) {
+    const double children = static_cast<double>(std::min<int64_t>(radix - 1, (nranks - 1) / d));
+    t += 2 * c.alpha + 2 * (children - 1) * c.overhead + children * bytes * (2 * c.beta + c.gamma);
+  }
+  return t;
+}
+
+int tree_radix(int nranks, double bytes, const CostConstants &c) {
+  int best = 2;
+  double best_cost = tree_allreduce_cost_radix(nranks, bytes, 2, c);
+  for (int k = 3; k <= nranks; ++k) {
+    const double cost = tree_allreduce_cost_radix(nranks, bytes, k, c);
+    if (cost < best_cost) {
+      best = k;
+      best_cost = cost;
+    }
+  }
+  return best;
+}
+
+double tree_allreduce_cost(int nranks, double bytes, const CostConstants &c) {
+  return tree_allreduce_cost_radix(nranks, bytes, tree_radix(nranks, bytes, c), c);
+}
+
+}  // namespace ddl

@@ -1,0 +1,177 @@
+// Every allreduce algorithm, forced through DDL_ALGO, on 1..8 real processes: every datatype
+// and op at small counts that do not divide by the rank count, float32 sum at ~100003
+// elements, in place and out of place. The verifier proves the schedules right
+// symbolically (tests/unit/test_schedules.cc); this runs them over the real transports and
+// reduction kernels. Also: the override shows in the logs, and an unknown name is refused
+// on every rank with the list of known ones.
+#include <criterion/criterion.h>
+
+#include <fcntl.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "harness.h"
+#include "lib/common/datatype.h"
+#include "lib/common/log.h"
+#include "typed_values.h"
+
+using namespace ddl_test;
+
+namespace {
+
+// Allreduces `count` elements and checks every one, the send buffer left alone out of
+// place, and nothing written past the end of the result.
+int check_allreduce(ddl_comm_t comm, int rank, int nranks, ddl_datatype_t dtype, ddl_op_t op,
+                    size_t count, bool in_place) {
+  const size_t elem = ddl_datatype_size(dtype);
+  std::vector<unsigned char> send(count * elem + 1, 0xCD), recv(count * elem + 1, 0xAB);
+  fill_inputs(dtype, op, rank, send.data(), count);
+  const std::vector<unsigned char> original = send;
+  void *out = in_place ? send.data() : recv.data();
+  RANK_OK(ddl_allreduce(send.data(), out, count, dtype, op, comm));
+  for (size_t i = 0; i < count; ++i) {
+    const double got = load_value(dtype, out, i), want = expected_value(dtype, op, nranks, i);
+    RANK_CHECK(value_matches(dtype, op, got, want),
+               "rank %d of %d: %s %s count %zu %s: element %zu is %g, expected %g", rank, nranks,
+               ddl_datatype_name(dtype), ddl_op_name(op), count,
+               in_place ? "in place" : "out of place", i, got, want);
+  }
+  const unsigned char *end = static_cast<unsigned char *>(out) + count * elem;
+  RANK_CHECK(*end == (in_place ? 0xCD : 0xAB), "rank %d: wrote past the end of the result", rank);
+  if (!in_place)
+    RANK_CHECK(std::memcmp(send.data(), original.data(), send.size()) == 0,
+               "rank %d: the send buffer changed (%s %s count %zu)", rank, ddl_datatype_name(dtype),
+               ddl_op_name(op), count);
+  return 0;
+}
+
+int sweep(ddl_comm_t comm, int rank, int nranks) {
+  // 0 and 1 leave most blocks empty; 7 and 13 are prime; 1021 spans several blocks.
+  const size_t small[] = {0, 1, 7, 13, 1021};
+  for (int d = 0; d < DDL_DATATYPE_COUNT; ++d)
+    for (int o = 0; o < DDL_OP_COUNT; ++o)
+      for (size_t count : small)
+        for (bool in_place : {false, true})
+          if (int rc = check_allreduce(comm, rank, nranks, static_cast<ddl_datatype_t>(d),
+                                       static_cast<ddl_op_t>(o), count, in_place))
+            return rc;
+  // A prime above the default chunk (512 KB of float32 is 131072 elements at 1 rank).
+  for (bool in_place : {false, true})
+    if (int rc = check_allreduce(comm, rank, nranks, DDL_FLOAT32, DDL_SUM, 100003, in_place))
+      return rc;
+  return 0;
+}
+
+void expect_sweep_passes(const char *algorithm, int nranks) {
+  RunOptions options;
+  options.before_init = [algorithm](int) { setenv("DDL_ALGO", algorithm, 1); };
+  const std::string failures = run_ranks(nranks, sweep, options);
+  cr_assert(failures.empty(), "DDL_ALGO=%s, %d ranks:\n%s", algorithm, nranks, failures.c_str());
+}
+
+// Runs nranks with DDL_ALGO=algorithm, each rank's stderr going to its own file, at log
+// level info (which names the algorithm of each new plan). Returns the failures and fills
+// logs[r] with rank r's stderr.
+std::string run_logged(const char *algorithm, int nranks, const RankBody &body,
+                       std::vector<std::string> *logs) {
+  char dir[] = "/tmp/ddl_test_algorithms_XXXXXX";
+  cr_assert_not_null(mkdtemp(dir));
+  const std::string base = dir;
+  RunOptions options;
+  options.before_init = [algorithm, base](int rank) {
+    setenv("DDL_ALGO", algorithm, 1);
+    ddl::set_log_level(ddl::LogLevel::kInfo);
+    const std::string path = base + "/rank" + std::to_string(rank);
+    const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd >= 0) {
+      dup2(fd, STDERR_FILENO);
+      close(fd);
+    }
+  };
+  const std::string failures = run_ranks(nranks, body, options);
+  logs->assign(nranks, std::string());
+  for (int r = 0; r < nranks; ++r) {
+    const std::string path = base + "/rank" + std::to_string(r);
+    std::ifstream in(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    (*logs)[r] = text.str();
+    unlink(path.c_str());
+  }
+  rmdir(dir);
+  return failures;
+}
+
+int one_call(ddl_comm_t comm, int rank, int nranks) {
+  return check_allreduce(comm, rank, nranks, DDL_FLOAT32, DDL_SUM, 7, false);
+}
+
+}  // namespace
+
+// One test per algorithm and rank count, so that a failure names both.
+#define ALGORITHM_TESTS(name)        \
+  Test(algorithms, name##_1_rank) {  \
+    expect_sweep_passes(#name, 1);   \
+  }                                  \
+  Test(algorithms, name##_2_ranks) { \
+    expect_sweep_passes(#name, 2);   \
+  }                                  \
+  Test(algorithms, name##_3_ranks) { \
+    expect_sweep_passes(#name, 3);   \
+  }                                  \
+  Test(algorithms, name##_4_ranks) { \
+    expect_sweep_passes(#name, 4);   \
+  }                                  \
+  Test(algorithms, name##_5_ranks) { \
+    expect_sweep_passes(#name, 5);   \
+  }                                  \
+  Test(algorithms, name##_6_ranks) { \
+    expect_sweep_passes(#name, 6);   \
+  }                                  \
+  Test(algorithms, name##_7_ranks) { \
+    expect_sweep_passes(#name, 7);   \
+  }                                  \
+  Test(algorithms, name##_8_ranks) { \
+    expect_sweep_passes(#name, 8);   \
+  }
+
+ALGORITHM_TESTS(ring)
+ALGORITHM_TESTS(rd)
+ALGORITHM_TESTS(rhd)
+ALGORITHM_TESTS(tree)
+
+// The models would pick rd or the tree for 28 B on 3 ranks; each forced name must win, and
+// the plan's log line says so on every rank.
+Test(algorithms, forced_algorithm_shows_in_the_log) {
+  for (const char *algorithm : {"ring", "rd", "rhd", "tree"}) {
+    std::vector<std::string> logs;
+    const std::string failures = run_logged(algorithm, 3, one_call, &logs);
+    const std::string expected = std::string("allreduce of 28 B: ") + algorithm + " (forced";
+    for (int r = 0; r < 3; ++r)
+      cr_assert(failures.empty() && logs[r].find(expected) != std::string::npos,
+                "DDL_ALGO=%s: rank %d's log lacks \"%s\":\n%s\n%s", algorithm, r, expected.c_str(),
+                failures.c_str(), logs[r].c_str());
+  }
+}
+
+// Every rank refuses an unknown name at init, naming it and the known ones, instead of
+// falling back silently or waiting for the others.
+Test(algorithms, unknown_algorithm_fails_every_rank_clearly) {
+  std::vector<std::string> logs;
+  const std::string failures = run_logged("rhdd", 3, one_call, &logs);
+  for (int r = 0; r < 3; ++r) {
+    cr_assert(failures.find("rank " + std::to_string(r) + " exited with 2") != std::string::npos,
+              "rank %d should fail in ddl_comm_init:\n%s", r, failures.c_str());
+    cr_assert(logs[r].find("DDL_ERR_INVALID_ARGUMENT") != std::string::npos, "rank %d: %s", r,
+              logs[r].c_str());
+    cr_assert(logs[r].find("DDL_ALGO=rhdd: not an algorithm; known: ring, rd, rhd, tree") !=
+                  std::string::npos,
+              "rank %d: %s", r, logs[r].c_str());
+  }
+}
