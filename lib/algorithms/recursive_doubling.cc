@@ -42,9 +42,16 @@ void build_recursive_doubling_allreduce(const CollectiveArgs &args, Schedule *sc
     // Both sides post their receive before their send can finish (a rendezvous send waits
     // for it), and reduce only once both are done: the reduce overwrites what the send reads.
     const uint32_t sent = add_step(schedule, send_step(partner, tag, partial, count, last));
-    const uint32_t got = add_step(schedule, recv_step(partner, tag, scratch_at(0), count, last));
-    last = {add_step(schedule, reduce_step(scratch_at(0), partial, output_at(0), count,
-                                           k == rounds - 1, {sent, got}))};
+    if (partial.buffer == BufferId::kInput && !args.in_place) {
+      // The reduce writes the output, which the send does not read: one receive-and-reduce
+      // step (reduced on arrival by transports that can) need not wait for the send.
+      last = {add_step(schedule, recv_reduce_step(partner, tag, scratch_at(0), partial,
+                                                  output_at(0), count, k == rounds - 1, last))};
+    } else {
+      const uint32_t got = add_step(schedule, recv_step(partner, tag, scratch_at(0), count, last));
+      last = {add_step(schedule, reduce_step(scratch_at(0), partial, output_at(0), count,
+                                             k == rounds - 1, {sent, got}))};
+    }
     partial = output_at(0);
   }
   if (r < extra) add_step(schedule, send_step(r + p, unfold_tag, output_at(0), count, last));

@@ -284,7 +284,7 @@ Test(verifier, catches_a_rendezvous_deadlock) {
   std::vector<Schedule> s = build_all(a);
   for (Schedule &sched : s)
     for (size_t i = 0; i < sched.steps.size(); ++i)
-      if (sched.steps[i].kind == StepKind::kRecv)
+      if (sched.steps[i].kind == StepKind::kRecv || sched.steps[i].kind == StepKind::kRecvReduce)
         sched.steps[i].deps = {static_cast<uint32_t>(i - 1)};
   Status st = verify_schedules(a, s);
   cr_assert_not(st.ok());
