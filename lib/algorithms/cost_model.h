@@ -10,10 +10,12 @@
 //   beta      seconds per byte moved from one rank to another
 //   gamma     seconds per byte reduced (bytes of one operand)
 //
-// Only ratios matter for the choice. The values below were read on the 2-core development
-// machines (UCX shared memory + cma): an 8 B two-rank ring allreduce (2 messages) takes
-// ~2 us; 256 KB point-to-point transfers reach ~4 GB/s; the reduction kernels run at
-// ~10 GB/s out of cache; UCX posts a small send in ~0.2 us.
+// Only ratios matter for the choice. Measured on the 2-core development machine over ddl's
+// shared-memory transport (2026-11-22, `ddlrun -n 2 ddl_perf -a NAME -b 8 -e 4M -f 4`,
+// machine loaded, so +-30%): an 8 B two-rank rd allreduce (one message each way) takes
+// 0.6-0.7 us; rd and ring cross near 32-128 KB (7.1 vs 7.3 us at 32 KB, 22.6 vs 22.4 us
+// at 128 KB); a 2 MB ring allreduce takes ~520 us, i.e. ~4 GB/s for moving and reducing
+// together; the reduction kernels run at ~10 GB/s out of cache (reduce_bench).
 //
 // How to re-measure them (one host, ranks <= cores, nothing else running; ucx_perftest
 // comes with ucx-utils, reduce_bench with the bench/ targets):
@@ -32,7 +34,7 @@
 
 namespace ddl {
 
-constexpr double kAlpha = 1.0e-6;
+constexpr double kAlpha = 0.7e-6;
 constexpr double kOverhead = 0.2e-6;
 constexpr double kBeta = 1.0 / 4.0e9;
 constexpr double kGamma = 1.0 / 10.0e9;

@@ -128,7 +128,7 @@ Test(schedules, models_pick_by_size_and_rank_count) {
       {2, 8, "rd"},           //
       {3, 8, "tree"},         // rd's fold costs 2 extra rounds; a flat tree 2 latencies
       {5, 8, "tree"},         //
-      {6, 8, "tree"},         //
+      {6, 8, "rd"},           // cheaper rounds: the fold beats 5 children one by one
       {8, 256 << 10, "rhd"},  // the ring's bandwidth in 6 rounds instead of 14
       {4, 1 << 20, "rhd"},    //
       {2, 1 << 20, "ring"},   // rhd ties with the ring at 2 ranks; the ring comes first
