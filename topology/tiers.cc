@@ -43,13 +43,33 @@ std::string first_line_of(const char *path) {
   return line;
 }
 
+// FNV-1a, 64 bits: the same on every rank and build (std::hash promises neither).
+uint64_t fnv1a64(const std::string &text) {
+  uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
 std::string local_host_id() {
   std::string id = env_string("DDL_HOST_ID");
   if (!id.empty()) {
-    std::string word = to_word(id);
-    if (word == id) return "env:" + id;
-    DDL_WARN("DDL_HOST_ID=%s ignored: use letters, digits, '-', '.', '_' or ':' (at most %zu)",
-             id.c_str(), kMaxFieldBytes - 4);
+    // A short word travels as it is. Anything else (longer than the field, or with other
+    // characters) travels as a readable prefix and a hash of the whole value: truncating it
+    // would make ids that differ only past the limit (or only in a replaced character) name
+    // one host, and ranks on different hosts would then try to share memory.
+    constexpr size_t kPrefix = 64;
+    const std::string word = to_word(id);
+    if (word == id && id.size() + 4 <= kMaxFieldBytes) return "env:" + id;
+    const std::string hashed = strprintf("env-hash:%s:%016llx", word.substr(0, kPrefix).c_str(),
+                                         static_cast<unsigned long long>(fnv1a64(id)));
+    DDL_INFO(
+        "DDL_HOST_ID of %zu bytes is not a short word (at most %zu of letters, digits, "
+        "'-', '.', '_', ':'); using %s",
+        id.size(), kMaxFieldBytes - 4, hashed.c_str());
+    return hashed;
   }
   id = to_word(first_line_of("/proc/sys/kernel/random/boot_id"));
   if (!id.empty()) return "boot:" + id;

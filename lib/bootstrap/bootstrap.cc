@@ -64,18 +64,6 @@ Status validate(const BootstrapOptions &o) {
   return Status::Ok();
 }
 
-// What the peer said, as far as a reader needs it to know the frame is the expected one.
-Status check_frame(const uint8_t *h, uint32_t op, uint32_t seq, const char *who) {
-  if (bootstrap::get_u32(h) != wire::kMagic)
-    return remote_error("%s sent a frame with bad magic 0x%08x (protocol out of step)", who,
-                        bootstrap::get_u32(h));
-  uint32_t their_op = bootstrap::get_u32(h + 4), their_seq = bootstrap::get_u32(h + 8);
-  if (their_op != op || their_seq != seq)
-    return remote_error("%s is in %s #%u while this rank is in %s #%u (mismatched collectives)",
-                        who, wire::op_name(their_op), their_seq, wire::op_name(op), seq);
-  return Status::Ok();
-}
-
 }  // namespace
 
 Status Bootstrap::create(const BootstrapOptions &opts, std::unique_ptr<Bootstrap> *out) {
@@ -236,15 +224,8 @@ Status Bootstrap::root_exchange(uint32_t op, uint32_t seq, const std::string &mi
         if (c.header_done) {
           c.data_got += static_cast<size_t>(got);
         } else if ((c.header_got += static_cast<size_t>(got)) == sizeof c.header) {
-          std::string name = strprintf("rank %d", r);
-          Status st = check_frame(c.header, op, seq, name.c_str());
-          if (!st.ok()) return st.prefix(strprintf("bootstrap: rank 0: %s #%u: ", what, seq));
-          uint32_t len = bootstrap::get_u32(c.header + 12);
-          size_t bound = op == wire::kAllgather ? wire::kMaxBlob : 0;
-          if (len > bound)
-            return remote_error(
-                "bootstrap: rank 0: %s #%u: rank %d announced %u bytes; at most %zu", what, seq, r,
-                len, bound);
+          uint32_t len = 0;
+          DDL_RETURN_IF_ERROR(wire::check_peer_frame(c.header, op, seq, r, &len));
           c.data.assign(len, '\0');
           c.header_done = true;
         }
@@ -307,44 +288,28 @@ Status Bootstrap::peer_exchange(uint32_t op, uint32_t seq, const std::string &mi
     return remote_error("bootstrap: rank %d: %s #%u: rank 0 (the root, at %s) disconnected (%s)",
                         me, what, seq, root_addr_.c_str(), cause.describe().c_str());
   };
-  uint8_t h[wire::kFrameBytes];
-  io = bootstrap::recv_all(fd, h, sizeof h, read_deadline);
-  if (!io.ok()) return lost(io);
-  uint32_t count = bootstrap::get_u32(h + 12);
-  if (bootstrap::get_u32(h) == wire::kMagic && bootstrap::get_u32(h + 4) == wire::kError) {
-    // Rank 0 gave up; its text names the culprit.
-    if (count > wire::kMaxError) count = 0;
-    std::string text(count, '\0');
-    if (count && !bootstrap::recv_all(fd, &text[0], count, Deadline(1000)).ok()) text = "?";
-    return remote_error("bootstrap: rank %d: %s #%u failed at rank 0: %s", me, what, seq,
-                        text.c_str());
-  }
-  if (!sent.ok()) return lost(sent);
-  Status st = check_frame(h, op, seq, "rank 0");
-  if (!st.ok()) return st.prefix(strprintf("bootstrap: rank %d: %s #%u: ", me, what, seq));
-  uint32_t want = op == wire::kAllgather ? static_cast<uint32_t>(opts_.nranks) : 0;
-  if (count != want)
-    return remote_error("bootstrap: rank %d: %s #%u: rank 0 sent %u entries, expected %u", me, what,
-                        seq, count, want);
-  std::vector<std::string> out;
-  out.reserve(count);
-  for (uint32_t r = 0; r < count; ++r) {
-    uint8_t len_bytes[4];
-    io = bootstrap::recv_all(fd, len_bytes, 4, deadline);
-    if (!io.ok()) return lost(io);
-    uint32_t len = bootstrap::get_u32(len_bytes);
-    if (len > wire::kMaxBlob)
-      return remote_error(
-          "bootstrap: rank %d: %s #%u: rank 0 sent %u bytes for rank %u; at most %zu", me, what,
-          seq, len, r, wire::kMaxBlob);
-    std::string blob(len, '\0');
-    if (len) {
-      io = bootstrap::recv_all(fd, &blob[0], len, deadline);
-      if (!io.ok()) return lost(io);
+  // The decoding is wire::ReplyDecoder's; this loop only reads what it asks for.
+  wire::ReplyDecoder reply(op, seq, opts_.nranks, me);
+  std::string buf;
+  while (reply.wants_more()) {
+    const bool header = reply.stage() == wire::ReplyDecoder::Stage::kHeader;
+    const bool text = reply.stage() == wire::ReplyDecoder::Stage::kErrorText;
+    buf.resize(reply.need());
+    // The error text gets its own short deadline: rank 0 sent it just before closing.
+    io = bootstrap::recv_all(fd, &buf[0], buf.size(), text ? Deadline(1000) : read_deadline);
+    if (!io.ok()) {
+      if (!text) return lost(io);
+      reply.text_unreadable();
+      break;
     }
-    out.push_back(std::move(blob));
+    reply.feed(reinterpret_cast<const uint8_t *>(buf.data()));
+    // After a failed send only rank 0's own explanation is worth more than the send's error.
+    const bool root_spoke = reply.stage() == wire::ReplyDecoder::Stage::kErrorText ||
+                            reply.stage() == wire::ReplyDecoder::Stage::kRootFailed;
+    if (header && !root_spoke && !sent.ok()) return lost(sent);
   }
-  *all = std::move(out);
+  if (reply.stage() != wire::ReplyDecoder::Stage::kDone) return reply.error();
+  *all = std::move(reply.entries());
   return Status::Ok();
 }
 

@@ -104,6 +104,9 @@ class Connector {
   // The last of those refusals, kept because it explains more than a later "Connection
   // refused" from a root that has finished its connect phase and closed its port.
   const std::string &refusal() const { return refusal_; }
+  // True once an address that took a TCP connection refuses one: rank 0 was there and has
+  // closed its port, so it died or gave up the connect phase; waiting longer cannot help.
+  bool root_gone() const { return root_gone_; }
 
  private:
   Attempt try_one(const std::string &addr, const struct addrinfo *ai, int *out, Status *fatal) {
@@ -129,8 +132,10 @@ class Connector {
     }
     if (err != 0) {
       ::close(fd);
+      if (err == ECONNREFUSED && addr == accepted_addr_) root_gone_ = true;
       return retry_errno(addr, err);
     }
+    accepted_addr_ = addr;
     set_nodelay(fd);
     std::string hello = wire::encode_hello(opts_.job_token, opts_.rank, opts_.nranks);
     uint8_t ack[wire::kAckBytes];
@@ -147,19 +152,19 @@ class Connector {
           addr.c_str(), io.describe().c_str());
       return Attempt::kRetry;
     }
-    uint16_t code = get_u16(ack + 6);
-    if (get_u32(ack) != wire::kMagic || get_u16(ack + 4) != wire::kVersion) {
+    const wire::AckCheck checked = wire::check_ack(ack, sizeof ack);
+    if (!checked.is_ack) {
       ::close(fd);
       last_error_ = strprintf("%s answered with something that is not a ddl ack", addr.c_str());
       return Attempt::kRetry;
     }
-    if (code != wire::kAccepted) {
+    if (checked.code != wire::kAccepted) {
       ::close(fd);
       // A root of our own job (the token matched) refused us: retrying cannot help.
       *fatal = invalid_argument(
           "bootstrap: rank %d: root %s refused rank %d of %d: %s (the job has %u ranks)",
-          opts_.rank, addr.c_str(), opts_.rank, opts_.nranks, wire::ack_code_name(code),
-          get_u32(ack + 8));
+          opts_.rank, addr.c_str(), opts_.rank, opts_.nranks, wire::ack_code_name(checked.code),
+          checked.nranks);
       return Attempt::kFatal;
     }
     *out = fd;
@@ -177,6 +182,8 @@ class Connector {
   std::string last_error_;
   bool refused_ = false;
   std::string refusal_;
+  std::string accepted_addr_;  // the last address that took a TCP connection
+  bool root_gone_ = false;
 };
 
 }  // namespace
@@ -207,6 +214,13 @@ Status connect_to_root(const BootstrapOptions &opts, const Deadline &deadline, i
         return Status::Ok();
       }
       if (a == Attempt::kFatal) return fatal;
+      if (connector.root_gone())
+        return remote_error(
+            "bootstrap: rank %d: rank 0 (the rendezvous root) at %s took a connection from this "
+            "rank earlier and now refuses connections: it died, or gave up on the job before "
+            "this rank got in (%s%s%s)",
+            opts.rank, addr.c_str(), connector.last_error().c_str(),
+            connector.refused() ? "; earlier: " : "", connector.refusal().c_str());
     }
     int left = deadline.remaining_ms();
     if (left == 0) {
@@ -215,8 +229,11 @@ Status connect_to_root(const BootstrapOptions &opts, const Deadline &deadline, i
       std::string earlier;
       if (connector.refused() && connector.refusal() != connector.last_error())
         earlier = "; earlier: " + connector.refusal();
-      return timeout_error("bootstrap: rank %d: %s, retried for %.1f s%s", opts.rank, why.c_str(),
-                           static_cast<double>(deadline.elapsed_ms()) / 1000.0, earlier.c_str());
+      return timeout_error(
+          "bootstrap: rank %d: %s, retried for %.1f s%s; rank 0 (the rendezvous root) never let "
+          "this rank in",
+          opts.rank, why.c_str(), static_cast<double>(deadline.elapsed_ms()) / 1000.0,
+          earlier.c_str());
     }
     ::poll(nullptr, 0, std::min(backoff, left));
     backoff = std::min(backoff * 2, kMaxBackoffMs);

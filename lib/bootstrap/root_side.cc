@@ -237,11 +237,9 @@ namespace {
 struct Pending {
   int fd = -1;
   std::string from;
-  uint8_t header[wire::kHelloBytes];
-  size_t header_got = 0;
-  bool header_done = false;
-  std::string token;  // sized from the validated token length
-  size_t token_got = 0;
+  // What has arrived of the hello. Never more than wire::check_hello asked for: the token
+  // length is validated before the token is read.
+  std::string hello;
   std::chrono::steady_clock::time_point stall_at;
 };
 
@@ -260,42 +258,26 @@ class Acceptor {
   // Reads what has arrived of p's hello; on kAccept *rank is set, on kDrop *why.
   Step advance(Pending &p, int *rank, std::string *why) {
     IoStatus io;
-    while (!p.header_done) {
-      ssize_t n = recv_some(p.fd, p.header + p.header_got, sizeof p.header - p.header_got, &io);
-      if (n < 0) return drop(why, "closed before its hello: " + io.describe());
+    wire::HelloCheck check;
+    for (;;) {
+      check = wire::check_hello(reinterpret_cast<const uint8_t *>(p.hello.data()), p.hello.size(),
+                                opts_.job_token, opts_.nranks);
+      if (check.verdict == wire::HelloCheck::kDrop) return drop(why, check.why);
+      if (check.verdict == wire::HelloCheck::kAck) break;
+      const size_t have = p.hello.size();
+      p.hello.resize(check.need);
+      ssize_t n = recv_some(p.fd, &p.hello[have], check.need - have, &io);
+      p.hello.resize(have + static_cast<size_t>(n > 0 ? n : 0));
+      if (n < 0)
+        return drop(why, (have < wire::kHelloBytes ? "closed before its hello: "
+                                                   : "closed during its hello: ") +
+                             io.describe());
       if (n == 0) return Step::kMore;
-      p.header_got += static_cast<size_t>(n);
-      // The magic first, as soon as its 4 bytes are in: garbage is turned away at once.
-      if (p.header_got >= 4 && get_u32(p.header) != wire::kMagic)
-        return drop(why,
-                    strprintf("bad magic 0x%08x (not a ddl bootstrap client)", get_u32(p.header)));
-      if (p.header_got < sizeof p.header) continue;
-      uint16_t version = get_u16(p.header + 4), token_len = get_u16(p.header + 6);
-      if (version != wire::kVersion)
-        return drop(
-            why, strprintf("protocol version %u, this build speaks %u", version, wire::kVersion));
-      if (token_len > wire::kMaxToken)
-        return drop(why, strprintf("token length %u exceeds %zu", token_len, wire::kMaxToken));
-      p.token.assign(token_len, '\0');
-      p.header_done = true;
     }
-    while (p.token_got < p.token.size()) {
-      ssize_t n = recv_some(p.fd, &p.token[p.token_got], p.token.size() - p.token_got, &io);
-      if (n < 0) return drop(why, "closed during its hello: " + io.describe());
-      if (n == 0) return Step::kMore;
-      p.token_got += static_cast<size_t>(n);
-    }
-    // The token before anything else: a stranger learns nothing about the job.
-    if (!wire::constant_time_equal(p.token, opts_.job_token)) return drop(why, "wrong job token");
-    uint32_t r = get_u32(p.header + 8), n = get_u32(p.header + 12);
-    uint16_t code = wire::kAccepted;
-    if (n != static_cast<uint32_t>(opts_.nranks)) {
-      code = wire::kWrongNranks;
-      *why = strprintf("claims rank %u of %u ranks; this job has %d", r, n, opts_.nranks);
-    } else if (r == 0 || r >= n) {
-      code = wire::kBadRank;
-      *why = strprintf("claims rank %u of %u", r, n);
-    } else if (peers_[r] >= 0) {
+    const uint32_t r = check.rank;
+    uint16_t code = check.code;
+    *why = check.why;
+    if (code == wire::kAccepted && peers_[r] >= 0) {
       code = wire::kDuplicateRank;
       *why = strprintf("claims rank %u, which already arrived from %s", r,
                        peer_string(peers_[r]).c_str());

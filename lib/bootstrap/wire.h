@@ -22,6 +22,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
+
+#include "lib/common/status.h"
 
 namespace ddl {
 namespace bootstrap {
@@ -54,6 +57,86 @@ std::string encode_frame(uint32_t op, uint32_t seq, uint32_t n);
 
 // Compares a and b in time that depends only on b's length (b: the expected secret).
 bool constant_time_equal(const std::string &a, const std::string &b);
+
+// Decoding. Every message from the network is judged by a pure function (or a small decoder
+// class) over the bytes received so far: the socket code only moves bytes, and the fuzz
+// targets in tests/fuzz call these directly, millions of times, without sockets.
+
+// What rank 0 makes of the first `size` bytes a connection has sent of its hello.
+struct HelloCheck {
+  enum Verdict {
+    kMore,  // read until the connection has sent `need` bytes in all, then ask again
+    kDrop,  // a stranger or garbage: close without a word (why says what was wrong)
+    kAck,   // a hello with the job's token: answer with `code` (why: the refusal, if any)
+  };
+  Verdict verdict = kMore;
+  size_t need = kHelloBytes;
+  uint16_t code = kAccepted;
+  uint32_t rank = 0, nranks = 0;  // as claimed (kAck)
+  std::string why;
+};
+// The magic is judged as soon as its 4 bytes are in, the version and token length with the
+// header, the token (in constant time) before rank and nranks. Bytes past the hello are not
+// looked at. Whether the rank already arrived is the caller's to check (it knows the sockets).
+HelloCheck check_hello(const uint8_t *data, size_t size, const std::string &job_token, int nranks);
+
+// A peer's reading of rank 0's 12-byte ack.
+struct AckCheck {
+  bool is_ack = false;  // false: not a ddl ack of this version (wrong size, magic or version)
+  uint16_t code = kAccepted;
+  uint32_t nranks = 0;  // the root's
+};
+AckCheck check_ack(const uint8_t *data, size_t size);
+
+// Whether a 16-byte frame header is the expected one: magic, then op and sequence number.
+// Errors (DDL_ERR_REMOTE) name `who` and both exchanges.
+Status check_frame(const uint8_t *header, uint32_t op, uint32_t seq, const char *who);
+
+// Rank 0's check of rank `rank`'s frame header in exchange (op, seq); *len: the payload bytes
+// that follow (at most kMaxBlob for allgather, none for barrier). Errors are complete messages.
+Status check_peer_frame(const uint8_t *header, uint32_t op, uint32_t seq, int rank, uint32_t *len);
+
+// A non-root rank's decoding of rank 0's answer to exchange (op, seq): the frame header, then
+// (allgather) nranks entries of u32 length and bytes; or an error frame in which rank 0 says
+// why it gave up. Fed exactly need() bytes at a time, as the socket code reads them, so that a
+// length is checked against its bound before a byte of what it announces is asked for.
+class ReplyDecoder {
+ public:
+  enum class Stage {
+    kHeader,      // need() = kFrameBytes
+    kErrorText,   // an error frame: need() = its text bytes (at most kMaxError)
+    kLength,      // need() = 4
+    kBlob,        // need() = the entry's length
+    kDone,        // entries() holds the answer
+    kRootFailed,  // rank 0's error frame, read: error() quotes it
+    kBad,         // not the expected answer: error() says why
+  };
+  // me: this rank, named in the messages.
+  ReplyDecoder(uint32_t op, uint32_t seq, int nranks, int me);
+  Stage stage() const { return stage_; }
+  bool wants_more() const {
+    return stage_ == Stage::kHeader || stage_ == Stage::kErrorText || stage_ == Stage::kLength ||
+           stage_ == Stage::kBlob;
+  }
+  size_t need() const { return need_; }
+  // Takes exactly need() bytes (data may be null when need() is 0). Only while wants_more().
+  void feed(const uint8_t *data);
+  // The error frame's text could not be read (rank 0 closed first): quote "?" instead.
+  void text_unreadable();
+  const Status &error() const { return error_; }
+  std::vector<std::string> &entries() { return entries_; }
+
+ private:
+  void fail(Status st);
+  void next_entry();
+  uint32_t op_, seq_;
+  int nranks_, me_;
+  Stage stage_ = Stage::kHeader;
+  size_t need_ = kFrameBytes;
+  uint32_t count_ = 0;
+  std::vector<std::string> entries_;
+  Status error_;
+};
 
 }  // namespace wire
 }  // namespace bootstrap

@@ -29,15 +29,15 @@ const Alias kDatatypeAliases[] = {
 
 }  // namespace
 
-size_t datatype_size(ddl_datatype_t dtype) {
+size_t datatype_size(int dtype) {
   return valid_datatype(dtype) ? kDatatypes[dtype].size : 0;
 }
 
-const char *datatype_name(ddl_datatype_t dtype) {
+const char *datatype_name(int dtype) {
   return valid_datatype(dtype) ? kDatatypes[dtype].name : "invalid";
 }
 
-const char *op_name(ddl_op_t op) {
+const char *op_name(int op) {
   return valid_op(op) ? kOpNames[op] : "invalid";
 }
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstring>
 
 #include "ddl/ddl.h"
 
@@ -14,11 +15,24 @@ inline bool valid_op(int op) {
   return op >= 0 && op < DDL_OP_COUNT;
 }
 
+// These take the raw integer: values from C callers or from the network may lie outside
+// the enums' ranges, and converting such a value to the enum type is undefined behaviour in
+// C++ (ddl_datatype_t's values are 0..15, ddl_op_t's 0..7). Enum arguments convert implicitly.
 // 0 for an invalid value.
-size_t datatype_size(ddl_datatype_t dtype);
+size_t datatype_size(int dtype);
 // "float32", "sum"...; "invalid" for an out-of-range value.
-const char *datatype_name(ddl_datatype_t dtype);
-const char *op_name(ddl_op_t op);
+const char *datatype_name(int dtype);
+const char *op_name(int op);
+
+// The integer a C caller passed as an enum, read from the object's bytes: no load of the enum
+// type happens, so an out-of-range value is not undefined behaviour (UBSan's -fsanitize=enum).
+template <typename Enum>
+int raw_enum_value(const Enum &value) {
+  static_assert(sizeof(Enum) == sizeof(int), "ddl's C enums are int-sized (the ABI)");
+  int raw = 0;
+  std::memcpy(&raw, &value, sizeof raw);
+  return raw;
+}
 // The reverse of the names above (also "float"/"half"/"bf16"/"int"/"double" as in
 // nccl-tests); false when unknown.
 bool datatype_from_name(const char *name, ddl_datatype_t *dtype);

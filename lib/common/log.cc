@@ -10,7 +10,7 @@ namespace ddl {
 namespace {
 
 std::atomic<int> g_level{-1};
-std::atomic<int> g_rank{-1};
+thread_local int t_rank = -1;
 
 int level_from_env() {
   const char *env = std::getenv("DDL_LOG_LEVEL");
@@ -39,13 +39,16 @@ void set_log_level(LogLevel level) {
   g_level.store(static_cast<int>(level));
 }
 void set_log_rank(int rank) {
-  g_rank.store(rank);
+  t_rank = rank;
+}
+int log_rank() {
+  return t_rank;
 }
 
 void log_message(LogLevel level, const char *fmt, ...) {
   static const char *const kNames[] = {"error", "warn", "info", "debug"};
   char line[2048];
-  int rank = g_rank.load(std::memory_order_relaxed);
+  const int rank = t_rank;
   int n = rank >= 0 ? std::snprintf(line, sizeof line, "ddl[%d] %s: ", rank,
                                     kNames[static_cast<int>(level)])
                     : std::snprintf(line, sizeof line, "ddl %s: ", kNames[static_cast<int>(level)]);

@@ -39,10 +39,15 @@ class CommCall {
           comm->rank, what);
     } else {
       owned_ = true;
+      // Log lines of this call name this communicator's rank (the thread may drive others).
+      saved_log_rank_ = ddl::log_rank();
+      ddl::set_log_rank(comm->rank);
     }
   }
   ~CommCall() {
-    if (owned_) comm_->busy.store(false);
+    if (!owned_) return;
+    ddl::set_log_rank(saved_log_rank_);
+    comm_->busy.store(false);
   }
   bool ok() const { return status_.ok(); }
   ddl_result_t fail() { return finish(status_); }
@@ -60,6 +65,7 @@ class CommCall {
   ddl_comm *comm_;
   Status status_;
   bool owned_ = false;
+  int saved_log_rank_ = -1;
 };
 
 ddl_result_t run(ddl_comm_t comm, const ddl::CollectiveCall &call) {
@@ -70,6 +76,7 @@ ddl_result_t run(ddl_comm_t comm, const ddl::CollectiveCall &call) {
 
 ddl_result_t init(const ddl::BootstrapOptions &options, const ddl::CommConfig &config,
                   ddl_comm_t *comm) {
+  ddl::LogRank log_rank(options.rank);
   Status s = ddl::create_comm(options, config, comm);
   if (!s.ok()) return fail_without_comm(s.prefix(ddl::strprintf("rank %d: init: ", options.rank)));
   return DDL_SUCCESS;
@@ -139,6 +146,7 @@ ddl_result_t ddl_comm_destroy(ddl_comm_t comm) {
         "rank %d: ddl_comm_destroy: another thread is inside a call on this communicator; "
         "ddl_comm_abort it, wait for that call to return, then destroy",
         comm->rank));
+  ddl::LogRank log_rank(comm->rank);
   ddl::unregister_comm(comm);
   ddl::destroy_comm(comm);
   return DDL_SUCCESS;
@@ -168,24 +176,30 @@ ddl_result_t ddl_comm_size(ddl_comm_t comm, int *size) {
   return DDL_SUCCESS;
 }
 
+// Enum arguments from C are read as raw integers (ddl::raw_enum_value) and checked as such:
+// C lets a caller pass any int, and loading an out-of-range value as a C++ enum is undefined.
 ddl_result_t ddl_allreduce(const void *sendbuf, void *recvbuf, size_t count, ddl_datatype_t dtype,
                            ddl_op_t op, ddl_comm_t comm) {
-  return run(comm, {ddl::Collective::kAllreduce, sendbuf, recvbuf, count, dtype, op, 0});
+  return run(comm, {ddl::Collective::kAllreduce, sendbuf, recvbuf, count,
+                    ddl::raw_enum_value(dtype), ddl::raw_enum_value(op), 0});
 }
 
 ddl_result_t ddl_broadcast(void *buf, size_t count, ddl_datatype_t dtype, int root,
                            ddl_comm_t comm) {
-  return run(comm, {ddl::Collective::kBroadcast, buf, buf, count, dtype, DDL_SUM, root});
+  return run(comm, {ddl::Collective::kBroadcast, buf, buf, count, ddl::raw_enum_value(dtype),
+                    DDL_SUM, root});
 }
 
 ddl_result_t ddl_allgather(const void *sendbuf, void *recvbuf, size_t sendcount,
                            ddl_datatype_t dtype, ddl_comm_t comm) {
-  return run(comm, {ddl::Collective::kAllgather, sendbuf, recvbuf, sendcount, dtype, DDL_SUM, 0});
+  return run(comm, {ddl::Collective::kAllgather, sendbuf, recvbuf, sendcount,
+                    ddl::raw_enum_value(dtype), DDL_SUM, 0});
 }
 
 ddl_result_t ddl_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
                                 ddl_datatype_t dtype, ddl_op_t op, ddl_comm_t comm) {
-  return run(comm, {ddl::Collective::kReduceScatter, sendbuf, recvbuf, recvcount, dtype, op, 0});
+  return run(comm, {ddl::Collective::kReduceScatter, sendbuf, recvbuf, recvcount,
+                    ddl::raw_enum_value(dtype), ddl::raw_enum_value(op), 0});
 }
 
 ddl_result_t ddl_barrier(ddl_comm_t comm) {
@@ -193,7 +207,7 @@ ddl_result_t ddl_barrier(ddl_comm_t comm) {
 }
 
 const char *ddl_result_string(ddl_result_t result) {
-  switch (result) {
+  switch (ddl::raw_enum_value(result)) {
     case DDL_SUCCESS:
       return "DDL_SUCCESS: no error";
     case DDL_ERR_INVALID_ARGUMENT:
@@ -221,13 +235,13 @@ const char *ddl_comm_last_error(ddl_comm_t comm) {
 }
 
 size_t ddl_datatype_size(ddl_datatype_t dtype) {
-  return ddl::datatype_size(dtype);
+  return ddl::datatype_size(ddl::raw_enum_value(dtype));
 }
 const char *ddl_datatype_name(ddl_datatype_t dtype) {
-  return ddl::datatype_name(dtype);
+  return ddl::datatype_name(ddl::raw_enum_value(dtype));
 }
 const char *ddl_op_name(ddl_op_t op) {
-  return ddl::op_name(op);
+  return ddl::op_name(ddl::raw_enum_value(op));
 }
 
 }  // extern "C"

@@ -202,6 +202,7 @@ Status run_collective(ddl_comm *comm, const CollectiveCall &call) {
       std::chrono::steady_clock::now() + std::chrono::milliseconds(comm->config.timeout_ms);
   exec.abort_flag = &comm->aborted;
   exec.spins_before_yield = comm->spins_before_yield;
+  exec.yields_before_sleep = comm->yields_before_sleep;
   s = comm->executor.run(*plan, exec, comm->routes.get());
   if (!s.ok() && comm->executor.found_failure()) send_failure_notice(comm, s);
   if (!s.ok()) {

@@ -13,8 +13,10 @@ struct CollectiveCall {
   const void *sendbuf = nullptr;
   void *recvbuf = nullptr;
   size_t count = 0;  // as the C call names it (per-rank count for allgather/reduce_scatter)
-  ddl_datatype_t dtype = DDL_FLOAT32;
-  ddl_op_t op = DDL_SUM;
+  // The raw integers the caller passed (raw_enum_value): they become ddl_datatype_t and
+  // ddl_op_t only once checked, as an out-of-range enum value is undefined behaviour in C++.
+  int dtype = DDL_FLOAT32;
+  int op = DDL_SUM;
   int root = 0;
 };
 

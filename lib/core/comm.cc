@@ -137,8 +137,9 @@ Status connect_shm(ddl_comm *comm, const std::vector<pid_t> &pids) {
 }
 
 // Ranks that outnumber this host's cores must hand the core over quickly when they wait:
-// the rank they wait for may be queued behind them. DDL_SPIN_BEFORE_YIELD overrides.
-int choose_spins(const ddl_comm *comm) {
+// the rank they wait for may be queued behind them. DDL_SPIN_BEFORE_YIELD overrides the
+// polls before the first yield.
+void choose_waiting(ddl_comm *comm) {
   const topo::Tier &hosts = comm->tiers.at(topo::TierLevel::kHost);
   const long local =
       std::count(hosts.group_of.begin(), hosts.group_of.end(), hosts.group_of[comm->rank]);
@@ -146,18 +147,21 @@ int choose_spins(const ddl_comm *comm) {
   CPU_ZERO(&cpus);
   const long cores = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus)
                                                                    : sysconf(_SC_NPROCESSORS_ONLN);
-  int spins = local > cores ? 20 : 2000;
+  const bool oversubscribed = local > cores;
+  comm->spins_before_yield = oversubscribed ? 20 : 2000;
+  comm->yields_before_sleep = oversubscribed ? 200 : 100000;
   int64_t forced = 0;
   const std::string text = env_string("DDL_SPIN_BEFORE_YIELD");
   if (!text.empty()) {
     if (parse_int(text, 0, 1 << 30, &forced))
-      spins = static_cast<int>(forced);
+      comm->spins_before_yield = static_cast<int>(forced);
     else
       DDL_WARN("ignoring DDL_SPIN_BEFORE_YIELD=%s: expected a count of polls", text.c_str());
   }
-  DDL_INFO("%ld ranks on this host's %ld cores: %d idle polls before yielding", local, cores,
-           spins);
-  return spins;
+  DDL_INFO(
+      "%ld ranks on this host's %ld cores: %d idle polls before yielding, %d yields "
+      "before sleeping",
+      local, cores, comm->spins_before_yield, comm->yields_before_sleep);
 }
 
 }  // namespace
@@ -191,7 +195,7 @@ Status create_comm(const BootstrapOptions &options, const CommConfig &config, dd
   std::vector<pid_t> pids;
   DDL_RETURN_IF_ERROR(connect_transport(comm.get(), &pids));
   DDL_RETURN_IF_ERROR(connect_shm(comm.get(), pids));
-  comm->spins_before_yield = choose_spins(comm.get());
+  choose_waiting(comm.get());
   if (comm->nranks > 1) {
     s = comm->transport->post_recv_any(kNoticeTag, &comm->notice_in, sizeof comm->notice_in,
                                        &comm->notice_recv);

@@ -32,8 +32,9 @@ struct ddl_comm {
   // Which ranks share a host, socket, NUMA node, PCIe switch (identical on every rank).
   ddl::topo::Tiers tiers;
 
-  uint32_t seq = 0;               // collectives started, for message matching and error messages
-  int spins_before_yield = 2000;  // see ExecArgs; short when ranks outnumber cores
+  uint32_t seq = 0;                  // collectives started, for message matching and error messages
+  int spins_before_yield = 2000;     // see ExecArgs; short when ranks outnumber cores
+  int yields_before_sleep = 100000;  // see ExecArgs; short when ranks outnumber cores
   // Plans of recent calls, by (collective, count, root, in place, element size).
   using PlanKey = std::tuple<int, size_t, int, bool, size_t>;
   std::map<PlanKey, std::unique_ptr<ddl::Plan>> plans;

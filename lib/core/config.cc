@@ -13,7 +13,10 @@ namespace {
 #define DDL_HAS_FIELD(config, field) \
   ((config)->size >= offsetof(ddl_config_t, field) + sizeof((config)->field))
 
-constexpr int64_t kMaxTimeoutMs = 7LL * 24 * 3600 * 1000;
+// One bound for config.timeout_ms and DDL_TIMEOUT_MS: a deadline beyond a day is no deadline
+// (a hung job would sit on its GPUs for that long), and most such values are mistakes (seconds
+// or microseconds given as milliseconds, an uninitialised field).
+constexpr int64_t kMaxTimeoutMs = 24LL * 3600 * 1000;
 constexpr uint64_t kMinChunkBytes = 4096, kMaxChunkBytes = 1ULL << 30;
 
 }  // namespace
@@ -36,13 +39,16 @@ Status resolve_config(const ddl_config_t *config, CommConfig *out) {
   std::string env = env_string("DDL_TIMEOUT_MS");
   int64_t value = 0;
   if (config && DDL_HAS_FIELD(config, timeout_ms) && config->timeout_ms != 0) {
-    if (config->timeout_ms < 0)
-      return invalid_argument("config.timeout_ms = %d: must be > 0 ms", config->timeout_ms);
+    if (config->timeout_ms < 0 || config->timeout_ms > kMaxTimeoutMs)
+      return invalid_argument(
+          "config.timeout_ms = %d: expected milliseconds in 1..%lld (at most 24 h; 0 = "
+          "DDL_TIMEOUT_MS or the default)",
+          config->timeout_ms, static_cast<long long>(kMaxTimeoutMs));
     out->timeout_ms = config->timeout_ms;
   } else if (!env.empty()) {
     if (!parse_int(env, 1, kMaxTimeoutMs, &value))
-      return invalid_argument("DDL_TIMEOUT_MS=%s: expected milliseconds in 1..%lld", env.c_str(),
-                              static_cast<long long>(kMaxTimeoutMs));
+      return invalid_argument("DDL_TIMEOUT_MS=%s: expected milliseconds in 1..%lld (at most 24 h)",
+                              env.c_str(), static_cast<long long>(kMaxTimeoutMs));
     out->timeout_ms = static_cast<int>(value);
   }
   if (config && DDL_HAS_FIELD(config, job_token) && config->job_token)

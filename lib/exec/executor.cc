@@ -14,7 +14,6 @@ namespace {
 
 // Waiting that survives oversubscription: spin while the peer is likely running, then yield
 // the core, then sleep briefly so that ranks sharing a core still get to run.
-constexpr int kYieldsBeforeSleep = 200;
 constexpr long kSleepNs = 20000;
 // How often (in idle iterations) the deadline and the abort flag are looked at.
 constexpr int kCheckEvery = 256;
@@ -85,6 +84,15 @@ Status Executor::run(const Plan &plan, const ExecArgs &args, Transport *transpor
   int idle = 0;
   Status posted = post_signature(plan, args, transport);
   if (!posted.ok()) return posted;
+  transport_ = transport;
+  if (stamped_) {
+    // A message of this call may have arrived before it began, its stamp already compared.
+    Status s = check_stamps(args, transport);
+    if (!s.ok()) {
+      cancel_all(transport);
+      return s;
+    }
+  }
   auto fail = [&](Status error) {
     error = explain_with_signature(args, transport, std::move(error));
     cancel_all(transport);
@@ -160,7 +168,7 @@ Status Executor::run(const Plan &plan, const ExecArgs &args, Transport *transpor
       }
       if (!s.ok()) return fail(s);
     }
-    if (idle > args.spins_before_yield + kYieldsBeforeSleep) {
+    if (idle > args.spins_before_yield + args.yields_before_sleep) {
       const timespec pause = {0, kSleepNs};
       nanosleep(&pause, nullptr);
     } else if (idle > args.spins_before_yield) {
@@ -230,6 +238,9 @@ Status Executor::finish(const Plan &plan, uint32_t index, const ExecArgs &args) 
     found_failure_ = true;
     return s.prefix(describe(step, index, elem) + ": ");
   }
+  // Nothing that came from a rank making another call may be used or passed on: the stamps
+  // of what arrived are checked before a receive counts as done.
+  if (step.kind != StepKind::kSend && stamped_) DDL_RETURN_IF_ERROR(check_stamps(args, transport_));
   if (step.kind != StepKind::kSend && req.received != step.count * elem)
     return remote_error("%s: rank %d sent %zu B instead of %zu B (mismatched collective calls?)",
                         describe(step, index, elem).c_str(), step.peer, req.received,

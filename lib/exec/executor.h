@@ -36,6 +36,10 @@ struct ExecArgs {
   // own (a peer is likely running and about to answer), short when ranks outnumber cores
   // (the peer this rank waits for may need this very core to run).
   int spins_before_yield = 2000;
+  // Yields before it sleeps between polls. Sleeping (20 us asked, ~70 us with the kernel's
+  // timer slack) frees the core for ranks that share it, but costs that much latency: only
+  // oversubscribed ranks sleep soon; the others after a long wait (~10 ms).
+  int yields_before_sleep = 100000;
 };
 
 class Executor {
@@ -74,7 +78,8 @@ class Executor {
   bool signature_checked_ = true;  // the previous rank's signature arrived and matched
   bool signature_sent_ = true;     // ours left (its buffer may be reused)
   bool found_failure_ = false;
-  bool stamped_ = false;  // this call's stamp was given to the transport
+  bool stamped_ = false;            // this call's stamp was given to the transport
+  Transport *transport_ = nullptr;  // of the current run
 };
 
 }  // namespace ddl

@@ -18,7 +18,8 @@ std::string describe_signature(const CallSignature &s) {
   if (s.magic != CallSignature::kMagic) return "garbage (not a ddl call signature)";
   const Collective c = static_cast<Collective>(s.collective);
   std::string what = strprintf("%s #%u", collective_name(c), s.seq);
-  const ddl_datatype_t dtype = static_cast<ddl_datatype_t>(s.dtype);
+  // Raw integers: a peer's signature may carry any byte (datatype_name says "invalid").
+  const int dtype = s.dtype;
   const unsigned long long count = s.count;
   switch (c) {
     case Collective::kBarrier:
@@ -28,8 +29,7 @@ std::string describe_signature(const CallSignature &s) {
     case Collective::kAllgather:
       return what + strprintf(" (count %llu, %s)", count, datatype_name(dtype));
     default:
-      return what + strprintf(" (count %llu, %s, %s)", count, datatype_name(dtype),
-                              op_name(static_cast<ddl_op_t>(s.op)));
+      return what + strprintf(" (count %llu, %s, %s)", count, datatype_name(dtype), op_name(s.op));
   }
 }
 

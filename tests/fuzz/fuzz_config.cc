@@ -10,13 +10,15 @@
 #include <vector>
 
 #include "fuzz_util.h"
+#include "lib/algorithms/registry.h"
 #include "lib/common/log.h"
 #include "lib/common/params.h"
 #include "lib/core/config.h"
 
 namespace {
 
-constexpr int64_t kMaxTimeoutMs = 7LL * 24 * 3600 * 1000;
+// One bound for config.timeout_ms and DDL_TIMEOUT_MS: a day (config.cc).
+constexpr int64_t kMaxTimeoutMs = 24LL * 3600 * 1000;
 
 void set_or_unset(const char *name, bool set, const std::string &value) {
   if (set)
@@ -58,14 +60,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   set_or_unset("DDL_JOB_TOKEN", env_token, env_token_text);
   set_or_unset("DDL_ALGO", env_algo, algo_text);
 
-  // The caller's struct: c.size bytes, the tail beyond ddl_config_t filled with 0xa5.
-  // Known finding (see the report): when size is below offsetof(timeout_ms), resolve_config
-  // rejects the struct but prints config->version in its message, reading a field the
-  // caller's struct does not have (config.cc, the "do not look like a ddl_config_t" error).
-  // So that fuzzing goes on past it, the struct is at least 12 bytes (size + version) unless
-  // FUZZ_CONFIG_EXACT=1 is set, which reproduces it on the first (empty) input.
-  static const bool exact = std::getenv("FUZZ_CONFIG_EXACT") != nullptr;
-  const size_t min_alloc = exact ? sizeof(size_t) : offsetof(ddl_config_t, timeout_ms);
+  // The caller's struct: c.size bytes (at least its size field, which is always read), the
+  // tail beyond ddl_config_t filled with 0xa5. (Fuzzing found resolve_config reading version
+  // from a struct too small to hold it; fixed in 9d17169, so the allocation is exact again.)
+  const size_t min_alloc = sizeof(size_t);
   const size_t alloc = c.size < min_alloc ? min_alloc : c.size;
   unsigned char *mem = static_cast<unsigned char *>(std::malloc(alloc));
   std::memset(mem, 0xa5, alloc);
@@ -90,7 +88,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   int64_t v = 0;
   if (want_ok) {
     if (cfg && has(n, offsetof(ddl_config_t, timeout_ms), 4) && c.timeout_ms != 0) {
-      if (c.timeout_ms < 0) want_ok = false;
+      if (c.timeout_ms < 0 || c.timeout_ms > kMaxTimeoutMs) want_ok = false;
       want_timeout = c.timeout_ms;
     } else if (env_timeout && !timeout_text.empty()) {
       if (!ddl::parse_int(timeout_text, 1, kMaxTimeoutMs, &v)) want_ok = false;
@@ -112,10 +110,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
   }
   // DDL_ALGO: "" (the cost models choose) or a name from the registry's table, exactly.
-  static const char *const kAlgorithms[] = {"", "ring", "rd", "chain", "dissemination"};
+  // (The table, not a copy of its names here: algorithms get added, "rhd" and "tree" lately.)
   const std::string want_algo = env_algo ? algo_text : "";
-  bool algo_known = false;
-  for (const char *a : kAlgorithms) algo_known = algo_known || want_algo == a;
+  bool algo_known = want_algo.empty();
+  for (const ddl::AlgorithmInfo &a : ddl::algorithm_table())
+    algo_known = algo_known || want_algo == a.name;
   if (want_ok && !algo_known) want_ok = false;
   if (want_ok && cfg && has(n, offsetof(ddl_config_t, log_level), 4) && c.log_level > 3)
     want_ok = false;

@@ -1,5 +1,8 @@
-// Loopback socket helpers for the bootstrap wire fuzzers, which put fuzzed bytes on real TCP
-// connections to the real bootstrap code (its decoding is written against sockets).
+// Loopback socket helpers for the socket-level bootstrap fuzzers (fuzz_wire_*), which put
+// fuzzed bytes on real TCP connections to the real bootstrap code: they check the socket code
+// around the wire decoders (partial reads, closes, deadlines). The decoders themselves are
+// pure functions (lib/bootstrap/wire.h), fuzzed directly and ~100x faster by fuzz_hello,
+// fuzz_root_frames and fuzz_peer_reply.
 #pragma once
 
 #include <arpa/inet.h>

@@ -58,22 +58,13 @@ bool reference_bytes(const std::string &t, uint64_t *out) {
   return true;
 }
 
-// parse_int's contract as strtoll(base 10) gives it: leading C-locale white space, a sign,
-// 1+ digits, nothing after; at most 20 characters; within [min, max].
-//
-// Known finding (see the report): parse_int checks strtoll's end pointer against '\0', not
-// against the end of the std::string, so "42\0junk" is accepted as 42 (parse_bytes refuses
-// it). Environment values cannot hold a NUL; a rendezvous file can ("host:29500\0junk").
-// The reference mirrors that (the text ends at its first NUL, the length limit counts all
-// bytes) so that fuzzing goes on; FUZZ_PARAMS_STRICT=1 makes it strict and reproduces it.
-bool reference_int(const std::string &full, int64_t min, int64_t max, int64_t *out) {
-  if (full.empty() || full.size() > 20) return false;
-  static const bool strict = std::getenv("FUZZ_PARAMS_STRICT") != nullptr;
-  const std::string t = strict ? full : std::string(full.c_str());
-  size_t i = 0;
-  while (i < t.size() && (t[i] == ' ' || (t[i] >= '\t' && t[i] <= '\r'))) ++i;
-  bool neg = false;
-  if (i < t.size() && (t[i] == '+' || t[i] == '-')) neg = t[i++] == '-';
+// parse_int's contract (strict since the fuzzing of 9d17169 found "42\0junk" accepted as 42):
+// an optional '-' and 1+ ASCII digits, nothing else (no white space, no '+', no NUL), at most
+// 20 characters, within [min, max].
+bool reference_int(const std::string &t, int64_t min, int64_t max, int64_t *out) {
+  if (t.empty() || t.size() > 20) return false;
+  const bool neg = t[0] == '-';
+  size_t i = neg ? 1 : 0;
   size_t digits = 0;
   __int128 v = 0;
   while (i < t.size() && t[i] >= '0' && t[i] <= '9') {

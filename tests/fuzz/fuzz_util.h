@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #define FUZZ_CHECK(cond, ...)                                                            \
@@ -30,10 +31,14 @@ class Reader {
   uint32_t u32() { return static_cast<uint32_t>(u16()) | (static_cast<uint32_t>(u16()) << 16); }
   uint64_t u64() { return static_cast<uint64_t>(u32()) | (static_cast<uint64_t>(u32()) << 32); }
   // Bytes up to (not including) `sep`, or to the end; the separator is consumed.
+  // One memchr and one allocation: a byte-at-a-time push_back cost a tenth of some targets'
+  // time under ASan.
   std::string until(uint8_t sep) {
-    std::string out;
-    while (p_ < end_ && *p_ != sep) out.push_back(static_cast<char>(*p_++));
-    if (p_ < end_) ++p_;
+    if (p_ == end_) return std::string();
+    const void *hit = std::memchr(p_, sep, left());
+    const uint8_t *stop = hit ? static_cast<const uint8_t *>(hit) : end_;
+    std::string out(reinterpret_cast<const char *>(p_), static_cast<size_t>(stop - p_));
+    p_ = stop < end_ ? stop + 1 : end_;
     return out;
   }
   std::string rest() {

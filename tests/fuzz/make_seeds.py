@@ -108,6 +108,56 @@ def main():
     write("fuzz_wire_peer", "refused", bytes([0, 4, 0]) + ack(2, 2))
     write("fuzz_wire_peer", "raw_ack", bytes([0, 0, 0]) + ack(0, 2) + frame(2, 1, 0))
 
+    # The wire decoders called directly (no sockets). hello: byte 0 = token index (0:
+    # "fuzz-token", 1: "", 2: "x", 3: 256 x "T") | (nranks - 1) << 2; byte 1 = bytes per read.
+    write("fuzz_hello", "valid", bytes([4, 0]) + hello(1, 2))
+    write("fuzz_hello", "split", bytes([4, 3]) + hello(1, 2))
+    write("fuzz_hello", "empty_token", bytes([1 | 4, 1]) + hello(1, 2, b""))
+    write("fuzz_hello", "long_token", bytes([3 | 12, 7]) + hello(2, 4, b"T" * 256))
+    write("fuzz_hello", "wrong_token", bytes([4, 0]) + hello(1, 2, b"nope"))
+    write("fuzz_hello", "wrong_nranks", bytes([4, 0]) + hello(1, 3))
+    write("fuzz_hello", "bad_rank", bytes([4, 0]) + hello(0, 2))
+    write("fuzz_hello", "bad_magic", bytes([4, 0]) + b"GET / HTTP/1.0\r\n\r\n")
+    # root frames: as fuzz_wire_root_frames, bits 5-7 of the pick byte: the peer's rank - 1.
+    write("fuzz_root_frames", "allgather", bytes([0 | 4]) + frame(1, 1, 3) + b"xyz")
+    write("fuzz_root_frames", "ag_barrier_ag", bytes([2 | 4 | 16 | 64]) + frame(1, 1, 2) + b"hi" +
+          frame(2, 2, 0) + frame(1, 3, 0))
+    write("fuzz_root_frames", "mismatch", bytes([0]) + frame(1, 1, 0))
+    write("fuzz_root_frames", "too_long", bytes([4]) + frame(1, 1, 65537))
+    # peer reply: as fuzz_wire_peer.
+    write("fuzz_peer_reply", "allgather", bytes([0, 4, 1]) + reply(1, [b"r0", b"pp"]))
+    write("fuzz_peer_reply", "barrier_then_ag", bytes([1, 1 | 8, 1]) + frame(2, 1, 0) +
+          reply(2, [b"a", b"bb", b"ccc"]))
+    write("fuzz_peer_reply", "error_frame", bytes([0, 4, 1]) + frame(3, 1, 9) + b"rank 2 ..")
+    write("fuzz_peer_reply", "error_cut", bytes([0, 4, 1]) + frame(3, 1, 9) + b"ra")
+    write("fuzz_peer_reply", "refused", bytes([0, 4, 0]) + ack(2, 2))
+    write("fuzz_peer_reply", "raw_ack", bytes([0, 0, 0]) + ack(0, 2) + frame(2, 1, 0))
+
+    # signature: received CallSignature, own CallSignature (24 bytes each, little-endian
+    # struct layout), received length (u64), FailureNotice (512 bytes).
+    def sig(collective, seq, count, dtype=8, op=0, root=0, magic=0x64646C53):
+        return struct.pack("<IIBBBBiQ", magic, seq, collective, dtype, op, 0, root, count)
+
+    def notice(text, length=None, magic=0x64646C4E):
+        body = text.encode()
+        return struct.pack("<IiIiI", magic, 2, 7, 5, len(body) if length is None else length) + \
+            body.ljust(492, b"\0")
+
+    n = notice("rank 2 called allreduce #7 (count 4, float32, sum)")
+    write("fuzz_signature", "same", sig(0, 7, 4) + sig(0, 7, 4) + struct.pack("<Q", 512) + n)
+    write("fuzz_signature", "differ", sig(1, 7, 4, root=1) + sig(1, 7, 4, root=0) +
+          struct.pack("<Q", 512) + n)
+    write("fuzz_signature", "short", sig(4, 1, 0) + sig(2, 1, 9) + struct.pack("<Q", 100) + n)
+    write("fuzz_signature", "garbage", sig(9, 1, 0, dtype=200, op=99, magic=1) + sig(3, 1, 0) +
+          struct.pack("<Q", 512) + notice("x", length=5000))
+
+    # modes: collective (mod 5), nranks - 1 (mod 64), then the string.
+    for name, data in [("ring", bytes([0, 3]) + b"ring"), ("rd", bytes([0, 7]) + b"rd"),
+                       ("auto", bytes([2, 1])), ("chain", bytes([1, 4]) + b"chain"),
+                       ("barrier", bytes([4, 5]) + b"dissemination"),
+                       ("gdr", bytes([3, 2]) + b"pxb"), ("other", bytes([4, 2]) + b"RING")]:
+        write("fuzz_modes", name, data)
+
 
 if __name__ == "__main__":
     main()

@@ -1,7 +1,11 @@
 // Bad input gets a clear error and loses nothing; waits end at their deadline; abort and
 // concurrent calls are refused cleanly.
+#include <arpa/inet.h>
 #include <criterion/criterion.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -14,6 +18,8 @@
 #include <vector>
 
 #include "harness.h"
+#include "lib/bootstrap/bootstrap.h"
+#include "transports/ucx/ucx_transport.h"
 
 using namespace ddl_test;
 
@@ -77,6 +83,50 @@ Test(errors, bad_arguments_are_refused_and_touch_nothing) {
   cr_assert_eq(ddl_comm_destroy(comm), DDL_SUCCESS);
 }
 
+// Values a C caller may pass that no enumerator has. The library reads them as integers and
+// never holds them in the C++ enum types (that would be undefined behaviour, which UBSan's
+// enum check in scripts/sanitize.sh reports); the message shows the value itself, not the
+// name of the valid value that a byte-truncated copy would hold (264 = 256 + DDL_FLOAT32).
+// (The static_casts below stand for what a C caller passes; UBSan does not check them.)
+Test(errors, out_of_range_enum_values_are_refused) {
+  ddl_comm_t comm = single_rank_comm();
+  std::vector<float> send(16, 1.0f), recv(16, 7.0f);
+  for (int raw : {-1, static_cast<int>(DDL_DATATYPE_COUNT), 99, 264, INT32_MAX, INT32_MIN}) {
+    const ddl_datatype_t dtype = static_cast<ddl_datatype_t>(raw);
+    const std::string needle = "datatype " + std::to_string(raw) + " ";
+    expect_error(ddl_allreduce(send.data(), recv.data(), 4, dtype, DDL_SUM, comm),
+                 DDL_ERR_INVALID_ARGUMENT, comm, needle.c_str());
+    cr_assert(!contains(ddl_comm_last_error(comm), "float32"), "%s", ddl_comm_last_error(comm));
+    expect_error(ddl_broadcast(send.data(), 4, dtype, 0, comm), DDL_ERR_INVALID_ARGUMENT, comm,
+                 needle.c_str());
+    expect_error(ddl_allgather(send.data(), recv.data(), 4, dtype, comm), DDL_ERR_INVALID_ARGUMENT,
+                 comm, needle.c_str());
+    expect_error(ddl_reduce_scatter(send.data(), recv.data(), 4, dtype, DDL_MAX, comm),
+                 DDL_ERR_INVALID_ARGUMENT, comm, needle.c_str());
+    // Even an empty call checks its arguments.
+    expect_error(ddl_allreduce(nullptr, nullptr, 0, dtype, DDL_SUM, comm), DDL_ERR_INVALID_ARGUMENT,
+                 comm, needle.c_str());
+    cr_assert_eq(ddl_datatype_size(dtype), 0u);
+    cr_assert_str_eq(ddl_datatype_name(dtype), "invalid");
+  }
+  for (int raw : {-7, -1, static_cast<int>(DDL_OP_COUNT), 256 + DDL_SUM, INT32_MAX}) {
+    const ddl_op_t op = static_cast<ddl_op_t>(raw);
+    const std::string needle = "op " + std::to_string(raw) + " ";
+    expect_error(ddl_allreduce(send.data(), recv.data(), 4, DDL_FLOAT32, op, comm),
+                 DDL_ERR_INVALID_ARGUMENT, comm, needle.c_str());
+    expect_error(ddl_reduce_scatter(send.data(), recv.data(), 4, DDL_FLOAT32, op, comm),
+                 DDL_ERR_INVALID_ARGUMENT, comm, needle.c_str());
+    cr_assert_str_eq(ddl_op_name(op), "invalid");
+  }
+  cr_assert(contains(ddl_result_string(static_cast<ddl_result_t>(77)), "unknown"));
+  cr_assert(contains(ddl_result_string(static_cast<ddl_result_t>(-1)), "unknown"));
+  for (float v : recv) cr_assert_eq(v, 7.0f, "a refused call wrote to recvbuf");
+  // The communicator still works after refused calls.
+  cr_assert_eq(ddl_allreduce(send.data(), recv.data(), 16, DDL_FLOAT32, DDL_SUM, comm), DDL_SUCCESS,
+               "%s", ddl_comm_last_error(comm));
+  cr_assert_eq(ddl_comm_destroy(comm), DDL_SUCCESS);
+}
+
 Test(errors, null_and_destroyed_communicators) {
   float x = 1;
   expect_error(ddl_allreduce(&x, &x, 1, DDL_FLOAT32, DDL_SUM, nullptr), DDL_ERR_INVALID_ARGUMENT,
@@ -104,6 +154,15 @@ Test(errors, bad_init_arguments) {
   config.timeout_ms = -5;
   expect_error(ddl_comm_init(&comm, 1, 0, nullptr, &config), DDL_ERR_INVALID_ARGUMENT, nullptr,
                "timeout_ms");
+  // A deadline beyond a day is no deadline (and usually seconds taken for milliseconds).
+  config.timeout_ms = 24 * 3600 * 1000 + 1;
+  expect_error(ddl_comm_init(&comm, 1, 0, nullptr, &config), DDL_ERR_INVALID_ARGUMENT, nullptr,
+               "at most 24 h");
+  config.timeout_ms = 24 * 3600 * 1000;
+  cr_assert_eq(ddl_comm_init(&comm, 1, 0, nullptr, &config), DDL_SUCCESS, "%s",
+               ddl_comm_last_error(nullptr));
+  cr_assert_eq(ddl_comm_destroy(comm), DDL_SUCCESS);
+  comm = nullptr;
   cr_assert_null(comm);
 }
 
@@ -255,6 +314,23 @@ Test(errors, mismatched_calls_are_named_on_every_rank) {
          return ddl_allreduce(buf, buf, rank == 3 ? 9 : 8, DDL_FLOAT32, DDL_SUM, comm);
        },
        "count 9"},
+      // An empty call moves no data but still checks its signature: the rank with count 0
+      // must not return success while its peer waits for data that never comes.
+      {"count 0 against count 5", 2,
+       [](ddl_comm_t comm, int rank) {
+         return ddl_allreduce(buf, buf, rank == 0 ? 0 : 5, DDL_FLOAT32, DDL_SUM, comm);
+       },
+       "count 0"},
+      {"count 0 on one rank of three", 3,
+       [](ddl_comm_t comm, int rank) {
+         return ddl_allgather(buf, buf + 16, rank == 1 ? 0 : 5, DDL_FLOAT32, comm);
+       },
+       "count 0"},
+      {"empty broadcast against a barrier", 2,
+       [](ddl_comm_t comm, int rank) {
+         return rank == 0 ? ddl_broadcast(nullptr, 0, DDL_FLOAT32, 0, comm) : ddl_barrier(comm);
+       },
+       "barrier #0"},
   };
   for (const MismatchCase &c : cases) expect_mismatch_detected(c);
 }
@@ -288,4 +364,134 @@ Test(errors, every_survivor_names_a_killed_rank) {
   for (int survivor : {0, 1, 3})
     cr_assert(failures.find("rank " + std::to_string(survivor) + " ") == std::string::npos, "%s",
               failures.c_str());
+}
+
+// A peer on this host that died before this rank created its endpoint: UCX cannot map the
+// dead process's shared memory ("Shared memory error", forced here with UCX_TLS=posix,self).
+// That is the peer's death, not this rank's system error: the peer is recorded as dead, and
+// everything after names it with DDL_ERR_REMOTE.
+Test(errors, an_endpoint_to_a_dead_peer_names_it) {
+  for (const char *tls : {"posix,self", ""}) {
+    if (*tls)
+      setenv("UCX_TLS", tls, 1);
+    else
+      unsetenv("UCX_TLS");
+    int pipe_fds[2];
+    cr_assert_eq(pipe(pipe_fds), 0);
+    pid_t child = fork();
+    if (child == 0) {
+      std::unique_ptr<ddl::UcxTransport> peer;
+      if (!ddl::UcxTransport::create(1, 2, &peer).ok()) _exit(2);
+      const std::string &address = peer->worker_address();
+      const uint32_t length = static_cast<uint32_t>(address.size());
+      if (write(pipe_fds[1], &length, sizeof length) != sizeof length ||
+          write(pipe_fds[1], address.data(), length) != static_cast<ssize_t>(length))
+        _exit(3);
+      raise(SIGKILL);  // dies with its UCX worker open
+    }
+    close(pipe_fds[1]);
+    uint32_t length = 0;
+    cr_assert_eq(read(pipe_fds[0], &length, sizeof length), (ssize_t)sizeof length);
+    std::string address(length, '\0');
+    size_t got = 0;
+    while (got < length) {
+      ssize_t n = read(pipe_fds[0], &address[got], length - got);
+      cr_assert_gt(n, 0);
+      got += static_cast<size_t>(n);
+    }
+    close(pipe_fds[0]);
+    int status = 0;
+    cr_assert_eq(waitpid(child, &status, 0), child);
+    cr_assert(WIFSIGNALED(status), "the peer process did not die as planned (status %#x)", status);
+
+    std::unique_ptr<ddl::UcxTransport> transport;
+    ddl::Status s = ddl::UcxTransport::create(0, 2, &transport);
+    cr_assert(s.ok(), "%s", s.message().c_str());
+    std::vector<ddl::UcxTransport::Peer> peers(2);
+    peers[0].address = transport->worker_address();
+    peers[0].same_host = true;
+    peers[0].pid = getpid();
+    peers[1].address = address;
+    peers[1].same_host = true;
+    peers[1].pid = child;
+    s = transport->connect(peers);
+    cr_assert(s.ok() || s.code() == DDL_ERR_REMOTE, "UCX_TLS=%s: connect: %s", tls,
+              s.message().c_str());
+    ddl::Status peer = transport->peer_status(1);
+    cr_assert_eq(peer.code(), DDL_ERR_REMOTE, "UCX_TLS=%s: %s", tls, peer.message().c_str());
+    cr_assert(contains(peer.message().c_str(), "rank 1"), "%s", peer.message().c_str());
+    cr_assert(contains(peer.message().c_str(), "died"), "%s", peer.message().c_str());
+    uint8_t byte = 0;
+    ddl::TransferRequest req;
+    s = transport->post_send(1, 0, 1, &byte, 1, &req);
+    cr_assert_eq(s.code(), DDL_ERR_REMOTE, "UCX_TLS=%s: send: %s", tls, s.message().c_str());
+    cr_log_info("UCX_TLS=%s: %s", tls, peer.message().c_str());
+  }
+  unsetenv("UCX_TLS");
+}
+
+namespace {
+
+// A listening socket on 127.0.0.1 that stands in for rank 0's rendezvous.
+int listen_on_loopback(int *port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr = {};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  if (bind(fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr) != 0 || listen(fd, 8) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr *>(&addr), &len) != 0) {
+    close(fd);
+    return -1;
+  }
+  *port = ntohs(addr.sin_port);
+  return fd;
+}
+
+}  // namespace
+
+// Rank 0 takes this rank's connection, then dies before answering (its port closes): the
+// rank fails at once, naming rank 0, instead of retrying until its deadline.
+Test(errors, a_root_that_dies_during_the_connect_phase_is_named_at_once) {
+  int port = 0;
+  int listener = listen_on_loopback(&port);
+  cr_assert_geq(listener, 0);
+  std::thread root([listener] {
+    int conn = accept(listener, nullptr, nullptr);
+    char hello[64];
+    if (conn >= 0) {
+      (void)!read(conn, hello, sizeof hello);  // the start of the hello, then "death"
+      close(conn);
+    }
+    close(listener);
+  });
+  ddl::BootstrapOptions options;
+  options.rank = 1;
+  options.nranks = 2;
+  options.root_addr = "127.0.0.1:" + std::to_string(port);
+  options.timeout_ms = 20000;
+  auto start = std::chrono::steady_clock::now();
+  std::unique_ptr<ddl::Bootstrap> bootstrap;
+  ddl::Status s = ddl::Bootstrap::create(options, &bootstrap);
+  double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  root.join();
+  cr_assert_eq(s.code(), DDL_ERR_REMOTE, "%s", s.message().c_str());
+  cr_assert(contains(s.message().c_str(), "rank 0 (the rendezvous root)"), "%s",
+            s.message().c_str());
+  cr_assert(waited < 5.0, "took %.1f s of a 20 s deadline: %s", waited, s.message().c_str());
+  cr_log_info("after %.2f s: %s", waited, s.message().c_str());
+}
+
+// A root that never answers: the error at the deadline still says who was awaited.
+Test(errors, a_root_that_never_answers_is_named) {
+  ddl::BootstrapOptions options;
+  options.rank = 1;
+  options.nranks = 2;
+  options.root_addr = "127.0.0.1:" + std::to_string(free_port());
+  options.timeout_ms = 500;
+  std::unique_ptr<ddl::Bootstrap> bootstrap;
+  ddl::Status s = ddl::Bootstrap::create(options, &bootstrap);
+  cr_assert_eq(s.code(), DDL_ERR_TIMEOUT, "%s", s.message().c_str());
+  cr_assert(contains(s.message().c_str(), "rank 0 (the rendezvous root)"), "%s",
+            s.message().c_str());
 }

@@ -395,7 +395,7 @@ void ShmTransport::deliver(Inbound &in, Cell *cell) {
       in.op->done += bytes;
       break;
     case Target::kEarly:
-      if (offset + bytes <= in.early->data.size())
+      if (bytes && offset + bytes <= in.early->data.size())
         std::memcpy(in.early->data.data() + offset, cell->payload(), bytes);
       in.early->arrived += bytes;
       break;

@@ -44,16 +44,23 @@ constexpr int kDeathWatchMs = 500;
 //    without posix and sysv, 0 in 400. Same-host peers then talk over tcp (loopback) and cma
 //    (process_vm_readv, for large messages), or whatever fabric UCX finds; same-host data
 //    goes through ddl's own shared-memory transport (transports/shm), whose memfd segment
-//    never has a name. Measured with ddlrun -n 2 ddl_perf here, UCX only (DDL_SHM=0):
-//    see kSameHostNote below.
-//  - RCACHE_ENABLE=no: UCP's own registration cache, used by UCX 1.13 only with its newer
-//    protocols (UCX_PROTO_ENABLE=y, off by default; the verbs transports keep their own
-//    cache). Creating it installs UCM's memory hooks, which probe themselves with a 4 KiB
-//    SysV segment (shmget, shmat, shmdt, IPC_RMID): two more leak windows in ucp_init (the
-//    2 segments leaked in 400 kills above without this). What remains is the same probe once
-//    at load time of libucs, before any ddl code runs: only UCX_MEM_EVENTS=no in the
-//    environment removes it (0 in 400 either way), at the cost of the verbs transports'
-//    registration cache, so ddl leaves that to the user.
+//    never has a name, so this costs nothing on the default path. ddlrun -n 2 ddl_perf on
+//    this 2-core machine when idle (float32 sum, out-of-place time, 3 alternating runs each),
+//    these settings vs UCX's defaults. With ddl's shm (the default): 8 B 0.8-1.2 vs 0.6-1.2 us,
+//    4 KiB 2.0-3.4 vs 1.9-2.6 us, 256 KiB 45-67 vs 45-51 us, 2 MiB 495-548 vs 517-540 us,
+//    16 MiB 7.6-7.8 vs 7.7-7.9 ms: the same within the noise. Over UCX alone (DDL_SHM=0, the
+//    fallback when ddl's shm cannot be set up) tcp is slower than UCX's shm for small
+//    messages: 8 B 13-20 vs 2.6-3.2 us, 32 KiB 47-66 vs 15-18 us, 256 KiB 92-122 vs 53-65 us,
+//    2 MiB 593-754 vs 543-588 us, 16 MiB 8.6-9.3 vs 7.7-8.2 ms. UCX_TLS=^posix (sysv kept)
+//    is as fast as the defaults there (8 B 2.7-3.0 us, 32 KiB 18-19 us; 0 segments leaked in
+//    400 kills), at the price of sysv's short shmget..IPC_RMID window.
+//  - RCACHE_ENABLE=no: UCP's own registration cache. Creating it installs UCM's memory hooks,
+//    which test themselves with a 4 KiB SysV segment (shmget, shmat, shmdt, IPC_RMID): two
+//    more leak windows in every ucp_init (2 segments leaked in 400 kills above, 0 in 400
+//    without the cache). tcp and cma register no memory; the verbs transports keep their own
+//    cache (UCX_IB_RCACHE_*). What remains is the same self-test once when libucs is loaded,
+//    before any ddl code runs: only UCX_MEM_EVENTS=no in the environment removes it, at the
+//    cost of the verbs transports' cache, so ddl leaves that to the user.
 struct UcxDefault {
   const char *name;  // without the UCX_ prefix
   const char *value;
@@ -180,6 +187,26 @@ Status UcxTransport::connect(const std::vector<Peer> &peers) {
   return Status::Ok();
 }
 
+Status UcxTransport::send_failed(int peer, ucs_status_t status) {
+  switch (status) {
+    // The connection broke (over tcp, a dead peer's socket resets or times out): the peer's
+    // failure. Remembered, so that peer_status says so from now on.
+    case UCS_ERR_ENDPOINT_TIMEOUT:
+    case UCS_ERR_CONNECTION_RESET:
+    case UCS_ERR_UNREACHABLE:
+    case UCS_ERR_REJECTED:
+    case UCS_ERR_NOT_CONNECTED: {
+      if (peer_errors_[peer] == UCS_OK) peer_errors_[peer] = status;
+      if (peers_[peer].same_host && !pid_dead_[peer]) last_pid_check_ns_[peer] = 0;  // look now
+      Status dead = peer_status(peer);
+      return Status(DDL_ERR_REMOTE,
+                    strprintf("sending to rank %d: %s", peer, dead.message().c_str()));
+    }
+    default:
+      return ucx_error(status, strprintf("sending to rank %d", peer).c_str());
+  }
+}
+
 Status UcxTransport::endpoint_failed(int peer, ucs_status_t status) {
   const Peer &p = peers_[peer];
   if (p.same_host) {
@@ -254,7 +281,7 @@ Status UcxTransport::post_send(int peer, uint32_t seq, uint32_t tag, const void 
   if (p == nullptr) {
     req->done = true;
   } else if (UCS_PTR_IS_ERR(p)) {
-    return ucx_error(UCS_PTR_STATUS(p), strprintf("sending to rank %d", peer).c_str());
+    return send_failed(peer, UCS_PTR_STATUS(p));
   } else if (!req->done) {
     req->handle = p;
   }

@@ -53,6 +53,9 @@ class UcxTransport : public Transport {
   // An endpoint that could not be created: OK when the peer has died (it is marked dead,
   // and the caller's next exchange fails naming it); else the error naming the peer.
   Status endpoint_failed(int peer, ucs_status_t status);
+  // A send that failed at once: a broken connection is the peer's failure (DDL_ERR_REMOTE
+  // naming it, its death when its pid says so), anything else this rank's.
+  Status send_failed(int peer, ucs_status_t status);
 
  public:
   Status post_recv_any(uint32_t tag, void *buf, size_t bytes, TransferRequest *req) override;
