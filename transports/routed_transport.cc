@@ -80,6 +80,11 @@ bool RoutedTransport::progress() {
   return any;
 }
 
+bool RoutedTransport::progress_all() {
+  const bool local = local_ && local_->progress();
+  return network_->progress() || local;
+}
+
 void RoutedTransport::cancel(TransferRequest *req) {
   if (req->route == kLocal)
     local_->cancel(req);

@@ -28,6 +28,7 @@ class RoutedTransport : public Transport {
   bool stamp_mismatch(int *peer, CallStamp *theirs) const override;
   bool stamp_seen(int peer) const override;
   bool progress() override;
+  bool progress_all() override;
   void cancel(TransferRequest *req) override;
   Status peer_status(int peer) const override;
 

@@ -72,6 +72,8 @@ class Transport {
   virtual bool stamp_seen(int /*peer*/) const { return false; }
   // Drives communication and completes requests; true when anything happened.
   virtual bool progress() = 0;
+  // Drives every path now, including those a router polls only now and then.
+  virtual bool progress_all() { return progress(); }
   // Detaches an unfinished request (after an error or a timeout): the transport will never
   // touch *req again, and cancels the operation where it can.
   virtual void cancel(TransferRequest *req) = 0;

@@ -17,6 +17,8 @@ namespace {
 constexpr long kSleepNs = 20000;
 // How often (in idle iterations) the deadline and the abort flag are looked at.
 constexpr int kCheckEvery = 256;
+// Polls of every path for a notice that explains a death, before reporting the death itself.
+constexpr int kNoticePolls = 64;
 
 const char *kind_text(StepKind kind) {
   switch (kind) {
@@ -161,9 +163,17 @@ Status Executor::run(const Plan &plan, const ExecArgs &args, Transport *transpor
         return Status(DDL_ERR_INVALID_USAGE, "aborted by ddl_comm_abort while waiting");
       }
       // A confirmed death is the news itself: report it at once (a timeout may still be
-      // explained by a mismatch, so it waits for one briefly).
+      // explained by a mismatch, so it waits for one briefly). But the dead rank may have
+      // died of the news: having told everyone of an earlier death, it exited. Its notice
+      // is then already here, in a path a router polls only now and then.
       if (!s.ok() && s.code() == DDL_ERR_REMOTE && found_failure_) {
+        for (int i = 0; i < kNoticePolls && args.notice && !args.notice->done; ++i)
+          transport->progress_all();
         cancel_all(transport);
+        if (args.notice && args.notice->done) {
+          found_failure_ = false;  // not news: everyone was told already
+          return notice_error(args);
+        }
         return s;
       }
       if (!s.ok()) return fail(s);
