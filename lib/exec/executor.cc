@@ -85,7 +85,10 @@ Status Executor::run(const Plan &plan, const ExecArgs &args, Transport *transpor
   size_t next_ready = 0;
   int idle = 0;
   Status posted = post_signature(plan, args, transport);
-  if (!posted.ok()) return posted;
+  if (!posted.ok()) {
+    if (posted.code() == DDL_ERR_REMOTE) found_failure_ = true;  // a dead peer: tell everyone
+    return posted;
+  }
   transport_ = transport;
   if (stamped_) {
     // A message of this call may have arrived before it began, its stamp already compared.
@@ -125,8 +128,11 @@ Status Executor::run(const Plan &plan, const ExecArgs &args, Transport *transpor
     }
     if (!signature_sent_ && signature_send_.done) {
       signature_sent_ = true;
-      if (!signature_send_.status.ok())
-        return fail(signature_send_.status.prefix("sending the call signature: "));
+      if (!signature_send_.status.ok()) {
+        Status s = signature_send_.status;
+        if (s.code() == DDL_ERR_REMOTE) found_failure_ = true;
+        return fail(s.prefix("sending the call signature: "));
+      }
       progressed = true;
     }
     if (completed_ == n && signature_checked_ && signature_sent_) break;
@@ -409,8 +415,11 @@ Status Executor::check_stamps(const ExecArgs &args, Transport *transport) {
 Status Executor::check_signature(const ExecArgs &args) {
   signature_checked_ = true;
   const int left = ring_index(args.rank - 1, args.nranks);
-  if (!signature_recv_.status.ok())
-    return signature_recv_.status.prefix(strprintf("call signature from rank %d: ", left));
+  if (!signature_recv_.status.ok()) {
+    Status s = signature_recv_.status;
+    if (s.code() == DDL_ERR_REMOTE) found_failure_ = true;
+    return s.prefix(strprintf("call signature from rank %d: ", left));
+  }
   if (signature_recv_.received == sizeof signature_in_ && same_call(signature_in_, *args.signature))
     return Status::Ok();
   found_failure_ = true;
