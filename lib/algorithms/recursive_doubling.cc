@@ -3,21 +3,11 @@
 namespace ddl {
 
 void build_recursive_doubling_allreduce(const CollectiveArgs &args, Schedule *schedule) {
+  if (!start_allreduce_schedule(args, "rd", schedule)) return;
   const int n = args.nranks, r = args.rank;
   const size_t count = args.count;
-  schedule->algorithm = "rd";
-  schedule->input_count = schedule->output_count = count;
-  schedule->in_place = args.in_place;
-  if (n == 1) {
-    if (!args.in_place && count > 0)
-      add_step(schedule, copy_step(input_at(0), output_at(0), count, {}));
-    return;
-  }
-  int p = 1, rounds = 0;
-  while (p * 2 <= n) {
-    p *= 2;
-    ++rounds;
-  }
+  int rounds = 0;
+  const int p = power_of_two_below(n, &rounds);
   const int extra = n - p;
   const uint32_t fold_tag = 0, unfold_tag = static_cast<uint32_t>(rounds) + 1;
   schedule->scratch_count = count;  // one landing area: rounds run one after another
@@ -59,11 +49,8 @@ void build_recursive_doubling_allreduce(const CollectiveArgs &args, Schedule *sc
 
 double recursive_doubling_allreduce_cost(int nranks, double bytes, const CostConstants &c) {
   if (nranks <= 1) return 0.0;
-  int p = 1, rounds = 0;
-  while (p * 2 <= nranks) {
-    p *= 2;
-    ++rounds;
-  }
+  int rounds = 0;
+  const int p = power_of_two_below(nranks, &rounds);
   double t = rounds * (c.alpha + bytes * c.beta + bytes * c.gamma);
   if (p != nranks) t += 2 * (c.alpha + bytes * c.beta) + bytes * c.gamma;
   return t;

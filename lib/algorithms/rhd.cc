@@ -39,21 +39,11 @@ Halving halving(const BlockSplit &blocks, int p, int rounds, int r) {
 }  // namespace
 
 void build_rhd_allreduce(const CollectiveArgs &args, Schedule *schedule) {
+  if (!start_allreduce_schedule(args, "rhd", schedule)) return;
   const int n = args.nranks, r = args.rank;
   const size_t count = args.count;
-  schedule->algorithm = "rhd";
-  schedule->input_count = schedule->output_count = count;
-  schedule->in_place = args.in_place;
-  if (n == 1) {
-    if (!args.in_place && count > 0)
-      add_step(schedule, copy_step(input_at(0), output_at(0), count, {}));
-    return;
-  }
-  int p = 1, rounds = 0;
-  while (p * 2 <= n) {
-    p *= 2;
-    ++rounds;
-  }
+  int rounds = 0;
+  const int p = power_of_two_below(n, &rounds);
   const int extra = n - p;
   // Tags per (sender, receiver) pair: the fold, a halving round and the doubling round that
   // retraces it (same partner), the unfold.
@@ -128,11 +118,8 @@ void build_rhd_allreduce(const CollectiveArgs &args, Schedule *schedule) {
 
 double rhd_allreduce_cost(int nranks, double bytes, const CostConstants &c) {
   if (nranks <= 1) return 0.0;
-  int p = 1, rounds = 0;
-  while (p * 2 <= nranks) {
-    p *= 2;
-    ++rounds;
-  }
+  int rounds = 0;
+  const int p = power_of_two_below(nranks, &rounds);
   const double share = (p - 1.0) / p * bytes;
   double t = 2.0 * rounds * c.alpha + 2.0 * share * c.beta + share * c.gamma;
   if (nranks > p) t += 2.0 * (c.alpha + bytes * c.beta) + bytes * c.gamma;

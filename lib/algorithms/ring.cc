@@ -20,14 +20,8 @@ void copy_if_needed(const CollectiveArgs &args, size_t count, Schedule *schedule
 }  // namespace
 
 void build_ring_allreduce(const CollectiveArgs &args, Schedule *schedule) {
+  if (!start_allreduce_schedule(args, "ring", schedule)) return;
   const int n = args.nranks, r = args.rank;
-  schedule->algorithm = "ring";
-  schedule->input_count = schedule->output_count = args.count;
-  schedule->in_place = args.in_place;
-  if (n == 1) {
-    copy_if_needed(args, args.count, schedule);
-    return;
-  }
   const BlockSplit blocks(args.count, n);
   const ChunkSplit chunks(blocks.max_block(), args.chunk_elems);
   const int C = chunks.chunks();

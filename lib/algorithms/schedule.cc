@@ -81,4 +81,25 @@ Step reduce_step(Range tmp, Range src, Range dst, size_t count, bool final_reduc
   return s;
 }
 
+bool start_allreduce_schedule(const CollectiveArgs &args, const char *algorithm,
+                              Schedule *schedule) {
+  schedule->algorithm = algorithm;
+  schedule->input_count = schedule->output_count = args.count;
+  schedule->in_place = args.in_place;
+  if (args.nranks > 1) return true;
+  if (!args.in_place && args.count > 0)
+    add_step(schedule, copy_step(input_at(0), output_at(0), args.count, {}));
+  return false;
+}
+
+int power_of_two_below(int n, int *rounds) {
+  int p = 1;
+  *rounds = 0;
+  while (p * 2 <= n) {
+    p *= 2;
+    ++*rounds;
+  }
+  return p;
+}
+
 }  // namespace ddl

@@ -107,6 +107,16 @@ inline Range scratch_at(size_t offset) {
   return Range{BufferId::kScratch, offset};
 }
 
+// Fills in what every allreduce schedule states (name, buffer sizes, in place) and, for a
+// single rank, its whole schedule (a copy when out of place). False when nothing is left to
+// build.
+bool start_allreduce_schedule(const CollectiveArgs &args, const char *algorithm,
+                              Schedule *schedule);
+
+// The largest power of two <= n (n >= 1), and its log2 in *rounds: the ranks that take part
+// in recursive doubling or halving; the others fold into them.
+int power_of_two_below(int n, int *rounds);
+
 // (a mod n) for a possibly negative a.
 inline int ring_index(int a, int n) {
   return ((a % n) + n) % n;

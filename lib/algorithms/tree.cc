@@ -32,16 +32,9 @@ TreePlace tree_place(int n, int r, int radix) {
 }  // namespace
 
 void build_tree_allreduce_radix(const CollectiveArgs &args, int radix, Schedule *schedule) {
+  if (!start_allreduce_schedule(args, "tree", schedule)) return;
   const int n = args.nranks, r = args.rank;
   const size_t count = args.count;
-  schedule->algorithm = "tree";
-  schedule->input_count = schedule->output_count = count;
-  schedule->in_place = args.in_place;
-  if (n == 1) {
-    if (!args.in_place && count > 0)
-      add_step(schedule, copy_step(input_at(0), output_at(0), count, {}));
-    return;
-  }
   const TreePlace place = tree_place(n, r, std::max(2, radix));
   // One landing area: the children's results are folded in one after another (they all
   // write the output), each received and reduced in one step so that a transport that
