@@ -112,6 +112,8 @@ Status find_plan(ddl_comm *comm, const CollectiveCall &call, bool in_place, cons
   std::unique_ptr<Plan> made(new Plan());
   make_plan(std::move(schedule), made.get());
   if (comm->nranks > 1) {
+    made->sends_right_at_once =
+        sends_at_once_to(made->schedule, ring_index(comm->rank + 1, comm->nranks));
     // The previous rank's schedule for the same call (schedules are deterministic): does it
     // start by sending to us? Then its signature rides on that message (see the executor).
     CollectiveArgs left_args = args;

@@ -351,14 +351,6 @@ CallSignature signature_of_stamp(const CallStamp &stamp, uint32_t seq) {
   return signature;
 }
 
-bool has_ready_send_to(const Plan &plan, int peer) {
-  for (uint32_t index : plan.initial_ready) {
-    const Step &step = plan.schedule.steps[index];
-    if (step.kind == StepKind::kSend && step.peer == peer) return true;
-  }
-  return false;
-}
-
 }  // namespace
 
 // Every rank checks that the previous rank of the ring made the same call, and the ring
@@ -377,7 +369,7 @@ Status Executor::post_signature(const Plan &plan, const ExecArgs &args, Transpor
   const int left = ring_index(args.rank - 1, args.nranks);
   transport->begin_call(args.seq, stamp_of(signature_out_));
   stamped_ = true;
-  const bool carried = transport->carries_stamps(right) && has_ready_send_to(plan, right);
+  const bool carried = transport->carries_stamps(right) && plan.sends_right_at_once;
   const bool comes_carried = transport->carries_stamps(left) && plan.left_sends_at_once;
   Status s = Status::Ok();
   signature_recv_ = TransferRequest();  // not done: nothing stale from the last call

@@ -16,8 +16,10 @@ struct Plan {
   std::vector<uint32_t> dependents_begin;  // steps.size() + 1 offsets
   std::vector<uint32_t> dep_counts;
   std::vector<uint32_t> initial_ready;
-  // The previous rank of the ring starts with a send to this rank: a transport that stamps
-  // messages then carries its call signature, and no separate signature message comes.
+  // Where call signatures can ride on data (see Executor::post_signature): this rank starts
+  // with a send to the next rank of the ring; the previous rank starts with a send to this
+  // one, so no separate signature message comes from it.
+  bool sends_right_at_once = false;
   bool left_sends_at_once = false;
 };
 
