@@ -237,38 +237,32 @@ Status ShmTransport::post_send(int peer, uint32_t seq, uint32_t tag, const void 
 
 Status ShmTransport::post_recv(int peer, uint32_t seq, uint32_t tag, void *buf, size_t bytes,
                                TransferRequest *req) {
-  if (!serves(peer) || peer == rank_) return internal_error("rank %d is not a shm peer", peer);
-  Op *op = new_op();
-  op->seq = seq;
-  op->tag = tag;
-  op->dst = static_cast<char *>(buf);
-  op->bytes = bytes;
-  op->peer = peer;
-  return post_receive(op, req);
+  return post_receive(peer, seq, tag, buf, nullptr, bytes, nullptr, req);
 }
 
 Status ShmTransport::post_recv_reduce(int peer, uint32_t seq, uint32_t tag, void *dst,
                                       const void *src, size_t bytes, const ReduceSpec &spec,
                                       TransferRequest *req) {
-  if (!serves(peer) || peer == rank_) return internal_error("rank %d is not a shm peer", peer);
-  Op *op = new_op();
-  op->reduce = true;
-  op->seq = seq;
-  op->tag = tag;
-  op->dst = static_cast<char *>(dst);
-  op->src = static_cast<const char *>(src);
-  op->bytes = bytes;
-  op->spec = spec;
-  op->peer = peer;
-  return post_receive(op, req);
+  return post_receive(peer, seq, tag, dst, src, bytes, &spec, req);
 }
 
 Status ShmTransport::post_recv_any(uint32_t, void *, size_t, TransferRequest *) {
   return unsupported("the shm transport does not receive from any rank (notices use UCX)");
 }
 
-Status ShmTransport::post_receive(Op *op, TransferRequest *req) {
-  Inbound &in = inbound_[op->peer];
+Status ShmTransport::post_receive(int peer, uint32_t seq, uint32_t tag, void *dst, const void *src,
+                                  size_t bytes, const ReduceSpec *spec, TransferRequest *req) {
+  if (!serves(peer) || peer == rank_) return internal_error("rank %d is not a shm peer", peer);
+  Op *op = new_op();
+  op->reduce = spec != nullptr;
+  if (spec) op->spec = *spec;
+  op->seq = seq;
+  op->tag = tag;
+  op->dst = static_cast<char *>(dst);
+  op->src = static_cast<const char *>(src);
+  op->bytes = bytes;
+  op->peer = peer;
+  Inbound &in = inbound_[peer];
   op->req = req;
   req->done = false;
   req->status = Status::Ok();

@@ -130,7 +130,9 @@ class ShmTransport : public Transport {
   Cell *cell_at(char *cells, uint64_t index) const;
   Op *new_op();
   void free_op(Op *op);
-  Status post_receive(Op *op, TransferRequest *req);
+  // A receive; it reduces into dst with src when spec is given, else copies into dst.
+  Status post_receive(int peer, uint32_t seq, uint32_t tag, void *dst, const void *src,
+                      size_t bytes, const ReduceSpec *spec, TransferRequest *req);
   // Writes as many fragments of `op` as there are free cells (at least one, even for an
   // empty message); true when all are written. Sets *wrote when it wrote any.
   bool write_fragments(Outbound &out, Op *op, bool *wrote);
