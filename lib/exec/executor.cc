@@ -319,40 +319,6 @@ void Executor::cancel_all(Transport *transport) {
   signature_checked_ = signature_sent_ = true;
 }
 
-namespace {
-
-// The call as it rides on messages: the signature's fields that must agree, the others
-// zeroed so that the transport can compare bytes; byte 3 marks a stamp as present.
-CallStamp stamp_of(const CallSignature &signature) {
-  const auto collective = static_cast<Collective>(signature.collective);
-  const bool barrier = collective == Collective::kBarrier;
-  const bool reduces =
-      collective == Collective::kAllreduce || collective == Collective::kReduceScatter;
-  CallStamp stamp;
-  stamp.bytes[0] = signature.collective;
-  stamp.bytes[1] = barrier ? 0 : signature.dtype;
-  stamp.bytes[2] = reduces ? signature.op : 0;
-  stamp.bytes[3] = 1;
-  const int32_t root = collective == Collective::kBroadcast ? signature.root : 0;
-  const uint64_t count = barrier ? 0 : signature.count;
-  std::memcpy(stamp.bytes + 4, &root, sizeof root);
-  std::memcpy(stamp.bytes + 8, &count, sizeof count);
-  return stamp;
-}
-
-CallSignature signature_of_stamp(const CallStamp &stamp, uint32_t seq) {
-  CallSignature signature;
-  signature.seq = seq;
-  signature.collective = stamp.bytes[0];
-  signature.dtype = stamp.bytes[1];
-  signature.op = stamp.bytes[2];
-  std::memcpy(&signature.root, stamp.bytes + 4, sizeof signature.root);
-  std::memcpy(&signature.count, stamp.bytes + 8, sizeof signature.count);
-  return signature;
-}
-
-}  // namespace
-
 // Every rank checks that the previous rank of the ring made the same call, and the ring
 // closes, so all agree. Over UCX the signature is a message of its own. A transport that
 // stamps messages (shm) carries it on the first data message to the next rank instead,

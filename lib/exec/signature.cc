@@ -1,5 +1,7 @@
 #include "lib/exec/signature.h"
 
+#include <cstring>
+
 #include "lib/algorithms/schedule.h"
 #include "lib/common/datatype.h"
 #include "lib/common/status.h"
@@ -51,6 +53,33 @@ bool same_call(const CallSignature &a, const CallSignature &b) {
   if (a.collective == static_cast<uint8_t>(Collective::kBroadcast) && a.root != b.root)
     return false;
   return true;
+}
+
+CallStamp stamp_of(const CallSignature &signature) {
+  const bool barrier = signature.collective == static_cast<uint8_t>(Collective::kBarrier);
+  const bool broadcast = signature.collective == static_cast<uint8_t>(Collective::kBroadcast);
+  // The fields same_call ignores are zeroed, so that equal calls give equal bytes.
+  CallStamp stamp;
+  stamp.bytes[0] = signature.collective;
+  stamp.bytes[1] = barrier ? 0 : signature.dtype;
+  stamp.bytes[2] = reduces(signature.collective) ? signature.op : 0;
+  stamp.bytes[3] = 1;  // a stamp is present
+  const int32_t root = broadcast ? signature.root : 0;
+  const uint64_t count = barrier ? 0 : signature.count;
+  std::memcpy(stamp.bytes + 4, &root, sizeof root);
+  std::memcpy(stamp.bytes + 8, &count, sizeof count);
+  return stamp;
+}
+
+CallSignature signature_of_stamp(const CallStamp &stamp, uint32_t seq) {
+  CallSignature signature;
+  signature.seq = seq;
+  signature.collective = stamp.bytes[0];
+  signature.dtype = stamp.bytes[1];
+  signature.op = stamp.bytes[2];
+  std::memcpy(&signature.root, stamp.bytes + 4, sizeof signature.root);
+  std::memcpy(&signature.count, stamp.bytes + 8, sizeof signature.count);
+  return signature;
 }
 
 }  // namespace ddl

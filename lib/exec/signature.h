@@ -9,6 +9,7 @@
 #include <string>
 
 #include "ddl/ddl.h"
+#include "transports/transport.h"
 
 namespace ddl {
 
@@ -46,5 +47,10 @@ std::string notice_text(const FailureNotice &notice, size_t received);
 std::string describe_signature(const CallSignature &signature);
 // Whether two signatures describe the same call (ignoring fields the collective ignores).
 bool same_call(const CallSignature &a, const CallSignature &b);
+
+// The call as it rides on messages of transports that stamp them (Transport::begin_call):
+// the fields same_call compares, as bytes; and back, for error messages (seq is not in it).
+CallStamp stamp_of(const CallSignature &signature);
+CallSignature signature_of_stamp(const CallStamp &stamp, uint32_t seq);
 
 }  // namespace ddl
