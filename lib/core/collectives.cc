@@ -5,6 +5,7 @@
 #include "lib/algorithms/registry.h"
 #include "lib/common/datatype.h"
 #include "lib/common/log.h"
+#include "lib/core/direct_allreduce.h"
 
 namespace ddl {
 namespace {
@@ -96,32 +97,13 @@ Status find_plan(ddl_comm *comm, const CollectiveCall &call, bool in_place, cons
   args.chunk_elems = comm->config.chunk_bytes / elem;
   args.elem_size = elem;
   args.algorithm = comm->config.algorithm;
-  Schedule schedule;
+  std::unique_ptr<Plan> made;
   std::string why;
-  DDL_RETURN_IF_ERROR(build_schedule(args, &schedule, &why));
-  for (const Step &step : schedule.steps)
-    if (step.tag > kMaxStepTag)
-      return unsupported(
-          "%zu elements need more messages than the transport's tags allow; "
-          "raise DDL_CHUNK_BYTES",
-          call.count);
+  DDL_RETURN_IF_ERROR(make_comm_plan(comm, args, 0, &made, &why));
   // Once per shape (plans are cached), so info level costs nothing in a training loop.
   DDL_INFO("%s of %zu B: %s; %zu steps", collective_name(call.collective), call.count * elem,
-           why.c_str(), schedule.steps.size());
+           why.c_str(), made->schedule.steps.size());
   if (comm->plans.size() >= kMaxCachedPlans) comm->plans.clear();
-  std::unique_ptr<Plan> made(new Plan());
-  make_plan(std::move(schedule), made.get());
-  if (comm->nranks > 1) {
-    made->sends_right_at_once =
-        sends_at_once_to(made->schedule, ring_index(comm->rank + 1, comm->nranks));
-    // The previous rank's schedule for the same call (schedules are deterministic): does it
-    // start by sending to us? Then its signature rides on that message (see the executor).
-    CollectiveArgs left_args = args;
-    left_args.rank = ring_index(comm->rank - 1, comm->nranks);
-    Schedule left;
-    if (build_schedule(left_args, &left, nullptr).ok())
-      made->left_sends_at_once = sends_at_once_to(left, comm->rank);
-  }
   *plan = comm->last_plan = made.get();
   comm->last_plan_key = key;
   comm->plans[key] = std::move(made);
@@ -141,6 +123,35 @@ const Plan &empty_plan() {
 }
 
 }  // namespace
+
+Status make_comm_plan(const ddl_comm *comm, const CollectiveArgs &args, uint32_t tag_offset,
+                      std::unique_ptr<Plan> *out, std::string *why) {
+  Schedule schedule;
+  DDL_RETURN_IF_ERROR(build_schedule(args, &schedule, why));
+  for (Step &step : schedule.steps) {
+    if (step.tag > kMaxStepTag - tag_offset)
+      return unsupported(
+          "%zu elements need more messages than the transport's tags allow; "
+          "raise DDL_CHUNK_BYTES",
+          args.count);
+    step.tag += tag_offset;
+  }
+  out->reset(new Plan());
+  Plan *made = out->get();
+  make_plan(std::move(schedule), made);
+  if (comm->nranks > 1) {
+    made->sends_right_at_once =
+        sends_at_once_to(made->schedule, ring_index(comm->rank + 1, comm->nranks));
+    // The previous rank's schedule for the same call (schedules are deterministic): does it
+    // start by sending to us? Then its signature rides on that message (see the executor).
+    CollectiveArgs left_args = args;
+    left_args.rank = ring_index(comm->rank - 1, comm->nranks);
+    Schedule left;
+    if (build_schedule(left_args, &left, nullptr).ok())
+      made->left_sends_at_once = sends_at_once_to(left, comm->rank);
+  }
+  return Status::Ok();
+}
 
 CallSignature signature_of(const CollectiveCall &call, uint32_t seq) {
   CallSignature signature;
@@ -176,8 +187,10 @@ Status run_collective(ddl_comm *comm, const CollectiveCall &call) {
   const bool empty = call.count == 0 && call.collective != Collective::kBarrier;
   if (empty && comm->nranks == 1) return Status::Ok();
 
+  std::string direct_why;
+  const bool direct = direct_allreduce_applies(comm, call, &direct_why);
   const Plan *plan = &empty_plan();
-  if (!empty) {
+  if (!empty && !direct) {
     s = find_plan(comm, call, in_place, &plan);
     if (!s.ok()) return s.prefix(context());
   }
@@ -205,8 +218,18 @@ Status run_collective(ddl_comm *comm, const CollectiveCall &call) {
   exec.abort_flag = &comm->aborted;
   exec.spins_before_yield = comm->spins_before_yield;
   exec.yields_before_sleep = comm->yields_before_sleep;
-  s = comm->executor.run(*plan, exec, comm->routes.get());
-  if (!s.ok() && comm->executor.found_failure()) send_failure_notice(comm, s);
+  bool found_failure = false;
+  if (direct) {
+    if (comm->direct_logged_count != call.count) {  // once per shape, as plans are
+      comm->direct_logged_count = call.count;
+      DDL_INFO("allreduce of %zu B: %s", call.count * elem, direct_why.c_str());
+    }
+    s = run_direct_allreduce(comm, call, exec, &found_failure);
+  } else {
+    s = comm->executor.run(*plan, exec, comm->routes.get());
+    found_failure = comm->executor.found_failure();
+  }
+  if (!s.ok() && found_failure) send_failure_notice(comm, s);
   if (!s.ok()) {
     s.prefix(context());
     comm->failure = s;  // messages of this call may still be in flight: no safe reuse

@@ -23,6 +23,11 @@ struct CollectiveCall {
 // Validates and runs one collective on comm (a live communicator owned by this thread).
 Status run_collective(ddl_comm *comm, const CollectiveCall &call);
 
+// Builds this rank's plan for args, every step tag raised by tag_offset (for plans that run
+// beside another one within the same call); *why tells how the algorithm was chosen.
+Status make_comm_plan(const ddl_comm *comm, const CollectiveArgs &args, uint32_t tag_offset,
+                      std::unique_ptr<Plan> *out, std::string *why);
+
 // What every rank must agree on for this call (checked around the ring).
 CallSignature signature_of(const CollectiveCall &call, uint32_t seq);
 

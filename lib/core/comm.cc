@@ -1,6 +1,7 @@
 #include "lib/core/comm.h"
 
 #include <sched.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -136,6 +137,39 @@ Status connect_shm(ddl_comm *comm, const std::vector<pid_t> &pids) {
   return Status::Ok();
 }
 
+// Single-copy transfers need every rank on this host (the direct allreduce reads and writes
+// every peer's buffers) and the kernel's permission, which Yama or a seccomp filter may
+// withhold: every rank reads every peer's probe word, and all must succeed. DDL_CMA=0 turns
+// it off. Every rank takes the same branches: the tiers and the shm verdict are job-wide here.
+Status connect_cma(ddl_comm *comm) {
+  const topo::Tier &hosts = comm->tiers.at(topo::TierLevel::kHost);
+  const bool one_host = std::all_of(hosts.group_of.begin(), hosts.group_of.end(),
+                                    [&](int group) { return group == hosts.group_of[0]; });
+  if (!one_host || !comm->shm) return Status::Ok();
+  // Under Yama's ptrace_scope 1 only an ancestor may read a process; ranks are siblings.
+  // Let peers in, as Open MPI does for the same copies (no effect without Yama).
+  if (env_string("DDL_CMA") != "0") prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+  std::vector<std::string> addresses;
+  Status s = comm->bootstrap->allgather(std::to_string(cma_probe_address()), &addresses);
+  if (!s.ok()) return s.prefix("exchanging probe addresses: ");
+  bool readable = env_string("DDL_CMA") != "0";
+  for (int r = 0; r < comm->nranks && readable; ++r) {
+    int64_t address = 0;
+    if (r == comm->rank) continue;
+    readable = parse_int(addresses[r], 1, INT64_MAX, &address) &&
+               cma_probe(comm->pids[r], static_cast<uintptr_t>(address));
+    if (!readable)
+      DDL_INFO("no single-copy transfers: cannot read rank %d's memory (pid %d)", r,
+               static_cast<int>(comm->pids[r]));
+  }
+  std::vector<std::string> verdicts;
+  s = comm->bootstrap->allgather(readable ? "1" : "0", &verdicts);
+  if (!s.ok()) return s.prefix("agreeing on single-copy transfers: ");
+  comm->cma =
+      std::all_of(verdicts.begin(), verdicts.end(), [](const std::string &v) { return v == "1"; });
+  return Status::Ok();
+}
+
 // Ranks that outnumber this host's cores must hand the core over quickly when they wait:
 // the rank they wait for may be queued behind them. DDL_SPIN_BEFORE_YIELD overrides the
 // polls before the first yield.
@@ -195,6 +229,12 @@ Status create_comm(const BootstrapOptions &options, const CommConfig &config, dd
   std::vector<pid_t> pids;
   DDL_RETURN_IF_ERROR(connect_transport(comm.get(), &pids));
   DDL_RETURN_IF_ERROR(connect_shm(comm.get(), pids));
+  comm->pids = pids;
+  DDL_RETURN_IF_ERROR(connect_cma(comm.get()));
+  if (config.algorithm == "direct" && !comm->cma && comm->nranks > 1)
+    DDL_WARN(
+        "DDL_ALGO=direct needs every rank on one host and single-copy transfers between "
+        "them; neither here: the cost models choose");
   choose_waiting(comm.get());
   if (comm->nranks > 1) {
     s = comm->transport->post_recv_any(kNoticeTag, &comm->notice_in, sizeof comm->notice_in,
@@ -204,8 +244,9 @@ Status create_comm(const BootstrapOptions &options, const CommConfig &config, dd
   // Nobody leaves init (and could destroy its endpoints) before everyone has connected.
   s = comm->bootstrap->barrier();
   if (!s.ok()) return s.prefix("waiting for every rank to connect: ");
-  DDL_INFO("communicator ready: rank %d of %d, transport %s, timeout %d ms, chunk %zu B",
-           comm->rank, comm->nranks, comm->routes->name(), config.timeout_ms, config.chunk_bytes);
+  DDL_INFO("communicator ready: rank %d of %d, transport %s%s, timeout %d ms, chunk %zu B",
+           comm->rank, comm->nranks, comm->routes->name(), comm->cma ? " and single-copy" : "",
+           config.timeout_ms, config.chunk_bytes);
   *out = comm.release();
   register_comm(*out);
   return Status::Ok();

@@ -17,6 +17,7 @@
 #include "lib/exec/signature.h"
 #include "topology/tiers.h"
 #include "transports/routed_transport.h"
+#include "transports/shm/cma.h"
 #include "transports/shm/shm_transport.h"
 #include "transports/ucx/ucx_transport.h"
 
@@ -29,6 +30,12 @@ struct ddl_comm {
   std::unique_ptr<ddl::ShmTransport> shm;        // peers on this host, when it works here
   std::unique_ptr<ddl::RoutedTransport> routes;  // what collectives use: shm, else UCX
   ddl::Executor executor;
+  std::vector<pid_t> pids;  // by rank
+  // Every rank shares this host and may read and write its peers' memory directly
+  // (transports/shm/cma.h): large allreduces take the single-copy path (direct_allreduce.h).
+  bool cma = false;
+  std::unique_ptr<ddl::Plan> direct_exchange, direct_barrier;  // its plans, made on first use
+  size_t direct_logged_count = 0;                              // the last count it logged
   // Which ranks share a host, socket, NUMA node, PCIe switch (identical on every rank).
   ddl::topo::Tiers tiers;
 

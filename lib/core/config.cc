@@ -70,9 +70,10 @@ Status resolve_config(const ddl_config_t *config, CommConfig *out) {
     out->chunk_bytes = bytes;
   }
   out->algorithm = env_string("DDL_ALGO");
-  if (!known_algorithm(out->algorithm))
-    return invalid_argument("DDL_ALGO=%s: not an algorithm; known: %s", out->algorithm.c_str(),
-                            algorithm_names().c_str());
+  // "direct" is no schedule but the single-copy allreduce (lib/core/direct_allreduce.h).
+  if (out->algorithm != "direct" && !known_algorithm(out->algorithm))
+    return invalid_argument("DDL_ALGO=%s: not an algorithm; known: %s, direct",
+                            out->algorithm.c_str(), algorithm_names().c_str());
   if (config && DDL_HAS_FIELD(config, log_level) && config->log_level >= 0) {
     if (config->log_level > 3)
       return invalid_argument("config.log_level = %d: expected -1..3", config->log_level);

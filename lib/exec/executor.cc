@@ -71,8 +71,6 @@ void apply_reduce(const Step &step, const ExecArgs &args) {
 
 }  // namespace
 
-Status notice_error(const ExecArgs &args);
-
 Status Executor::run(const Plan &plan, const ExecArgs &args, Transport *transport) {
   const size_t n = plan.schedule.steps.size();
   if (requests_.size() < n) requests_.resize(n);

@@ -42,6 +42,9 @@ struct ExecArgs {
   int yields_before_sleep = 100000;
 };
 
+// The error a failure notice from another rank (args.notice, done) stands for.
+Status notice_error(const ExecArgs &args);
+
 class Executor {
  public:
   // Runs the plan to completion. On error every unfinished transfer is cancelled.

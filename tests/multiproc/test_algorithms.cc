@@ -1,4 +1,5 @@
-// Every allreduce algorithm, forced through DDL_ALGO, on 1..8 real processes: every datatype
+// Every allreduce algorithm (and the single-copy path, "direct"), forced through DDL_ALGO,
+// on 1..8 real processes: every datatype
 // and op at small counts that do not divide by the rank count, float32 sum at ~100003
 // elements, in place and out of place. The verifier proves the schedules right
 // symbolically (tests/unit/test_schedules.cc); this runs them over the real transports and
@@ -145,11 +146,12 @@ ALGORITHM_TESTS(ring)
 ALGORITHM_TESTS(rd)
 ALGORITHM_TESTS(rhd)
 ALGORITHM_TESTS(tree)
+ALGORITHM_TESTS(direct)
 
 // The models would pick rd or the tree for 28 B on 3 ranks; each forced name must win, and
 // the plan's log line says so on every rank.
 Test(algorithms, forced_algorithm_shows_in_the_log) {
-  for (const char *algorithm : {"ring", "rd", "rhd", "tree"}) {
+  for (const char *algorithm : {"ring", "rd", "rhd", "tree", "direct"}) {
     std::vector<std::string> logs;
     const std::string failures = run_logged(algorithm, 3, one_call, &logs);
     const std::string expected = std::string("allreduce of 28 B: ") + algorithm + " (forced";

@@ -284,12 +284,19 @@ void expect_mismatch_detected(const MismatchCase &c) {
 // it by the ring's signature check and tell everyone else.
 Test(errors, mismatched_calls_are_named_on_every_rank) {
   static float buf[64];
+  static float big[1 << 16];
   const MismatchCase cases[] = {
       {"count", 2,
        [](ddl_comm_t comm, int rank) {
          return ddl_allreduce(buf, buf, rank == 0 ? 10 : 20, DDL_FLOAT32, DDL_SUM, comm);
        },
        "count 20"},
+      // 256 KB takes the single-copy path (lib/core/direct_allreduce.h), 4 KB the ring.
+      {"count across the single-copy threshold", 2,
+       [](ddl_comm_t comm, int rank) {
+         return ddl_allreduce(big, big, rank == 0 ? 1 << 16 : 1 << 10, DDL_FLOAT32, DDL_SUM, comm);
+       },
+       "count 65536"},
       {"datatype of the same size", 2,
        [](ddl_comm_t comm, int rank) {
          return ddl_allreduce(buf, buf, 8, rank == 0 ? DDL_FLOAT32 : DDL_INT32, DDL_SUM, comm);

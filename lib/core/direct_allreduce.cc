@@ -1,0 +1,181 @@
+#include "lib/core/direct_allreduce.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+
+#include "lib/algorithms/blocks.h"
+#include "lib/common/datatype.h"
+#include "lib/common/process_liveness.h"
+#include "lib/reduce/reduce.h"
+
+namespace ddl {
+namespace {
+
+// Below this the two exchanges cost more than the copy saves: on 2 ranks (ddl_perf, ring
+// against direct) they tie at 32-64 KB and direct leads from 128 KB. DDL_ALGO=direct uses
+// it at any size.
+constexpr size_t kDirectMinBytes = 128 << 10;
+// A piece read from a peer and reduced stays in the core's cache (it lives there twice: the
+// landing buffer, the output). 128 KB measured best on 2 ranks at 64 MB, against 16 KB to
+// 1 MB: smaller pieces pay more system calls, larger ones fall out of L2.
+constexpr size_t kPieceBytes = 128 << 10;
+// Polls of every path for a notice that explains a dead peer (as in the executor).
+constexpr int kNoticePolls = 64;
+// The barrier's messages travel in the same call as the address exchange: their tags start
+// above anything that exchange uses.
+constexpr uint32_t kBarrierTagOffset = 1u << 23;
+
+// Where one rank's buffers are, as published to the others.
+struct BufferAddresses {
+  uint64_t input = 0;
+  uint64_t output = 0;
+};
+
+Status make_plans(ddl_comm *comm) {
+  CollectiveArgs args;
+  args.nranks = comm->nranks;
+  args.rank = comm->rank;
+  args.elem_size = 1;
+  args.collective = Collective::kAllgather;
+  args.count = sizeof(BufferAddresses);
+  DDL_RETURN_IF_ERROR(make_comm_plan(comm, args, 0, &comm->direct_exchange, nullptr));
+  args.collective = Collective::kBarrier;
+  args.count = 0;
+  return make_comm_plan(comm, args, kBarrierTagOffset, &comm->direct_barrier, nullptr);
+}
+
+// This rank's block, reduced into its output piece by piece: each peer's part of a piece is
+// read into a cache-sized landing buffer and combined from there.
+Status reduce_block(ddl_comm *comm, const ExecArgs &exec, const std::vector<BufferAddresses> &peers,
+                    const Extent &block, int *failed_peer) {
+  const ddl_datatype_t dtype = exec.dtype;
+  const size_t elem = datatype_size(dtype);
+  const size_t piece_elems = std::max<size_t>(1, kPieceBytes / elem);
+  if (comm->scratch.size() < piece_elems * elem) comm->scratch.resize(piece_elems * elem);
+  void *landing = comm->scratch.data();
+  const char *input = static_cast<const char *>(exec.input);
+  char *output = static_cast<char *>(exec.output);
+  for (size_t done = 0; done < block.count; done += piece_elems) {
+    const size_t elems = std::min(piece_elems, block.count - done);
+    const size_t offset = (block.offset + done) * elem, bytes = elems * elem;
+    // output = this rank's part (op) each peer's part, peers in rank order. The input is
+    // read by the first reduce only, so in place it is read before it is overwritten.
+    int combined = 1;
+    for (int peer = 0; peer < comm->nranks; ++peer) {
+      if (peer == comm->rank) continue;
+      Status s =
+          cma_read(comm->pids[peer], reinterpret_cast<const char *>(peers[peer].input) + offset,
+                   landing, bytes);
+      if (!s.ok()) {
+        *failed_peer = peer;
+        return s.prefix(
+            strprintf("reading rank %d's input (%zu B at offset %zu): ", peer, bytes, offset));
+      }
+      ++combined;
+      const ddl_op_t op = exec.op == DDL_AVG && combined < comm->nranks ? DDL_SUM : exec.op;
+      reduce(dtype, op, output + offset, combined == 2 ? input + offset : output + offset, landing,
+             elems, comm->nranks);
+    }
+  }
+  return Status::Ok();
+}
+
+// Every peer's block, copied from its output (where it reduced it) straight into this
+// rank's output.
+Status gather_blocks(ddl_comm *comm, const ExecArgs &exec,
+                     const std::vector<BufferAddresses> &peers, const BlockSplit &split,
+                     int *failed_peer) {
+  const size_t elem = datatype_size(exec.dtype);
+  char *output = static_cast<char *>(exec.output);
+  for (int peer = 0; peer < comm->nranks; ++peer) {
+    if (peer == comm->rank) continue;
+    const Extent block = split.block(peer);
+    const size_t offset = block.offset * elem, bytes = block.count * elem;
+    Status s =
+        cma_read(comm->pids[peer], reinterpret_cast<const char *>(peers[peer].output) + offset,
+                 output + offset, bytes);
+    if (!s.ok()) {
+      *failed_peer = peer;
+      return s.prefix(
+          strprintf("reading rank %d's result (%zu B at offset %zu): ", peer, bytes, offset));
+    }
+  }
+  return Status::Ok();
+}
+
+// A peer whose memory cannot be read has left the call. If it died, that is the news (a
+// quick look for a notice that explains the death, as the executor does). If it failed and
+// returned, its notice (sent to everyone) names the cause better: wait for it briefly.
+// *found_failure: the error is this rank's news for everyone (not a notice it received).
+Status explain(ddl_comm *comm, const ExecArgs &exec, int peer, const Status &error,
+               bool *found_failure) {
+  const bool died = !process_is_alive(comm->pids[peer]);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(died ? 0 : 200);
+  int polls = 0;
+  while (exec.notice && !exec.notice->done &&
+         (++polls <= kNoticePolls || std::chrono::steady_clock::now() < until))
+    comm->routes->progress_all();
+  *found_failure = !(exec.notice && exec.notice->done);
+  return *found_failure ? error : notice_error(exec);
+}
+
+}  // namespace
+
+bool direct_allreduce_applies(const ddl_comm *comm, const CollectiveCall &call, std::string *why) {
+  if (!comm->cma || call.collective != Collective::kAllreduce || call.count == 0) return false;
+  const std::string &forced = comm->config.algorithm;
+  if (forced == "direct") {
+    *why = "direct (forced by DDL_ALGO)";
+    return true;
+  }
+  if (!forced.empty()) return false;
+  const size_t bytes = call.count * datatype_size(static_cast<ddl_datatype_t>(call.dtype));
+  *why = strprintf("direct (single copy, every rank on this host, >= %zu B)", kDirectMinBytes);
+  return bytes >= kDirectMinBytes;
+}
+
+Status run_direct_allreduce(ddl_comm *comm, const CollectiveCall &call, const ExecArgs &exec,
+                            bool *found_failure) {
+  *found_failure = false;
+  if (!comm->direct_exchange) DDL_RETURN_IF_ERROR(make_plans(comm));
+
+  // The exchange carries this allreduce's signature: ranks that disagree about the call
+  // fail here, before anyone touches another's memory.
+  BufferAddresses mine;
+  mine.input = reinterpret_cast<uintptr_t>(exec.input);
+  mine.output = reinterpret_cast<uintptr_t>(exec.output);
+  std::vector<BufferAddresses> peers(comm->nranks);
+  ExecArgs exchange = exec;
+  exchange.input = &mine;
+  exchange.output = peers.data();
+  exchange.dtype = DDL_UINT8;
+  Status s = comm->executor.run(*comm->direct_exchange, exchange, comm->routes.get());
+  if (!s.ok()) {
+    *found_failure = comm->executor.found_failure();
+    return s.prefix("exchanging buffer addresses: ");
+  }
+
+  const BlockSplit split(call.count, comm->nranks);
+  int failed_peer = -1;
+  s = reduce_block(comm, exec, peers, split.block(comm->rank), &failed_peer);
+  if (!s.ok()) return explain(comm, exec, failed_peer, s, found_failure);
+  ExecArgs barrier = exec;
+  barrier.signature = nullptr;  // checked by the exchange
+  s = comm->executor.run(*comm->direct_barrier, barrier, comm->routes.get());
+  if (!s.ok()) {
+    *found_failure = comm->executor.found_failure();
+    return s.prefix("waiting for every rank to reduce its block: ");
+  }
+  s = gather_blocks(comm, exec, peers, split, &failed_peer);
+  if (!s.ok()) return explain(comm, exec, failed_peer, s, found_failure);
+  // Nobody returns (and lets its caller reuse the buffers) while a peer still reads them.
+  s = comm->executor.run(*comm->direct_barrier, barrier, comm->routes.get());
+  if (!s.ok()) {
+    *found_failure = comm->executor.found_failure();
+    return s.prefix("waiting for every rank to finish copying: ");
+  }
+  return Status::Ok();
+}
+
+}  // namespace ddl
