@@ -96,6 +96,9 @@ def parse_args():
     p.add_argument("--no-build", action="store_true", help="use the binaries already built")
     p.add_argument("--mpi-only", action="store_true", help="measure only Open MPI (ddl not built or not working)")
     p.add_argument("--timeout", type=int, default=900, help="seconds allowed for one run (default 900)")
+    p.add_argument("-R", "--library-memory", action="store_true",
+                   help="buffers from each library's allocator (ddl_perf/mpi_allreduce -R 1: ddl_mem_alloc, "
+                        "which ddl's ranks map from each other; MPI_Alloc_mem); default: posix_memalign")
     p.add_argument("--quick", action="store_true",
                    help="smoke run: 8 B .. 32 MB by x4, 2 rounds, fewer iterations (~30-60 s per rank count)")
     args = p.parse_args()
@@ -204,7 +207,8 @@ def run_library(library, ranks, args, bins, run_sizes):
             continue
         with tempfile.NamedTemporaryFile(suffix=".json") as tmp:
             flags = ["-b", str(part[0]), "-e", str(part[-1]), "-f", str(args.factor), "-n", str(iters),
-                     "-w", str(args.warmup), "-c", "0", "-d", args.datatype, "-J", tmp.name]
+                     "-w", str(args.warmup), "-c", "0", "-d", args.datatype, "-J", tmp.name,
+                     "-R", "1" if args.library_memory else "0"]
             cmd = library_command(library, ranks, args, bins, flags)
             run_command(cmd, "%s run with %d ranks" % (library, ranks), args.timeout + 30)
             try:
@@ -330,6 +334,8 @@ def render(result, args):
         "- time: median over %d alternating rounds of the out-of-place time (mean per iteration, max across "
         "ranks); %d iterations below %s, %d from there; %d warmup" % (
             args.rounds, args.small_iters, human(args.split), args.iters, args.warmup),
+        "- buffers: %s" % ("each library's allocator (-R 1): ddl_mem_alloc, MPI_Alloc_mem" if args.library_memory
+                           else "posix_memalign (-R 0), the same for both"),
         "- ratio = ddl time / MPI time (< 1: ddl faster); busbw = size / time x 2(P-1)/P = size / time x %.3f"
         % result["bus_factor"],
         "- memory-bandwidth bound: %d processes each memcpy %s at once (page-touched, median of %d): "
@@ -376,7 +382,8 @@ def main():
         result["verdicts"] = verdicts(result)
         text = render(result, args)
         print(text, flush=True)
-        base = os.path.join(results_dir, "%s-p%d%s" % (stamp, ranks, "-quick" if args.quick else ""))
+        base = os.path.join(results_dir, "%s-p%d%s%s" % (stamp, ranks, "-R" if args.library_memory else "",
+                                                         "-quick" if args.quick else ""))
         with open(base + ".md", "w") as f:
             f.write(text)
         with open(base + ".json", "w") as f:

@@ -121,6 +121,13 @@ class MpiBackend : public ddl_perf::CollectiveBackend {
     return true;
   }
 
+  void *library_alloc(size_t bytes) override {
+    void *buffer = nullptr;
+    return MPI_Alloc_mem(static_cast<MPI_Aint>(bytes), MPI_INFO_NULL, &buffer) == MPI_SUCCESS
+               ? buffer
+               : nullptr;
+  }
+  void library_free(void *buffer) override { MPI_Free_mem(buffer); }
   void barrier() override { check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
 
   double max_across_ranks(double value) override {

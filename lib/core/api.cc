@@ -8,6 +8,7 @@
 #include "lib/common/log.h"
 #include "lib/core/collectives.h"
 #include "lib/core/comm.h"
+#include "transports/shm/shared_buffers.h"
 
 using ddl::Status;
 
@@ -227,6 +228,20 @@ const char *ddl_result_string(ddl_result_t result) {
     default:
       return "unknown ddl_result_t value";
   }
+}
+
+ddl_result_t ddl_mem_alloc(void **ptr, size_t bytes) {
+  if (!ptr) return fail_without_comm(ddl::invalid_argument("ddl_mem_alloc: ptr is NULL"));
+  Status s = ddl::shared_buffer_alloc(bytes, ptr);
+  if (!s.ok()) return fail_without_comm(s.prefix(ddl::strprintf("ddl_mem_alloc(%zu B): ", bytes)));
+  return DDL_SUCCESS;
+}
+
+ddl_result_t ddl_mem_free(void *ptr) {
+  if (!ptr) return DDL_SUCCESS;  // as free(NULL)
+  Status s = ddl::shared_buffer_free(ptr);
+  if (!s.ok()) return fail_without_comm(s.prefix("ddl_mem_free: "));
+  return DDL_SUCCESS;
 }
 
 const char *ddl_comm_last_error(ddl_comm_t comm) {

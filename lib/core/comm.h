@@ -18,6 +18,7 @@
 #include "topology/tiers.h"
 #include "transports/routed_transport.h"
 #include "transports/shm/cma.h"
+#include "transports/shm/shared_buffers.h"
 #include "transports/shm/shm_transport.h"
 #include "transports/ucx/ucx_transport.h"
 
@@ -35,7 +36,8 @@ struct ddl_comm {
   // (transports/shm/cma.h): large allreduces take the single-copy path (direct_allreduce.h).
   bool cma = false;
   std::unique_ptr<ddl::Plan> direct_exchange, direct_barrier;  // its plans, made on first use
-  size_t direct_logged_count = 0;                              // the last count it logged
+  ddl::PeerBufferMaps peer_maps;   // peers' ddl_mem_alloc buffers, mapped here
+  size_t direct_logged_count = 0;  // the last count it logged
   // Which ranks share a host, socket, NUMA node, PCIe switch (identical on every rank).
   ddl::topo::Tiers tiers;
 

@@ -3,11 +3,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 
 #include "lib/algorithms/blocks.h"
 #include "lib/common/datatype.h"
+#include "lib/common/log.h"
 #include "lib/common/process_liveness.h"
 #include "lib/reduce/reduce.h"
+#include "transports/shm/shared_buffers.h"
 
 namespace ddl {
 namespace {
@@ -26,11 +29,42 @@ constexpr int kNoticePolls = 64;
 // above anything that exchange uses.
 constexpr uint32_t kBarrierTagOffset = 1u << 23;
 
-// Where one rank's buffers are, as published to the others.
+// Where one rank's buffers are, as published to the others: addresses in its process, and
+// where they lie in ddl_mem_alloc allocations, if they do.
 struct BufferAddresses {
   uint64_t input = 0;
   uint64_t output = 0;
+  SharedRef input_ref, output_ref;
 };
+
+// A peer's buffers as this rank reads them: mapped here (its allocations), or null to read
+// them through the kernel.
+struct PeerView {
+  const char *input = nullptr;
+  const char *output = nullptr;
+};
+
+// Maps what peers publish from ddl_mem_alloc. A mapping that fails costs speed, not the call:
+// that peer is read through the kernel.
+std::vector<PeerView> map_peers(ddl_comm *comm, const std::vector<BufferAddresses> &peers,
+                                size_t bytes) {
+  std::vector<PeerView> views(comm->nranks);
+  comm->peer_maps.make_room(2 * static_cast<size_t>(comm->nranks));
+  for (int peer = 0; peer < comm->nranks; ++peer) {
+    if (peer == comm->rank) continue;
+    const BufferAddresses &theirs = peers[peer];
+    if (theirs.input_ref.fd < 0 || theirs.output_ref.fd < 0) continue;
+    Status s = comm->peer_maps.map(comm->pids[peer], theirs.input_ref, bytes, &views[peer].input);
+    if (s.ok())
+      s = comm->peer_maps.map(comm->pids[peer], theirs.output_ref, bytes, &views[peer].output);
+    if (!s.ok()) {
+      DDL_DEBUG("reading rank %d through the kernel: mapping its buffers failed: %s", peer,
+                s.message().c_str());
+      views[peer] = PeerView();
+    }
+  }
+  return views;
+}
 
 Status make_plans(ddl_comm *comm) {
   CollectiveArgs args;
@@ -48,12 +82,12 @@ Status make_plans(ddl_comm *comm) {
 // This rank's block, reduced into its output piece by piece: each peer's part of a piece is
 // read into a cache-sized landing buffer and combined from there.
 Status reduce_block(ddl_comm *comm, const ExecArgs &exec, const std::vector<BufferAddresses> &peers,
-                    const Extent &block, int *failed_peer) {
+                    const std::vector<PeerView> &views, const Extent &block, int *failed_peer) {
   const ddl_datatype_t dtype = exec.dtype;
   const size_t elem = datatype_size(dtype);
   const size_t piece_elems = std::max<size_t>(1, kPieceBytes / elem);
   if (comm->scratch.size() < piece_elems * elem) comm->scratch.resize(piece_elems * elem);
-  void *landing = comm->scratch.data();
+  char *landing = reinterpret_cast<char *>(comm->scratch.data());
   const char *input = static_cast<const char *>(exec.input);
   char *output = static_cast<char *>(exec.output);
   for (size_t done = 0; done < block.count; done += piece_elems) {
@@ -64,17 +98,20 @@ Status reduce_block(ddl_comm *comm, const ExecArgs &exec, const std::vector<Buff
     int combined = 1;
     for (int peer = 0; peer < comm->nranks; ++peer) {
       if (peer == comm->rank) continue;
-      Status s =
-          cma_read(comm->pids[peer], reinterpret_cast<const char *>(peers[peer].input) + offset,
-                   landing, bytes);
-      if (!s.ok()) {
-        *failed_peer = peer;
-        return s.prefix(
-            strprintf("reading rank %d's input (%zu B at offset %zu): ", peer, bytes, offset));
+      const char *theirs = views[peer].input ? views[peer].input + offset : landing;
+      if (!views[peer].input) {
+        Status s =
+            cma_read(comm->pids[peer], reinterpret_cast<const char *>(peers[peer].input) + offset,
+                     landing, bytes);
+        if (!s.ok()) {
+          *failed_peer = peer;
+          return s.prefix(
+              strprintf("reading rank %d's input (%zu B at offset %zu): ", peer, bytes, offset));
+        }
       }
       ++combined;
       const ddl_op_t op = exec.op == DDL_AVG && combined < comm->nranks ? DDL_SUM : exec.op;
-      reduce(dtype, op, output + offset, combined == 2 ? input + offset : output + offset, landing,
+      reduce(dtype, op, output + offset, combined == 2 ? input + offset : output + offset, theirs,
              elems, comm->nranks);
     }
   }
@@ -84,14 +121,18 @@ Status reduce_block(ddl_comm *comm, const ExecArgs &exec, const std::vector<Buff
 // Every peer's block, copied from its output (where it reduced it) straight into this
 // rank's output.
 Status gather_blocks(ddl_comm *comm, const ExecArgs &exec,
-                     const std::vector<BufferAddresses> &peers, const BlockSplit &split,
-                     int *failed_peer) {
+                     const std::vector<BufferAddresses> &peers, const std::vector<PeerView> &views,
+                     const BlockSplit &split, int *failed_peer) {
   const size_t elem = datatype_size(exec.dtype);
   char *output = static_cast<char *>(exec.output);
   for (int peer = 0; peer < comm->nranks; ++peer) {
     if (peer == comm->rank) continue;
     const Extent block = split.block(peer);
     const size_t offset = block.offset * elem, bytes = block.count * elem;
+    if (views[peer].output) {
+      std::memcpy(output + offset, views[peer].output + offset, bytes);
+      continue;
+    }
     Status s =
         cma_read(comm->pids[peer], reinterpret_cast<const char *>(peers[peer].output) + offset,
                  output + offset, bytes);
@@ -145,6 +186,10 @@ Status run_direct_allreduce(ddl_comm *comm, const CollectiveCall &call, const Ex
   BufferAddresses mine;
   mine.input = reinterpret_cast<uintptr_t>(exec.input);
   mine.output = reinterpret_cast<uintptr_t>(exec.output);
+  const size_t bytes = call.count * datatype_size(exec.dtype);
+  if (!shared_buffer_find(exec.input, bytes, &mine.input_ref) ||
+      !shared_buffer_find(exec.output, bytes, &mine.output_ref))
+    mine.input_ref = mine.output_ref = SharedRef();
   std::vector<BufferAddresses> peers(comm->nranks);
   ExecArgs exchange = exec;
   exchange.input = &mine;
@@ -158,7 +203,8 @@ Status run_direct_allreduce(ddl_comm *comm, const CollectiveCall &call, const Ex
 
   const BlockSplit split(call.count, comm->nranks);
   int failed_peer = -1;
-  s = reduce_block(comm, exec, peers, split.block(comm->rank), &failed_peer);
+  const std::vector<PeerView> views = map_peers(comm, peers, bytes);
+  s = reduce_block(comm, exec, peers, views, split.block(comm->rank), &failed_peer);
   if (!s.ok()) return explain(comm, exec, failed_peer, s, found_failure);
   ExecArgs barrier = exec;
   barrier.signature = nullptr;  // checked by the exchange
@@ -167,7 +213,7 @@ Status run_direct_allreduce(ddl_comm *comm, const CollectiveCall &call, const Ex
     *found_failure = comm->executor.found_failure();
     return s.prefix("waiting for every rank to reduce its block: ");
   }
-  s = gather_blocks(comm, exec, peers, split, &failed_peer);
+  s = gather_blocks(comm, exec, peers, views, split, &failed_peer);
   if (!s.ok()) return explain(comm, exec, failed_peer, s, found_failure);
   // Nobody returns (and lets its caller reuse the buffers) while a peer still reads them.
   s = comm->executor.run(*comm->direct_barrier, barrier, comm->routes.get());

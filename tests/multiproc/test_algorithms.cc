@@ -28,12 +28,33 @@ namespace {
 
 // Allreduces `count` elements and checks every one, the send buffer left alone out of
 // place, and nothing written past the end of the result.
-int check_allreduce(ddl_comm_t comm, int rank, int nranks, ddl_datatype_t dtype, ddl_op_t op,
-                    size_t count, bool in_place) {
+// Buffers from ddl_mem_alloc, which peers on the host map instead of copying through the
+// kernel (lib/core/direct_allreduce.h); std::vector's interface, as far as the checks use it.
+class SharedBytes {
+ public:
+  SharedBytes(size_t size, unsigned char fill) : size_(size) {
+    if (ddl_mem_alloc(reinterpret_cast<void **>(&data_), size) == DDL_SUCCESS)
+      std::memset(data_, fill, size);
+  }
+  ~SharedBytes() { ddl_mem_free(data_); }
+  SharedBytes(const SharedBytes &) = delete;
+  SharedBytes &operator=(const SharedBytes &) = delete;
+  unsigned char *data() const { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  unsigned char *data_ = nullptr;
+  size_t size_;
+};
+
+template <typename Bytes>
+int check_allreduce_in(ddl_comm_t comm, int rank, int nranks, ddl_datatype_t dtype, ddl_op_t op,
+                       size_t count, bool in_place) {
   const size_t elem = ddl_datatype_size(dtype);
-  std::vector<unsigned char> send(count * elem + 1, 0xCD), recv(count * elem + 1, 0xAB);
+  Bytes send(count * elem + 1, 0xCD), recv(count * elem + 1, 0xAB);
+  RANK_CHECK(send.data() && recv.data(), "rank %d: no buffers", rank);
   fill_inputs(dtype, op, rank, send.data(), count);
-  const std::vector<unsigned char> original = send;
+  const std::vector<unsigned char> original(send.data(), send.data() + send.size());
   void *out = in_place ? send.data() : recv.data();
   RANK_OK(ddl_allreduce(send.data(), out, count, dtype, op, comm));
   for (size_t i = 0; i < count; ++i) {
@@ -49,6 +70,28 @@ int check_allreduce(ddl_comm_t comm, int rank, int nranks, ddl_datatype_t dtype,
     RANK_CHECK(std::memcmp(send.data(), original.data(), send.size()) == 0,
                "rank %d: the send buffer changed (%s %s count %zu)", rank, ddl_datatype_name(dtype),
                ddl_op_name(op), count);
+  return 0;
+}
+
+int check_allreduce(ddl_comm_t comm, int rank, int nranks, ddl_datatype_t dtype, ddl_op_t op,
+                    size_t count, bool in_place) {
+  return check_allreduce_in<std::vector<unsigned char>>(comm, rank, nranks, dtype, op, count,
+                                                        in_place);
+}
+
+// The single-copy path with buffers from ddl_mem_alloc: on every rank (peers' data read in
+// place), or on the even ranks only (each rank reads each peer the way that peer allows).
+int shared_memory_sweep(ddl_comm_t comm, int rank, int nranks, bool every_rank) {
+  const bool shared = every_rank || rank % 2 == 0;
+  for (ddl_op_t op : {DDL_SUM, DDL_MAX, DDL_AVG})
+    for (ddl_datatype_t dtype : {DDL_FLOAT32, DDL_BFLOAT16, DDL_INT64})
+      for (size_t count : {size_t{1}, size_t{13}, size_t{100003}})
+        for (bool in_place : {false, true}) {
+          const int rc = shared ? check_allreduce_in<SharedBytes>(comm, rank, nranks, dtype, op,
+                                                                  count, in_place)
+                                : check_allreduce(comm, rank, nranks, dtype, op, count, in_place);
+          if (rc) return rc;
+        }
   return 0;
 }
 
@@ -147,6 +190,22 @@ ALGORITHM_TESTS(rd)
 ALGORITHM_TESTS(rhd)
 ALGORITHM_TESTS(tree)
 ALGORITHM_TESTS(direct)
+
+Test(algorithms, direct_with_ddl_mem_alloc_buffers) {
+  for (int nranks : {2, 3, 5})
+    for (bool every_rank : {true, false}) {
+      RunOptions options;
+      options.before_init = [](int) { setenv("DDL_ALGO", "direct", 1); };
+      const std::string failures = run_ranks(
+          nranks,
+          [every_rank](ddl_comm_t comm, int rank, int n) {
+            return shared_memory_sweep(comm, rank, n, every_rank);
+          },
+          options);
+      cr_assert(failures.empty(), "%d ranks, ddl_mem_alloc on %s:\n%s", nranks,
+                every_rank ? "every rank" : "even ranks", failures.c_str());
+    }
+}
 
 // The models would pick rd or the tree for 28 B on 3 ranks; each forced name must win, and
 // the plan's log line says so on every rank.

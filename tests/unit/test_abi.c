@@ -42,7 +42,7 @@ static const char *const kFunctions[] = {
     "ddl_comm_abort",    "ddl_comm_rank",          "ddl_comm_size",      "ddl_allreduce",
     "ddl_broadcast",     "ddl_allgather",          "ddl_reduce_scatter", "ddl_barrier",
     "ddl_result_string", "ddl_comm_last_error",    "ddl_datatype_size",  "ddl_datatype_name",
-    "ddl_op_name",
+    "ddl_op_name",       "ddl_mem_alloc",          "ddl_mem_free",
 };
 
 Test(abi, dlopen_resolves_every_function) {
@@ -68,5 +68,39 @@ Test(abi, dlopen_resolves_every_function) {
   string_fn result_string = (string_fn)dlsym(lib, "ddl_result_string");
   cr_assert(strstr(result_string(DDL_ERR_TIMEOUT), "TIMEOUT") != NULL);
   cr_assert_not_null(result_string((ddl_result_t)1234));
+  dlclose(lib);
+}
+
+/* ddl_mem_alloc gives writable, zeroed memory; ddl_mem_free refuses what it did not give,
+ * with a message, and accepts NULL as free() does. */
+Test(abi, mem_alloc_and_free) {
+  const char *dir = getenv("DDL_BUILD_DIR");
+  char path[4096];
+  snprintf(path, sizeof path, "%s/libddl.so.0", dir ? dir : ".");
+  void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  cr_assert_not_null(lib, "dlopen(%s): %s", path, dlerror());
+  typedef ddl_result_t (*alloc_fn)(void **, size_t);
+  typedef ddl_result_t (*free_fn)(void *);
+  typedef const char *(*error_fn)(ddl_comm_t);
+  alloc_fn mem_alloc = (alloc_fn)dlsym(lib, "ddl_mem_alloc");
+  free_fn mem_free = (free_fn)dlsym(lib, "ddl_mem_free");
+  error_fn last_error = (error_fn)dlsym(lib, "ddl_comm_last_error");
+  void *p = NULL;
+  cr_assert_eq(mem_alloc(&p, 1 << 20), DDL_SUCCESS);
+  cr_assert_not_null(p);
+  cr_assert_eq(((unsigned char *)p)[12345], 0);
+  memset(p, 7, 1 << 20);
+  void *empty = NULL;
+  cr_assert_eq(mem_alloc(&empty, 0), DDL_SUCCESS);
+  cr_assert_not_null(empty);
+  int local = 0;
+  cr_assert_eq(mem_free(&local), DDL_ERR_INVALID_ARGUMENT);
+  cr_assert(strstr(last_error(NULL), "not returned by ddl_mem_alloc") != NULL, "%s",
+            last_error(NULL));
+  cr_assert_eq(mem_alloc(NULL, 8), DDL_ERR_INVALID_ARGUMENT);
+  cr_assert_eq(mem_free(p), DDL_SUCCESS);
+  cr_assert_eq(mem_free(p), DDL_ERR_INVALID_ARGUMENT); /* twice */
+  cr_assert_eq(mem_free(empty), DDL_SUCCESS);
+  cr_assert_eq(mem_free(NULL), DDL_SUCCESS);
   dlclose(lib);
 }

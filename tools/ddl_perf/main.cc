@@ -69,6 +69,11 @@ class DdlBackend : public ddl_perf::CollectiveBackend {
     return true;
   }
 
+  void *library_alloc(size_t bytes) override {
+    void *buffer = nullptr;
+    return ddl_mem_alloc(&buffer, bytes) == DDL_SUCCESS ? buffer : nullptr;
+  }
+  void library_free(void *buffer) override { ddl_mem_free(buffer); }
   void barrier() override { check(ddl_barrier(comm_), "ddl_barrier"); }
 
   double max_across_ranks(double value) override {

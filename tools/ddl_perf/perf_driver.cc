@@ -13,10 +13,17 @@
 namespace ddl_perf {
 namespace {
 
-struct FreeDeleter {
-  void operator()(void *p) const { std::free(p); }
+// Frees with the allocator that gave the buffer: free(), or the library's (-R 1).
+struct BufferDeleter {
+  CollectiveBackend *library = nullptr;
+  void operator()(unsigned char *p) const {
+    if (library)
+      library->library_free(p);
+    else
+      std::free(p);
+  }
 };
-using Buffer = std::unique_ptr<unsigned char, FreeDeleter>;
+using Buffer = std::unique_ptr<unsigned char, BufferDeleter>;
 
 // The count argument of one call for a message of `bytes` (at least one element per rank).
 size_t call_count(Collective collective, uint64_t bytes, ddl_datatype_t dtype, int nranks) {
@@ -120,16 +127,24 @@ bool PerfRun::allocate() {
     }
   }
   void *send = nullptr, *recv = nullptr;
-  if (posix_memalign(&send, 4096, largest) != 0 || posix_memalign(&recv, 4096, largest) != 0) {
-    std::fprintf(stderr, "%s: rank %d: cannot allocate 2 x %zu bytes\n", tool_, rank_, largest);
-    std::free(send);
+  CollectiveBackend *library = options_.library_memory ? &backend_ : nullptr;
+  if (library) {
+    send = backend_.library_alloc(largest);
+    recv = send ? backend_.library_alloc(largest) : nullptr;
+  } else if (posix_memalign(&send, 4096, largest) != 0 ||
+             posix_memalign(&recv, 4096, largest) != 0) {
+    recv = nullptr;
+  }
+  send_ = Buffer(static_cast<unsigned char *>(send), BufferDeleter{library});
+  recv_ = Buffer(static_cast<unsigned char *>(recv), BufferDeleter{library});
+  if (!send || !recv) {
+    std::fprintf(stderr, "%s: rank %d: cannot allocate 2 x %zu bytes%s\n", tool_, rank_, largest,
+                 library ? " with the library's allocator" : "");
     return false;
   }
   // Zeros: touches every page before timing, and keeps repeated sums free of NaN/denormals.
   std::memset(send, 0, largest);
   std::memset(recv, 0, largest);
-  send_.reset(static_cast<unsigned char *>(send));
-  recv_.reset(static_cast<unsigned char *>(recv));
   return true;
 }
 

@@ -31,6 +31,10 @@ class CollectiveBackend {
   // (reduce_scatter). Returns false when the library does not support that (in-place) form.
   virtual bool run(Collective collective, const void *send, void *recv, size_t count,
                    ddl_datatype_t dtype, ddl_op_t op, int root) = 0;
+  // -R 1: buffers from the library's own allocator (ddl_mem_alloc, MPI_Alloc_mem), which
+  // may let it skip copies; null when that fails.
+  virtual void *library_alloc(size_t bytes) = 0;
+  virtual void library_free(void *buffer) = 0;
   virtual void barrier() = 0;
   virtual double max_across_ranks(double value) = 0;
   virtual uint64_t sum_across_ranks(uint64_t value) = 0;

@@ -104,6 +104,8 @@ Run one process per rank (ddlrun -n N, mpirun -np N).
   -J, --json FILE          also write the results as JSON
   -a, --algorithm NAME     force an algorithm (sets DDL_ALGO: ring, rd, ...); default: the
                            library's cost models choose per size
+  -R, --library_memory 0|1 allocate the buffers with the library's allocator (default 0):
+                           ddl_mem_alloc (shared between the ranks of a host), MPI_Alloc_mem
   -h, --help               this text
 
 Columns: size is the whole result in bytes (for allgather/reduce_scatter: count per rank
@@ -130,6 +132,7 @@ ParseOutcome parse_perf_options(int argc, char **argv, PerfOptions *options, std
       {"root", required_argument, nullptr, 'r'},
       {"json", required_argument, nullptr, 'J'},
       {"algorithm", required_argument, nullptr, 'a'},
+      {"library_memory", required_argument, nullptr, 'R'},
       {"help", no_argument, nullptr, 'h'},
       {nullptr, 0, nullptr, 0},
   };
@@ -137,7 +140,7 @@ ParseOutcome parse_perf_options(int argc, char **argv, PerfOptions *options, std
   optind = 0;  // glibc: start afresh, so that tests can parse several command lines
   int64_t value = 0;
   for (;;) {
-    int opt = getopt_long(argc, argv, ":b:e:f:i:n:w:c:d:o:C:r:J:a:h", kLongOptions, nullptr);
+    int opt = getopt_long(argc, argv, ":b:e:f:i:n:w:c:d:o:C:r:J:a:R:h", kLongOptions, nullptr);
     if (opt == -1) break;
     const char *arg = optarg;
     switch (opt) {
@@ -179,11 +182,12 @@ ParseOutcome parse_perf_options(int argc, char **argv, PerfOptions *options, std
         (opt == 'n' ? options->iters : options->warmup_iters) = static_cast<int>(value);
         break;
       case 'c':
+      case 'R':
         if (!parse_int_option(arg, 0, 1, &value)) {
-          *error = "-c wants 0 or 1, not " + quoted(arg);
+          *error = std::string("-") + static_cast<char>(opt) + " wants 0 or 1, not " + quoted(arg);
           return ParseOutcome::kError;
         }
-        options->check = value == 1;
+        (opt == 'c' ? options->check : options->library_memory) = value == 1;
         break;
       case 'd':
         if (!parse_datatypes(arg, &options->datatypes)) {

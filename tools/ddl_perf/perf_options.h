@@ -28,7 +28,8 @@ struct PerfOptions {
   Collective collective = Collective::kAllreduce;
   int root = 0;  // broadcast only
   std::string json_path;
-  std::string algorithm;  // -a: DDL_ALGO for this run ("" = the library chooses)
+  std::string algorithm;        // -a: DDL_ALGO for this run ("" = the library chooses)
+  bool library_memory = false;  // -R 1: buffers from the library's allocator
 };
 
 enum class ParseOutcome { kRun, kHelp, kError };
