@@ -187,8 +187,7 @@ Status run_collective(ddl_comm *comm, const CollectiveCall &call) {
   const bool empty = call.count == 0 && call.collective != Collective::kBarrier;
   if (empty && comm->nranks == 1) return Status::Ok();
 
-  std::string direct_why;
-  const bool direct = direct_allreduce_applies(comm, call, &direct_why);
+  const bool direct = direct_allreduce_applies(comm, call);
   const Plan *plan = &empty_plan();
   if (!empty && !direct) {
     s = find_plan(comm, call, in_place, &plan);
@@ -222,7 +221,7 @@ Status run_collective(ddl_comm *comm, const CollectiveCall &call) {
   if (direct) {
     if (comm->direct_logged_count != call.count) {  // once per shape, as plans are
       comm->direct_logged_count = call.count;
-      DDL_INFO("allreduce of %zu B: %s", call.count * elem, direct_why.c_str());
+      DDL_INFO("allreduce of %zu B: %s", call.count * elem, why_direct_allreduce(comm).c_str());
     }
     s = run_direct_allreduce(comm, call, exec, &found_failure);
   } else {

@@ -163,17 +163,16 @@ Status explain(ddl_comm *comm, const ExecArgs &exec, int peer, const Status &err
 
 }  // namespace
 
-bool direct_allreduce_applies(const ddl_comm *comm, const CollectiveCall &call, std::string *why) {
+bool direct_allreduce_applies(const ddl_comm *comm, const CollectiveCall &call) {
   if (!comm->cma || call.collective != Collective::kAllreduce || call.count == 0) return false;
   const std::string &forced = comm->config.algorithm;
-  if (forced == "direct") {
-    *why = "direct (forced by DDL_ALGO)";
-    return true;
-  }
-  if (!forced.empty()) return false;
-  const size_t bytes = call.count * datatype_size(static_cast<ddl_datatype_t>(call.dtype));
-  *why = strprintf("direct (single copy, every rank on this host, >= %zu B)", kDirectMinBytes);
-  return bytes >= kDirectMinBytes;
+  if (!forced.empty()) return forced == "direct";
+  return call.count * datatype_size(static_cast<ddl_datatype_t>(call.dtype)) >= kDirectMinBytes;
+}
+
+std::string why_direct_allreduce(const ddl_comm *comm) {
+  if (comm->config.algorithm == "direct") return "direct (forced by DDL_ALGO)";
+  return strprintf("direct (single copy, every rank on this host, >= %zu B)", kDirectMinBytes);
 }
 
 Status run_direct_allreduce(ddl_comm *comm, const CollectiveCall &call, const ExecArgs &exec,

@@ -27,8 +27,10 @@ namespace ddl {
 
 // Whether this allreduce goes the single-copy way: the communicator can (ddl_comm::cma),
 // and DDL_ALGO=direct forces it or, unforced, the buffer is large enough to pay for the
-// two exchanges. *why says which, for the log.
-bool direct_allreduce_applies(const ddl_comm *comm, const CollectiveCall &call, std::string *why);
+// exchanges around the copies.
+bool direct_allreduce_applies(const ddl_comm *comm, const CollectiveCall &call);
+// Why it does, for the log.
+std::string why_direct_allreduce(const ddl_comm *comm);
 
 // Runs it. `exec` is the call as the executor would get it (buffers, type, op, sequence
 // number, signature, deadline). *found_failure: this rank found a problem every rank should
