@@ -182,6 +182,7 @@ void choose_waiting(ddl_comm *comm) {
   const long cores = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus)
                                                                    : sysconf(_SC_NPROCESSORS_ONLN);
   const bool oversubscribed = local > cores;
+  comm->oversubscribed = oversubscribed;
   comm->spins_before_yield = oversubscribed ? 20 : 2000;
   comm->yields_before_sleep = oversubscribed ? 200 : 100000;
   int64_t forced = 0;

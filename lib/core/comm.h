@@ -42,6 +42,7 @@ struct ddl_comm {
   ddl::topo::Tiers tiers;
 
   uint32_t seq = 0;                  // collectives started, for message matching and error messages
+  bool oversubscribed = false;       // this host's ranks outnumber its cores
   int spins_before_yield = 2000;     // see ExecArgs; short when ranks outnumber cores
   int yields_before_sleep = 100000;  // see ExecArgs; short when ranks outnumber cores
   // Plans of recent calls, by (collective, count, root, in place, element size).

@@ -15,10 +15,14 @@
 namespace ddl {
 namespace {
 
-// Below this the two exchanges cost more than the copy saves: on 2 ranks (ddl_perf, ring
-// against direct) they tie at 32-64 KB and direct leads from 128 KB. DDL_ALGO=direct uses
-// it at any size.
+// Below this the exchanges cost more than the copies save: on 2 ranks (ddl_perf, ring
+// against direct) they tie at 32-64 KB and direct leads from 128 KB. When ranks share cores
+// the barriers cost more and each rank makes P-1 kernel copies per piece: on 4 ranks and 2
+// cores the ring is ahead up to 1 MB and they tie from 4 MB (with ddl_mem_alloc buffers
+// direct leads from 128 KB there too, but a rank cannot know its peers' buffers when it
+// chooses). DDL_ALGO=direct uses it at any size.
 constexpr size_t kDirectMinBytes = 128 << 10;
+constexpr size_t kDirectMinBytesOversubscribed = 4 << 20;
 // A piece read from a peer and reduced stays in the core's cache (it lives there twice: the
 // landing buffer, the output). 128 KB measured best on 2 ranks at 64 MB, against 16 KB to
 // 1 MB: smaller pieces pay more system calls, larger ones fall out of L2.
@@ -161,18 +165,24 @@ Status explain(ddl_comm *comm, const ExecArgs &exec, int peer, const Status &err
   return *found_failure ? error : notice_error(exec);
 }
 
+size_t direct_min_bytes(const ddl_comm *comm) {
+  return comm->oversubscribed ? kDirectMinBytesOversubscribed : kDirectMinBytes;
+}
+
 }  // namespace
 
 bool direct_allreduce_applies(const ddl_comm *comm, const CollectiveCall &call) {
   if (!comm->cma || call.collective != Collective::kAllreduce || call.count == 0) return false;
   const std::string &forced = comm->config.algorithm;
   if (!forced.empty()) return forced == "direct";
-  return call.count * datatype_size(static_cast<ddl_datatype_t>(call.dtype)) >= kDirectMinBytes;
+  return call.count * datatype_size(static_cast<ddl_datatype_t>(call.dtype)) >=
+         direct_min_bytes(comm);
 }
 
 std::string why_direct_allreduce(const ddl_comm *comm) {
   if (comm->config.algorithm == "direct") return "direct (forced by DDL_ALGO)";
-  return strprintf("direct (single copy, every rank on this host, >= %zu B)", kDirectMinBytes);
+  return strprintf("direct (single copy, every rank on this host, >= %zu B%s)",
+                   direct_min_bytes(comm), comm->oversubscribed ? " with ranks sharing cores" : "");
 }
 
 Status run_direct_allreduce(ddl_comm *comm, const CollectiveCall &call, const ExecArgs &exec,
