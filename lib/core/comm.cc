@@ -48,7 +48,7 @@ Status exchange_placements(ddl_comm *comm) {
 
 // Every rank publishes its pid and UCX worker address; peers on this host are told apart so
 // that the transport can pick shared memory and watch their pids.
-Status connect_transport(ddl_comm *comm, std::vector<pid_t> *pids) {
+Status connect_transport(ddl_comm *comm) {
   const uint32_t pid = static_cast<uint32_t>(getpid());
   std::string mine(reinterpret_cast<const char *>(&pid), sizeof pid);
   mine += comm->transport->worker_address();
@@ -65,7 +65,7 @@ Status connect_transport(ddl_comm *comm, std::vector<pid_t> *pids) {
     peers[r].pid = static_cast<pid_t>(peer_pid);
     peers[r].address = all[r].substr(sizeof pid);
     peers[r].same_host = hosts.group_of[r] == hosts.group_of[comm->rank];
-    pids->push_back(peers[r].pid);
+    comm->pids.push_back(peers[r].pid);
   }
   return comm->transport->connect(peers);
 }
@@ -73,7 +73,7 @@ Status connect_transport(ddl_comm *comm, std::vector<pid_t> *pids) {
 // The host's first rank creates the shared-memory segment and offers "pid fd"; the others
 // map it. Every rank on the host must succeed, or the host falls back to UCX: a rank
 // sending over shm to a peer that listens on UCX would hang. DDL_SHM=0 turns it off.
-Status connect_shm(ddl_comm *comm, const std::vector<pid_t> &pids) {
+Status connect_shm(ddl_comm *comm) {
   const topo::Tier &hosts = comm->tiers.at(topo::TierLevel::kHost);
   std::vector<int> local;
   for (int r = 0; r < comm->nranks; ++r)
@@ -112,7 +112,7 @@ Status connect_shm(ddl_comm *comm, const std::vector<pid_t> &pids) {
       opened = internal_error("creating the segment failed");
     }
     if (opened.ok())
-      opened = ShmTransport::create(comm->rank, comm->nranks, local, pids, std::move(segment),
+      opened = ShmTransport::create(comm->rank, comm->nranks, local, comm->pids, std::move(segment),
                                     &comm->shm);
     if (!opened.ok())
       DDL_WARN("no shared-memory transport to the ranks on this host, using UCX: %s",
@@ -137,8 +137,8 @@ Status connect_shm(ddl_comm *comm, const std::vector<pid_t> &pids) {
   return Status::Ok();
 }
 
-// Single-copy transfers need every rank on this host (the direct allreduce reads and writes
-// every peer's buffers) and the kernel's permission, which Yama or a seccomp filter may
+// Single-copy transfers need every rank on this host (the direct allreduce reads every
+// peer's buffers) and the kernel's permission, which Yama or a seccomp filter may
 // withhold: every rank reads every peer's probe word, and all must succeed. DDL_CMA=0 turns
 // it off. Every rank takes the same branches: the tiers and the shm verdict are job-wide here.
 Status connect_cma(ddl_comm *comm) {
@@ -148,11 +148,12 @@ Status connect_cma(ddl_comm *comm) {
   if (!one_host || !comm->shm) return Status::Ok();
   // Under Yama's ptrace_scope 1 only an ancestor may read a process; ranks are siblings.
   // Let peers in, as Open MPI does for the same copies (no effect without Yama).
-  if (env_string("DDL_CMA") != "0") prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+  const bool wanted = env_string("DDL_CMA") != "0";
+  if (wanted) prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
   std::vector<std::string> addresses;
   Status s = comm->bootstrap->allgather(std::to_string(cma_probe_address()), &addresses);
   if (!s.ok()) return s.prefix("exchanging probe addresses: ");
-  bool readable = env_string("DDL_CMA") != "0";
+  bool readable = wanted;
   for (int r = 0; r < comm->nranks && readable; ++r) {
     int64_t address = 0;
     if (r == comm->rank) continue;
@@ -227,10 +228,8 @@ Status create_comm(const BootstrapOptions &options, const CommConfig &config, dd
   DDL_RETURN_IF_ERROR(exchange_placements(comm.get()));
   Status s = UcxTransport::create(options.rank, options.nranks, &comm->transport);
   if (!s.ok()) return s.prefix("creating the UCX transport: ");
-  std::vector<pid_t> pids;
-  DDL_RETURN_IF_ERROR(connect_transport(comm.get(), &pids));
-  DDL_RETURN_IF_ERROR(connect_shm(comm.get(), pids));
-  comm->pids = pids;
+  DDL_RETURN_IF_ERROR(connect_transport(comm.get()));
+  DDL_RETURN_IF_ERROR(connect_shm(comm.get()));
   DDL_RETURN_IF_ERROR(connect_cma(comm.get()));
   if (config.algorithm == "direct" && !comm->cma && comm->nranks > 1)
     DDL_WARN(

@@ -22,6 +22,7 @@
 #include "lib/bootstrap/bootstrap.h"
 #include "lib/bootstrap/wire.h"
 #include "lib/common/log.h"
+#include "tests/free_port.h"
 
 using namespace ddl;
 
@@ -37,18 +38,7 @@ void sleep_ms(int ms) {
   std::this_thread::sleep_for(std::chrono::milliseconds(ms));
 }
 
-// A free TCP port on 127.0.0.1 (bind port 0, read it, close: a small race, fine for tests).
-int free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a = {};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<struct sockaddr *>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<struct sockaddr *>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
+using ddl_test::free_port;
 
 BootstrapOptions opts_for(int rank, int nranks, const std::string &root, int timeout_ms = 5000) {
   BootstrapOptions o;

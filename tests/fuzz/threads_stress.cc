@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "ddl/ddl.h"
+#include "tests/free_port.h"
 
 namespace {
 
@@ -37,17 +38,7 @@ std::atomic<int> g_failures{0};
     }                                                                               \
   } while (0)
 
-int free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a = {};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<struct sockaddr *>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<struct sockaddr *>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
+using ddl_test::free_port;
 
 ddl_comm_t init_rank(int nranks, int rank, const std::string &root) {
   ddl_config_t config = DDL_CONFIG_INITIALIZER;

@@ -6,6 +6,8 @@
 #include <functional>
 #include <string>
 
+#include "tests/free_port.h"
+
 #include "ddl/ddl.h"
 
 namespace ddl_test {
@@ -22,9 +24,6 @@ struct RunOptions {
 
 // "" when every rank returned 0; else one line per failed rank.
 std::string run_ranks(int nranks, const RankBody &body, const RunOptions &options = RunOptions());
-
-// A free TCP port on 127.0.0.1 (bind to port 0, read it back, close).
-int free_port();
 
 }  // namespace ddl_test
 

@@ -45,12 +45,18 @@ static const char *const kFunctions[] = {
     "ddl_op_name",       "ddl_mem_alloc",          "ddl_mem_free",
 };
 
-Test(abi, dlopen_resolves_every_function) {
+/* libddl.so.0 of this build, as a framework would load it. */
+static void *open_library(void) {
   const char *dir = getenv("DDL_BUILD_DIR");
   char path[4096];
   snprintf(path, sizeof path, "%s/libddl.so.0", dir ? dir : ".");
   void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   cr_assert_not_null(lib, "dlopen(%s): %s", path, dlerror());
+  return lib;
+}
+
+Test(abi, dlopen_resolves_every_function) {
+  void *lib = open_library();
   for (size_t i = 0; i < sizeof kFunctions / sizeof kFunctions[0]; ++i)
     cr_assert_not_null(dlsym(lib, kFunctions[i]), "%s is not exported: %s", kFunctions[i],
                        dlerror());
@@ -74,11 +80,7 @@ Test(abi, dlopen_resolves_every_function) {
 /* ddl_mem_alloc gives writable, zeroed memory; ddl_mem_free refuses what it did not give,
  * with a message, and accepts NULL as free() does. */
 Test(abi, mem_alloc_and_free) {
-  const char *dir = getenv("DDL_BUILD_DIR");
-  char path[4096];
-  snprintf(path, sizeof path, "%s/libddl.so.0", dir ? dir : ".");
-  void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-  cr_assert_not_null(lib, "dlopen(%s): %s", path, dlerror());
+  void *lib = open_library();
   typedef ddl_result_t (*alloc_fn)(void **, size_t);
   typedef ddl_result_t (*free_fn)(void *);
   typedef const char *(*error_fn)(ddl_comm_t);
