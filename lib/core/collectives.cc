@@ -1,14 +1,20 @@
 #include "lib/core/collectives.h"
 
+#include <chrono>
 #include <cstdint>
 
 #include "lib/algorithms/registry.h"
 #include "lib/common/datatype.h"
 #include "lib/common/log.h"
+#include "lib/common/process_liveness.h"
 #include "lib/core/direct_allreduce.h"
+#include "lib/core/flat_allreduce.h"
 
 namespace ddl {
 namespace {
+
+// Polls of every path for a notice that explains a dead peer (as in the executor).
+constexpr int kNoticePolls = 64;
 
 // Plans kept per communicator; past this the cache starts over (training loops reuse a
 // handful of shapes).
@@ -153,6 +159,18 @@ Status make_comm_plan(const ddl_comm *comm, const CollectiveArgs &args, uint32_t
   return Status::Ok();
 }
 
+Status explain_peer_failure(ddl_comm *comm, const ExecArgs &exec, int peer, const Status &error,
+                            bool *found_failure) {
+  const bool died = !process_is_alive(comm->pids[peer]);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(died ? 0 : 200);
+  int polls = 0;
+  while (exec.notice && !exec.notice->done &&
+         (++polls <= kNoticePolls || std::chrono::steady_clock::now() < until))
+    comm->routes->progress_all();
+  *found_failure = !(exec.notice && exec.notice->done);
+  return *found_failure ? error : notice_error(exec);
+}
+
 CallSignature signature_of(const CollectiveCall &call, uint32_t seq) {
   CallSignature signature;
   signature.seq = seq;
@@ -184,12 +202,14 @@ Status run_collective(ddl_comm *comm, const CollectiveCall &call) {
   if (comm->aborted.load())
     return invalid_usage("%sthe communicator was aborted; destroy it", context().c_str());
   ++comm->seq;  // every rank counts every call, including empty ones, to stay in step
+  const uint64_t call_number = ++comm->calls;
   const bool empty = call.count == 0 && call.collective != Collective::kBarrier;
   if (empty && comm->nranks == 1) return Status::Ok();
 
   const bool direct = direct_allreduce_applies(comm, call);
+  const bool flat = !direct && flat_allreduce_applies(comm, call);
   const Plan *plan = &empty_plan();
-  if (!empty && !direct) {
+  if (!empty && !direct && !flat) {
     s = find_plan(comm, call, in_place, &plan);
     if (!s.ok()) return s.prefix(context());
   }
@@ -224,6 +244,12 @@ Status run_collective(ddl_comm *comm, const CollectiveCall &call) {
       DDL_INFO("allreduce of %zu B: %s", call.count * elem, why_direct_allreduce(comm).c_str());
     }
     s = run_direct_allreduce(comm, call, exec, &found_failure);
+  } else if (flat) {
+    if (comm->flat_logged_count != call.count) {
+      comm->flat_logged_count = call.count;
+      DDL_INFO("allreduce of %zu B: %s", call.count * elem, why_flat_allreduce(comm).c_str());
+    }
+    s = run_flat_allreduce(comm, call, exec, call_number, &found_failure);
   } else {
     s = comm->executor.run(*plan, exec, comm->routes.get());
     found_failure = comm->executor.found_failure();

@@ -4,6 +4,7 @@
 
 #include "lib/algorithms/schedule.h"
 #include "lib/core/comm.h"
+#include "lib/exec/executor.h"
 #include "lib/exec/signature.h"
 
 namespace ddl {
@@ -27,6 +28,13 @@ Status run_collective(ddl_comm *comm, const CollectiveCall &call);
 // beside another one within the same call); *why tells how the algorithm was chosen.
 Status make_comm_plan(const ddl_comm *comm, const CollectiveArgs &args, uint32_t tag_offset,
                       std::unique_ptr<Plan> *out, std::string *why);
+
+// A peer left the call (it died, or its memory cannot be read). If it died, that is the news
+// (after a quick look for a notice that explains the death, as the executor does). If it
+// failed and returned, its notice (sent to everyone) names the cause better: it waits for
+// one briefly. *found_failure: the error is this rank's news for everyone.
+Status explain_peer_failure(ddl_comm *comm, const ExecArgs &exec, int peer, const Status &error,
+                            bool *found_failure);
 
 // What every rank must agree on for this call (checked around the ring).
 CallSignature signature_of(const CollectiveCall &call, uint32_t seq);

@@ -137,15 +137,18 @@ Status connect_shm(ddl_comm *comm) {
   return Status::Ok();
 }
 
+bool all_on_one_host(const ddl_comm *comm) {
+  const topo::Tier &hosts = comm->tiers.at(topo::TierLevel::kHost);
+  return std::all_of(hosts.group_of.begin(), hosts.group_of.end(),
+                     [&](int group) { return group == hosts.group_of[0]; });
+}
+
 // Single-copy transfers need every rank on this host (the direct allreduce reads every
 // peer's buffers) and the kernel's permission, which Yama or a seccomp filter may
 // withhold: every rank reads every peer's probe word, and all must succeed. DDL_CMA=0 turns
 // it off. Every rank takes the same branches: the tiers and the shm verdict are job-wide here.
 Status connect_cma(ddl_comm *comm) {
-  const topo::Tier &hosts = comm->tiers.at(topo::TierLevel::kHost);
-  const bool one_host = std::all_of(hosts.group_of.begin(), hosts.group_of.end(),
-                                    [&](int group) { return group == hosts.group_of[0]; });
-  if (!one_host || !comm->shm) return Status::Ok();
+  if (!all_on_one_host(comm) || !comm->shm) return Status::Ok();
   // Under Yama's ptrace_scope 1 only an ancestor may read a process; ranks are siblings.
   // Let peers in, as Open MPI does for the same copies (no effect without Yama).
   const bool wanted = env_string("DDL_CMA") != "0";
@@ -235,6 +238,14 @@ Status create_comm(const BootstrapOptions &options, const CommConfig &config, dd
     DDL_WARN(
         "DDL_ALGO=direct needs every rank on one host and single-copy transfers between "
         "them; neither here: the cost models choose");
+  // The shm segment holds every rank's slots when it joins every rank: local order is rank
+  // order then.
+  if (all_on_one_host(comm.get()) && comm->shm)
+    comm->flat.reset(new FlatSlots(comm->shm->flat_region(), comm->nranks, comm->rank));
+  if (config.algorithm == "flat" && !comm->flat && comm->nranks > 1)
+    DDL_WARN(
+        "DDL_ALGO=flat needs every rank on one host and shared memory between them; not "
+        "here: the cost models choose");
   choose_waiting(comm.get());
   if (comm->nranks > 1) {
     s = comm->transport->post_recv_any(kNoticeTag, &comm->notice_in, sizeof comm->notice_in,

@@ -18,6 +18,7 @@
 #include "topology/tiers.h"
 #include "transports/routed_transport.h"
 #include "transports/shm/cma.h"
+#include "transports/shm/flat_slots.h"
 #include "transports/shm/shared_buffers.h"
 #include "transports/shm/shm_transport.h"
 #include "transports/ucx/ucx_transport.h"
@@ -38,10 +39,15 @@ struct ddl_comm {
   std::unique_ptr<ddl::Plan> direct_exchange, direct_barrier;  // its plans, made on first use
   ddl::PeerBufferMaps peer_maps;   // peers' ddl_mem_alloc buffers, mapped here
   size_t direct_logged_count = 0;  // the last count it logged
+  // Every rank shares this host and its shm segment: small allreduces go through shared
+  // slots (flat_allreduce.h).
+  std::unique_ptr<ddl::FlatSlots> flat;
+  size_t flat_logged_count = 0;
   // Which ranks share a host, socket, NUMA node, PCIe switch (identical on every rank).
   ddl::topo::Tiers tiers;
 
   uint32_t seq = 0;                  // collectives started, for message matching and error messages
+  uint64_t calls = 0;                // the same count, never wrapping (FlatSlots' call numbers)
   bool oversubscribed = false;       // this host's ranks outnumber its cores
   int spins_before_yield = 2000;     // see ExecArgs; short when ranks outnumber cores
   int yields_before_sleep = 100000;  // see ExecArgs; short when ranks outnumber cores

@@ -70,9 +70,10 @@ Status resolve_config(const ddl_config_t *config, CommConfig *out) {
     out->chunk_bytes = bytes;
   }
   out->algorithm = env_string("DDL_ALGO");
-  // "direct" is no schedule but the single-copy allreduce (lib/core/direct_allreduce.h).
-  if (out->algorithm != "direct" && !known_algorithm(out->algorithm))
-    return invalid_argument("DDL_ALGO=%s: not an algorithm; known: %s, direct",
+  // "direct" and "flat" are no schedules but allreduces of their own
+  // (lib/core/direct_allreduce.h, lib/core/flat_allreduce.h).
+  if (out->algorithm != "direct" && out->algorithm != "flat" && !known_algorithm(out->algorithm))
+    return invalid_argument("DDL_ALGO=%s: not an algorithm; known: %s, direct, flat",
                             out->algorithm.c_str(), algorithm_names().c_str());
   if (config && DDL_HAS_FIELD(config, log_level) && config->log_level >= 0) {
     if (config->log_level > 3)

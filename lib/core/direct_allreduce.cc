@@ -1,14 +1,12 @@
 #include "lib/core/direct_allreduce.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdint>
 #include <cstring>
 
 #include "lib/algorithms/blocks.h"
 #include "lib/common/datatype.h"
 #include "lib/common/log.h"
-#include "lib/common/process_liveness.h"
 #include "lib/reduce/reduce.h"
 #include "transports/shm/shared_buffers.h"
 
@@ -27,8 +25,6 @@ constexpr size_t kDirectMinBytesOversubscribed = 4 << 20;
 // landing buffer, the output). 128 KB measured best on 2 ranks at 64 MB, against 16 KB to
 // 1 MB: smaller pieces pay more system calls, larger ones fall out of L2.
 constexpr size_t kPieceBytes = 128 << 10;
-// Polls of every path for a notice that explains a dead peer (as in the executor).
-constexpr int kNoticePolls = 64;
 // The barrier's messages travel in the same call as the address exchange: their tags start
 // above anything that exchange uses.
 constexpr uint32_t kBarrierTagOffset = 1u << 23;
@@ -149,22 +145,6 @@ Status gather_blocks(ddl_comm *comm, const ExecArgs &exec,
   return Status::Ok();
 }
 
-// A peer whose memory cannot be read has left the call. If it died, that is the news (a
-// quick look for a notice that explains the death, as the executor does). If it failed and
-// returned, its notice (sent to everyone) names the cause better: wait for it briefly.
-// *found_failure: the error is this rank's news for everyone (not a notice it received).
-Status explain(ddl_comm *comm, const ExecArgs &exec, int peer, const Status &error,
-               bool *found_failure) {
-  const bool died = !process_is_alive(comm->pids[peer]);
-  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(died ? 0 : 200);
-  int polls = 0;
-  while (exec.notice && !exec.notice->done &&
-         (++polls <= kNoticePolls || std::chrono::steady_clock::now() < until))
-    comm->routes->progress_all();
-  *found_failure = !(exec.notice && exec.notice->done);
-  return *found_failure ? error : notice_error(exec);
-}
-
 size_t direct_min_bytes(const ddl_comm *comm) {
   return comm->oversubscribed ? kDirectMinBytesOversubscribed : kDirectMinBytes;
 }
@@ -214,7 +194,7 @@ Status run_direct_allreduce(ddl_comm *comm, const CollectiveCall &call, const Ex
   int failed_peer = -1;
   const std::vector<PeerView> views = map_peers(comm, peers, bytes);
   s = reduce_block(comm, exec, peers, views, split.block(comm->rank), &failed_peer);
-  if (!s.ok()) return explain(comm, exec, failed_peer, s, found_failure);
+  if (!s.ok()) return explain_peer_failure(comm, exec, failed_peer, s, found_failure);
   ExecArgs barrier = exec;
   barrier.signature = nullptr;  // checked by the exchange
   s = comm->executor.run(*comm->direct_barrier, barrier, comm->routes.get());
@@ -223,7 +203,7 @@ Status run_direct_allreduce(ddl_comm *comm, const CollectiveCall &call, const Ex
     return s.prefix("waiting for every rank to reduce its block: ");
   }
   s = gather_blocks(comm, exec, peers, views, split, &failed_peer);
-  if (!s.ok()) return explain(comm, exec, failed_peer, s, found_failure);
+  if (!s.ok()) return explain_peer_failure(comm, exec, failed_peer, s, found_failure);
   // Nobody returns (and lets its caller reuse the buffers) while a peer still reads them.
   s = comm->executor.run(*comm->direct_barrier, barrier, comm->routes.get());
   if (!s.ok()) {

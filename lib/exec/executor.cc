@@ -183,12 +183,7 @@ Status Executor::run(const Plan &plan, const ExecArgs &args, Transport *transpor
       }
       if (!s.ok()) return fail(s);
     }
-    if (idle > args.spins_before_yield + args.yields_before_sleep) {
-      const timespec pause = {0, kSleepNs};
-      nanosleep(&pause, nullptr);
-    } else if (idle > args.spins_before_yield) {
-      sched_yield();
-    }
+    idle_pause(idle, args);
   }
   return Status::Ok();
 }
@@ -358,9 +353,8 @@ Status Executor::check_stamps(const ExecArgs &args, Transport *transport) {
   CallStamp theirs;
   if (transport->stamp_mismatch(&peer, &theirs)) {
     found_failure_ = true;
-    return invalid_usage("mismatched collective calls: rank %d called %s, but rank %d called %s",
-                         peer, describe_signature(signature_of_stamp(theirs, args.seq)).c_str(),
-                         args.rank, describe_signature(*args.signature).c_str());
+    return mismatch_error(peer, describe_signature(signature_of_stamp(theirs, args.seq)), args.rank,
+                          *args.signature);
   }
   if (!signature_checked_ && transport->stamp_seen(ring_index(args.rank - 1, args.nranks))) {
     signature_checked_ = true;
@@ -380,11 +374,20 @@ Status Executor::check_signature(const ExecArgs &args) {
   if (signature_recv_.received == sizeof signature_in_ && same_call(signature_in_, *args.signature))
     return Status::Ok();
   found_failure_ = true;
-  return invalid_usage(
-      "mismatched collective calls: rank %d called %s, but rank %d called %s", left,
-      signature_recv_.received == sizeof signature_in_ ? describe_signature(signature_in_).c_str()
-                                                       : "something else (wrong signature size)",
-      args.rank, describe_signature(*args.signature).c_str());
+  return mismatch_error(left,
+                        signature_recv_.received == sizeof signature_in_
+                            ? describe_signature(signature_in_)
+                            : "something else (wrong signature size)",
+                        args.rank, *args.signature);
+}
+
+void idle_pause(int idle, const ExecArgs &args) {
+  if (idle > args.spins_before_yield + args.yields_before_sleep) {
+    const timespec pause = {0, kSleepNs};
+    nanosleep(&pause, nullptr);
+  } else if (idle > args.spins_before_yield) {
+    sched_yield();
+  }
 }
 
 Status notice_error(const ExecArgs &args) {

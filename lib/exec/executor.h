@@ -44,6 +44,9 @@ struct ExecArgs {
 
 // The error a failure notice from another rank (args.notice, done) stands for.
 Status notice_error(const ExecArgs &args);
+// What a waiting loop does after `idle` polls that found nothing: nothing at first, then it
+// yields the core, then it sleeps briefly (ExecArgs::spins_before_yield, yields_before_sleep).
+void idle_pause(int idle, const ExecArgs &args);
 
 class Executor {
  public:

@@ -82,4 +82,10 @@ CallSignature signature_of_stamp(const CallStamp &stamp, uint32_t seq) {
   return signature;
 }
 
+Status mismatch_error(int their_rank, const std::string &theirs, int my_rank,
+                      const CallSignature &mine) {
+  return invalid_usage("mismatched collective calls: rank %d called %s, but rank %d called %s",
+                       their_rank, theirs.c_str(), my_rank, describe_signature(mine).c_str());
+}
+
 }  // namespace ddl

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "ddl/ddl.h"
+#include "lib/common/status.h"
 #include "transports/transport.h"
 
 namespace ddl {
@@ -47,6 +48,10 @@ std::string notice_text(const FailureNotice &notice, size_t received);
 std::string describe_signature(const CallSignature &signature);
 // Whether two signatures describe the same call (ignoring fields the collective ignores).
 bool same_call(const CallSignature &a, const CallSignature &b);
+// The error of ranks that made different calls, naming both: `theirs` describes the call of
+// rank `their_rank`, as far as this rank knows it.
+Status mismatch_error(int their_rank, const std::string &theirs, int my_rank,
+                      const CallSignature &mine);
 
 // The call as it rides on messages of transports that stamp them (Transport::begin_call):
 // the fields same_call compares, as bytes; and back, for error messages (seq is not in it).

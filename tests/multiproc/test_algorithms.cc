@@ -1,4 +1,6 @@
-// Every allreduce algorithm (and the single-copy path, "direct"), forced through DDL_ALGO,
+// Every allreduce algorithm (and the single-copy path, "direct", and the shared slots,
+// "flat", which take counts up to 16 KB and leave larger ones to the models), forced through
+// DDL_ALGO,
 // on 1..8 real processes: every datatype
 // and op at small counts that do not divide by the rank count, float32 sum at ~100003
 // elements, in place and out of place. The verifier proves the schedules right
@@ -190,6 +192,50 @@ ALGORITHM_TESTS(rd)
 ALGORITHM_TESTS(rhd)
 ALGORITHM_TESTS(tree)
 ALGORITHM_TESTS(direct)
+ALGORITHM_TESTS(flat)
+
+namespace {
+
+// Slotted allreduces (lib/core/flat_allreduce.h) between calls that go other ways, one rank
+// lagging now and then: a rank reuses its slot only once every peer has read it, however
+// far ahead a broadcast's root or an eager sender ran.
+int slotted_between_others(ddl_comm_t comm, int rank, int nranks) {
+  for (int64_t i = 0; i < 2000; ++i) {
+    const int64_t mine[2] = {rank + i, -i * rank};
+    int64_t sum[2] = {0, 0};
+    RANK_OK(ddl_allreduce(mine, sum, 2, DDL_INT64, DDL_SUM, comm));
+    const int64_t ranks_total = int64_t{nranks} * (nranks - 1) / 2;
+    RANK_CHECK(sum[0] == nranks * i + ranks_total && sum[1] == -i * ranks_total,
+               "rank %d, call %lld: got {%lld, %lld}", rank, static_cast<long long>(i),
+               static_cast<long long>(sum[0]), static_cast<long long>(sum[1]));
+    if (i % 3 == 0) {
+      const int root = static_cast<int>(i % nranks);
+      int64_t value = rank == root ? 1000 + i : -1;
+      RANK_OK(ddl_broadcast(&value, 1, DDL_INT64, root, comm));
+      RANK_CHECK(value == 1000 + i, "rank %d: broadcast %lld gave %lld", rank,
+                 static_cast<long long>(i), static_cast<long long>(value));
+    }
+    if (i % 5 == 0) {
+      std::vector<float> big(40000, 1.0f);  // 160 KB: above the slots
+      RANK_OK(ddl_allreduce(big.data(), big.data(), big.size(), DDL_FLOAT32, DDL_SUM, comm));
+      RANK_CHECK(big[39999] == static_cast<float>(nranks), "rank %d: large allreduce gave %g", rank,
+                 big[39999]);
+    }
+    if (i % 7 == 0 && rank == static_cast<int>(i / 7 % nranks)) usleep(200);
+  }
+  return 0;
+}
+
+}  // namespace
+
+Test(algorithms, slotted_allreduces_between_other_calls) {
+  for (int nranks : {2, 3, 4}) {
+    RunOptions options;
+    options.before_init = [](int) { unsetenv("DDL_ALGO"); };
+    const std::string failures = run_ranks(nranks, slotted_between_others, options);
+    cr_assert(failures.empty(), "%d ranks:\n%s", nranks, failures.c_str());
+  }
+}
 
 Test(algorithms, direct_with_ddl_mem_alloc_buffers) {
   for (int nranks : {2, 3, 5})
@@ -210,7 +256,7 @@ Test(algorithms, direct_with_ddl_mem_alloc_buffers) {
 // The models would pick rd or the tree for 28 B on 3 ranks; each forced name must win, and
 // the plan's log line says so on every rank.
 Test(algorithms, forced_algorithm_shows_in_the_log) {
-  for (const char *algorithm : {"ring", "rd", "rhd", "tree", "direct"}) {
+  for (const char *algorithm : {"ring", "rd", "rhd", "tree", "direct", "flat"}) {
     std::vector<std::string> logs;
     const std::string failures = run_logged(algorithm, 3, one_call, &logs);
     const std::string expected = std::string("allreduce of 28 B: ") + algorithm + " (forced";

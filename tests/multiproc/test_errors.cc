@@ -297,6 +297,12 @@ Test(errors, mismatched_calls_are_named_on_every_rank) {
          return ddl_allreduce(big, big, rank == 0 ? 1 << 16 : 1 << 10, DDL_FLOAT32, DDL_SUM, comm);
        },
        "count 65536"},
+      // 16 KB goes through the shared slots (lib/core/flat_allreduce.h), 64 KB the ring.
+      {"count across the slots' threshold", 2,
+       [](ddl_comm_t comm, int rank) {
+         return ddl_allreduce(big, big, rank == 0 ? 1 << 12 : 1 << 14, DDL_FLOAT32, DDL_SUM, comm);
+       },
+       "count 16384"},
       {"datatype of the same size", 2,
        [](ddl_comm_t comm, int rank) {
          return ddl_allreduce(buf, buf, 8, rank == 0 ? DDL_FLOAT32 : DDL_INT32, DDL_SUM, comm);

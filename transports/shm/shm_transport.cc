@@ -10,6 +10,7 @@
 #include "lib/common/params.h"
 #include "lib/common/process_liveness.h"
 #include "lib/reduce/reduce.h"
+#include "transports/shm/flat_slots.h"
 
 namespace ddl {
 namespace {
@@ -80,8 +81,12 @@ size_t ShmLayout::channel_bytes() const {
   return kControlBytes + size_t{cells} * cell_bytes;
 }
 
+size_t ShmLayout::channels_bytes() const {
+  return size_t{nlocal} * nlocal * channel_bytes();
+}
+
 size_t ShmLayout::segment_bytes() const {
-  return kHeaderBytes + size_t{nlocal} * nlocal * channel_bytes();
+  return kHeaderBytes + channels_bytes() + size_t{nlocal} * FlatSlots::bytes_per_rank();
 }
 
 ShmLayout choose_shm_layout(int nlocal) {
@@ -155,6 +160,7 @@ Status ShmTransport::create(int rank, int nranks, const std::vector<int> &local_
   t->last_pid_check_ns_.assign(nranks, 0);
   t->pid_dead_.assign(nranks, false);
   t->seen_seq_.assign(nranks, ~0u);  // no call yet
+  t->flat_region_ = channels + layout.channels_bytes();
   t->segment_ = std::move(segment);
   *out = std::move(t);
   return Status::Ok();

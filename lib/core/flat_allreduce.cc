@@ -1,0 +1,127 @@
+#include "lib/core/flat_allreduce.h"
+
+#include <chrono>
+#include <cstring>
+
+#include "lib/common/datatype.h"
+#include "lib/reduce/reduce.h"
+#include "transports/shm/flat_slots.h"
+
+namespace ddl {
+namespace {
+
+// Up to this size the slots beat the schedules (measured with ddl_perf, see
+// bench/README.md); DDL_ALGO=flat uses them up to their capacity.
+constexpr size_t kFlatMaxBytes = FlatSlots::kCapacity;
+// How often (in idle polls) the deadline, notices, stamps and the peer's life are looked at.
+constexpr int kCheckEvery = 256;
+
+size_t flat_max_bytes(const ddl_comm *comm) {
+  return comm->config.algorithm == "flat" ? FlatSlots::kCapacity : kFlatMaxBytes;
+}
+
+// What a wait that lasts tells: another call of a peer (its messages' stamps), a notice, an
+// abort, a dead peer. The deadline is the caller's.
+Status check_while_waiting(ddl_comm *comm, const ExecArgs &exec, int peer, const char *what,
+                           bool *found_failure) {
+  comm->routes->progress();
+  int other = -1;
+  CallStamp theirs;
+  if (comm->routes->stamp_mismatch(&other, &theirs)) {
+    *found_failure = true;
+    return mismatch_error(other, describe_signature(signature_of_stamp(theirs, exec.seq)),
+                          exec.rank, *exec.signature);
+  }
+  if (exec.notice && exec.notice->done) return notice_error(exec);
+  if (exec.abort_flag && exec.abort_flag->load(std::memory_order_relaxed))
+    return invalid_usage("aborted by ddl_comm_abort while waiting");
+  Status alive = comm->routes->peer_status(peer);
+  if (!alive.ok())
+    return explain_peer_failure(comm, exec, peer,
+                                alive.prefix(strprintf("waiting for rank %d %s: ", peer, what)),
+                                found_failure);
+  return Status::Ok();
+}
+
+// Polls until ready(peer) holds for every peer; past the deadline, names those it does not.
+template <typename Ready>
+Status wait_for_peers(ddl_comm *comm, const ExecArgs &exec, const char *what, Ready ready,
+                      bool *found_failure) {
+  for (int peer = 0; peer < comm->nranks; ++peer) {
+    if (peer == comm->rank) continue;
+    for (int idle = 1; !ready(peer); ++idle) {
+      if (idle % kCheckEvery == 0) {
+        Status s = check_while_waiting(comm, exec, peer, what, found_failure);
+        if (!s.ok()) return s;
+        if (std::chrono::steady_clock::now() >= exec.deadline) {
+          std::string silent;
+          for (int p = peer; p < comm->nranks; ++p)
+            if (p != comm->rank && !ready(p))
+              silent += (silent.empty() ? "" : ", ") + std::to_string(p);
+          return timeout_error("timed out (shared slots) waiting for ranks %s %s", silent.c_str(),
+                               what);
+        }
+      }
+      idle_pause(idle, exec);
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+bool flat_allreduce_applies(const ddl_comm *comm, const CollectiveCall &call) {
+  if (!comm->flat || call.collective != Collective::kAllreduce || call.count == 0) return false;
+  const std::string &forced = comm->config.algorithm;
+  if (!forced.empty() && forced != "flat") return false;
+  return call.count * datatype_size(static_cast<ddl_datatype_t>(call.dtype)) <=
+         flat_max_bytes(comm);
+}
+
+std::string why_flat_allreduce(const ddl_comm *comm) {
+  if (comm->config.algorithm == "flat") return "flat (forced by DDL_ALGO)";
+  return strprintf("flat (shared slots, every rank on this host, <= %zu B)", flat_max_bytes(comm));
+}
+
+Status run_flat_allreduce(ddl_comm *comm, const CollectiveCall &call, const ExecArgs &exec,
+                          uint64_t call_number, bool *found_failure) {
+  *found_failure = false;
+  FlatSlots &slots = *comm->flat;
+  const CallStamp stamp = stamp_of(*exec.signature);
+  // A peer that went another way sends messages of this call: their stamps tell.
+  comm->routes->begin_call(exec.seq, stamp);
+  uint64_t needed = 0;
+  if (!slots.slot_known_free(call_number, &needed)) {
+    Status s = wait_for_peers(
+        comm, exec, "to finish reading this rank's previous contribution",
+        [&](int peer) { return slots.peer_finished(peer, needed); }, found_failure);
+    if (!s.ok()) return s;
+    slots.peers_finished(needed);
+  }
+  const ddl_datatype_t dtype = exec.dtype;
+  const size_t elem = datatype_size(dtype);
+  slots.publish(call_number, stamp, exec.input, call.count * elem);
+  Status s = wait_for_peers(
+      comm, exec, "to join the call", [&](int peer) { return slots.published(peer, call_number); },
+      found_failure);
+  if (!s.ok()) return s;
+  for (int peer = 0; peer < comm->nranks; ++peer) {
+    const CallStamp &theirs = slots.stamp(peer, call_number);
+    if (std::memcmp(&theirs, &stamp, sizeof stamp) == 0) continue;
+    *found_failure = true;
+    return mismatch_error(peer, describe_signature(signature_of_stamp(theirs, exec.seq)), exec.rank,
+                          *exec.signature);
+  }
+  // Every rank combines the same contributions in the same order: the same bits everywhere.
+  // The own contribution is read from the slot too: in place, the output is the input.
+  char *output = static_cast<char *>(exec.output);
+  for (int r = 1; r < comm->nranks; ++r) {
+    const ddl_op_t op = exec.op == DDL_AVG && r + 1 < comm->nranks ? DDL_SUM : exec.op;
+    reduce(dtype, op, output, r == 1 ? slots.data(0, call_number) : output,
+           slots.data(r, call_number), call.count, comm->nranks);
+  }
+  slots.finish(call_number);
+  return Status::Ok();
+}
+
+}  // namespace ddl
