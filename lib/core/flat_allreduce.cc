@@ -10,14 +10,18 @@
 namespace ddl {
 namespace {
 
-// Up to this size the slots beat the schedules (measured with ddl_perf, see
-// bench/README.md); DDL_ALGO=flat uses them up to their capacity.
-constexpr size_t kFlatMaxBytes = FlatSlots::kCapacity;
+// Each rank reads P - 1 contributions. When every rank has a core, the schedules catch up
+// once those reads reach about 16 KB (ddl_perf, 2 ranks, 16 KB: flat 5.5-8.8 us, ring
+// 6.0-6.8, rhd 5.5). When ranks share cores, every step of a schedule may wait for a rank to
+// be scheduled, and the slots lead up to their capacity (64 KB: 54 us against rhd's 82 on 4
+// ranks and 2 cores, 199 against 253 on 8).
+constexpr size_t kFlatReadBudget = 16 << 10;
 // How often (in idle polls) the deadline, notices, stamps and the peer's life are looked at.
 constexpr int kCheckEvery = 256;
 
 size_t flat_max_bytes(const ddl_comm *comm) {
-  return comm->config.algorithm == "flat" ? FlatSlots::kCapacity : kFlatMaxBytes;
+  if (comm->config.algorithm == "flat" || comm->oversubscribed) return FlatSlots::kCapacity;
+  return kFlatReadBudget / static_cast<size_t>(comm->nranks - 1);
 }
 
 // What a wait that lasts tells: another call of a peer (its messages' stamps), a notice, an
@@ -80,7 +84,8 @@ bool flat_allreduce_applies(const ddl_comm *comm, const CollectiveCall &call) {
 
 std::string why_flat_allreduce(const ddl_comm *comm) {
   if (comm->config.algorithm == "flat") return "flat (forced by DDL_ALGO)";
-  return strprintf("flat (shared slots, every rank on this host, <= %zu B)", flat_max_bytes(comm));
+  return strprintf("flat (shared slots, every rank on this host, <= %zu B%s)", flat_max_bytes(comm),
+                   comm->oversubscribed ? " with ranks sharing cores" : "");
 }
 
 Status run_flat_allreduce(ddl_comm *comm, const CollectiveCall &call, const ExecArgs &exec,

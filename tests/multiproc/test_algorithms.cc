@@ -1,5 +1,5 @@
 // Every allreduce algorithm (and the single-copy path, "direct", and the shared slots,
-// "flat", which take counts up to 16 KB and leave larger ones to the models), forced through
+// "flat", which take counts up to 64 KB and leave larger ones to the models), forced through
 // DDL_ALGO,
 // on 1..8 real processes: every datatype
 // and op at small counts that do not divide by the rank count, float32 sum at ~100003
@@ -227,6 +227,24 @@ int slotted_between_others(ddl_comm_t comm, int rank, int nranks) {
 }
 
 }  // namespace
+
+// The slots' edge: 64 KB fills a slot, one element more goes to a schedule.
+Test(algorithms, flat_at_the_slots_capacity) {
+  RunOptions options;
+  options.before_init = [](int) { setenv("DDL_ALGO", "flat", 1); };
+  const std::string failures = run_ranks(
+      3,
+      [](ddl_comm_t comm, int rank, int nranks) {
+        for (size_t count : {size_t{16383}, size_t{16384}, size_t{16385}})
+          for (ddl_op_t op : {DDL_SUM, DDL_AVG})
+            for (bool in_place : {false, true})
+              if (int rc = check_allreduce(comm, rank, nranks, DDL_FLOAT32, op, count, in_place))
+                return rc;
+        return check_allreduce(comm, rank, nranks, DDL_FLOAT64, DDL_MAX, 8192, false);
+      },
+      options);
+  cr_assert(failures.empty(), "%s", failures.c_str());
+}
 
 Test(algorithms, slotted_allreduces_between_other_calls) {
   for (int nranks : {2, 3, 4}) {

@@ -291,18 +291,20 @@ Test(errors, mismatched_calls_are_named_on_every_rank) {
          return ddl_allreduce(buf, buf, rank == 0 ? 10 : 20, DDL_FLOAT32, DDL_SUM, comm);
        },
        "count 20"},
-      // 256 KB takes the single-copy path (lib/core/direct_allreduce.h), 4 KB the ring.
+      // 256 KB takes the single-copy path (lib/core/direct_allreduce.h), 4 KB the shared
+      // slots (lib/core/flat_allreduce.h).
       {"count across the single-copy threshold", 2,
        [](ddl_comm_t comm, int rank) {
          return ddl_allreduce(big, big, rank == 0 ? 1 << 16 : 1 << 10, DDL_FLOAT32, DDL_SUM, comm);
        },
        "count 65536"},
-      // 16 KB goes through the shared slots (lib/core/flat_allreduce.h), 64 KB the ring.
+      // 4 KB goes through the shared slots, 96 KB (beyond them, below the single copy) the
+      // schedule the models choose.
       {"count across the slots' threshold", 2,
        [](ddl_comm_t comm, int rank) {
-         return ddl_allreduce(big, big, rank == 0 ? 1 << 12 : 1 << 14, DDL_FLOAT32, DDL_SUM, comm);
+         return ddl_allreduce(big, big, rank == 0 ? 1 << 10 : 24576, DDL_FLOAT32, DDL_SUM, comm);
        },
-       "count 16384"},
+       "count 24576"},
       {"datatype of the same size", 2,
        [](ddl_comm_t comm, int rank) {
          return ddl_allreduce(buf, buf, 8, rank == 0 ? DDL_FLOAT32 : DDL_INT32, DDL_SUM, comm);

@@ -27,7 +27,7 @@ namespace ddl {
 class FlatSlots {
  public:
   // Payload bytes one slot holds: the largest contribution a slotted collective can take.
-  static constexpr size_t kCapacity = 16 << 10;
+  static constexpr size_t kCapacity = 64 << 10;
   // Bytes of shared memory per rank (the region holds one such block per rank, zero-filled).
   static size_t bytes_per_rank();
 
