@@ -243,7 +243,7 @@ Status run_collective(ddl_comm *comm, const CollectiveCall &call) {
       comm->direct_logged_count = call.count;
       DDL_INFO("allreduce of %zu B: %s", call.count * elem, why_direct_allreduce(comm).c_str());
     }
-    s = run_direct_allreduce(comm, call, exec, &found_failure);
+    s = run_direct_allreduce(comm, call, exec, call_number, &found_failure);
   } else if (flat) {
     if (comm->flat_logged_count != call.count) {
       comm->flat_logged_count = call.count;

@@ -240,8 +240,10 @@ Status create_comm(const BootstrapOptions &options, const CommConfig &config, dd
         "them; neither here: the cost models choose");
   // The shm segment holds every rank's slots when it joins every rank: local order is rank
   // order then.
-  if (all_on_one_host(comm.get()) && comm->shm)
+  if (all_on_one_host(comm.get()) && comm->shm) {
     comm->flat.reset(new FlatSlots(comm->shm->flat_region(), comm->nranks, comm->rank));
+    comm->gates.reset(new WriteGates(comm->shm->gates_region(), comm->nranks, comm->rank));
+  }
   if (config.algorithm == "flat" && !comm->flat && comm->nranks > 1)
     DDL_WARN(
         "DDL_ALGO=flat needs every rank on one host and shared memory between them; not "

@@ -21,6 +21,7 @@
 #include "transports/shm/flat_slots.h"
 #include "transports/shm/shared_buffers.h"
 #include "transports/shm/shm_transport.h"
+#include "transports/shm/write_gates.h"
 #include "transports/ucx/ucx_transport.h"
 
 struct ddl_comm {
@@ -37,8 +38,9 @@ struct ddl_comm {
   // (transports/shm/cma.h): large allreduces take the single-copy path (direct_allreduce.h).
   bool cma = false;
   std::unique_ptr<ddl::Plan> direct_exchange, direct_barrier;  // its plans, made on first use
-  ddl::PeerBufferMaps peer_maps;   // peers' ddl_mem_alloc buffers, mapped here
-  size_t direct_logged_count = 0;  // the last count it logged
+  std::unique_ptr<ddl::WriteGates> gates;  // who may write into whose buffers, and when
+  ddl::PeerBufferMaps peer_maps;           // peers' ddl_mem_alloc buffers, mapped here
+  size_t direct_logged_count = 0;          // the last count it logged
   // Every rank shares this host and its shm segment: small allreduces go through shared
   // slots (flat_allreduce.h).
   std::unique_ptr<ddl::FlatSlots> flat;

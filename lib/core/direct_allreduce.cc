@@ -1,12 +1,16 @@
 #include "lib/core/direct_allreduce.h"
 
+#include <sched.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 
 #include "lib/algorithms/blocks.h"
 #include "lib/common/datatype.h"
 #include "lib/common/log.h"
+#include "lib/common/process_liveness.h"
 #include "lib/reduce/reduce.h"
 #include "transports/shm/shared_buffers.h"
 
@@ -25,6 +29,8 @@ constexpr size_t kDirectMinBytesOversubscribed = 4 << 20;
 // landing buffer, the output). 128 KB measured best on 2 ranks at 64 MB, against 16 KB to
 // 1 MB: smaller pieces pay more system calls, larger ones fall out of L2.
 constexpr size_t kPieceBytes = 128 << 10;
+// How long a rank that leaves a call early waits for peers still writing into its output.
+constexpr int kLeaveWaitMs = 2000;
 // The barrier's messages travel in the same call as the address exchange: their tags start
 // above anything that exchange uses.
 constexpr uint32_t kBarrierTagOffset = 1u << 23;
@@ -37,11 +43,11 @@ struct BufferAddresses {
   SharedRef input_ref, output_ref;
 };
 
-// A peer's buffers as this rank reads them: mapped here (its allocations), or null to read
-// them through the kernel.
+// A peer's buffers as this rank reads and writes them: mapped here (its allocations), or
+// null to go through the kernel.
 struct PeerView {
   const char *input = nullptr;
-  const char *output = nullptr;
+  char *output = nullptr;
 };
 
 // Maps what peers publish from ddl_mem_alloc. A mapping that fails costs speed, not the call:
@@ -54,7 +60,9 @@ std::vector<PeerView> map_peers(ddl_comm *comm, const std::vector<BufferAddresse
     if (peer == comm->rank) continue;
     const BufferAddresses &theirs = peers[peer];
     if (theirs.input_ref.fd < 0 || theirs.output_ref.fd < 0) continue;
-    Status s = comm->peer_maps.map(comm->pids[peer], theirs.input_ref, bytes, &views[peer].input);
+    char *input = nullptr;
+    Status s = comm->peer_maps.map(comm->pids[peer], theirs.input_ref, bytes, &input);
+    views[peer].input = input;
     if (s.ok())
       s = comm->peer_maps.map(comm->pids[peer], theirs.output_ref, bytes, &views[peer].output);
     if (!s.ok()) {
@@ -79,10 +87,29 @@ Status make_plans(ddl_comm *comm) {
   return make_comm_plan(comm, args, kBarrierTagOffset, &comm->direct_barrier, nullptr);
 }
 
-// This rank's block, reduced into its output piece by piece: each peer's part of a piece is
-// read into a cache-sized landing buffer and combined from there.
-Status reduce_block(ddl_comm *comm, const ExecArgs &exec, const std::vector<BufferAddresses> &peers,
-                    const std::vector<PeerView> &views, const Extent &block, int *failed_peer) {
+// Writes a reduced piece of this rank's block into `peer`'s output, through its gate.
+Status push_piece(ddl_comm *comm, int peer, const BufferAddresses &theirs, const PeerView &view,
+                  const char *piece, size_t offset, size_t bytes, uint64_t call_number) {
+  if (!comm->gates->begin_write(peer, call_number))
+    return remote_error("rank %d left the call before this rank wrote its result", peer);
+  Status s = Status::Ok();
+  if (view.output)
+    std::memcpy(view.output + offset, piece, bytes);
+  else
+    s = cma_write(comm->pids[peer], reinterpret_cast<char *>(theirs.output) + offset, piece, bytes);
+  comm->gates->end_write(peer);
+  return s.ok() ? s
+                : s.prefix(strprintf("writing into rank %d's output (%zu B at offset %zu): ", peer,
+                                     bytes, offset));
+}
+
+// This rank's block, piece by piece: each peer's part of a piece is read into a cache-sized
+// landing buffer and combined into this rank's output, then the piece goes into every
+// peer's output.
+Status reduce_and_push_block(ddl_comm *comm, const ExecArgs &exec,
+                             const std::vector<BufferAddresses> &peers,
+                             const std::vector<PeerView> &views, const Extent &block,
+                             uint64_t call_number, int *failed_peer) {
   const ddl_datatype_t dtype = exec.dtype;
   const size_t elem = datatype_size(dtype);
   const size_t piece_elems = std::max<size_t>(1, kPieceBytes / elem);
@@ -114,35 +141,39 @@ Status reduce_block(ddl_comm *comm, const ExecArgs &exec, const std::vector<Buff
       reduce(dtype, op, output + offset, combined == 2 ? input + offset : output + offset, theirs,
              elems, comm->nranks);
     }
+    // Starting with the next rank: the ranks do not all write into the same peer at once.
+    for (int k = 1; k < comm->nranks; ++k) {
+      const int peer = (comm->rank + k) % comm->nranks;
+      Status s = push_piece(comm, peer, peers[peer], views[peer], output + offset, offset, bytes,
+                            call_number);
+      if (!s.ok()) {
+        *failed_peer = peer;
+        return s;
+      }
+    }
   }
   return Status::Ok();
 }
 
-// Every peer's block, copied from its output (where it reduced it) straight into this
-// rank's output.
-Status gather_blocks(ddl_comm *comm, const ExecArgs &exec,
-                     const std::vector<BufferAddresses> &peers, const std::vector<PeerView> &views,
-                     const BlockSplit &split, int *failed_peer) {
-  const size_t elem = datatype_size(exec.dtype);
-  char *output = static_cast<char *>(exec.output);
+// This rank leaves the call with `error`: its gate closes, and it returns only once no
+// peer writes into its output any more (a peer that died writes nothing). A peer still
+// announced as writing long after is stuck mid-copy (stopped, swapped out): the error says
+// so rather than wait forever.
+Status leave_with(ddl_comm *comm, uint64_t call_number, Status error) {
+  comm->gates->close();
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(kLeaveWaitMs);
   for (int peer = 0; peer < comm->nranks; ++peer) {
     if (peer == comm->rank) continue;
-    const Extent block = split.block(peer);
-    const size_t offset = block.offset * elem, bytes = block.count * elem;
-    if (views[peer].output) {
-      std::memcpy(output + offset, views[peer].output + offset, bytes);
-      continue;
-    }
-    Status s =
-        cma_read(comm->pids[peer], reinterpret_cast<const char *>(peers[peer].output) + offset,
-                 output + offset, bytes);
-    if (!s.ok()) {
-      *failed_peer = peer;
-      return s.prefix(
-          strprintf("reading rank %d's result (%zu B at offset %zu): ", peer, bytes, offset));
+    while (comm->gates->writing(peer, call_number) && process_is_alive(comm->pids[peer])) {
+      if (std::chrono::steady_clock::now() >= until)
+        return error.prefix(strprintf(
+            "rank %d was still writing into this rank's output after %d ms (its memory may "
+            "still change): ",
+            peer, kLeaveWaitMs));
+      sched_yield();
     }
   }
-  return Status::Ok();
+  return error;
 }
 
 size_t direct_min_bytes(const ddl_comm *comm) {
@@ -166,9 +197,11 @@ std::string why_direct_allreduce(const ddl_comm *comm) {
 }
 
 Status run_direct_allreduce(ddl_comm *comm, const CollectiveCall &call, const ExecArgs &exec,
-                            bool *found_failure) {
+                            uint64_t call_number, bool *found_failure) {
   *found_failure = false;
   if (!comm->direct_exchange) DDL_RETURN_IF_ERROR(make_plans(comm));
+  // Open before anyone learns where this rank's buffers are.
+  comm->gates->open(call_number);
 
   // The exchange carries this allreduce's signature: ranks that disagree about the call
   // fail here, before anyone touches another's memory.
@@ -187,29 +220,28 @@ Status run_direct_allreduce(ddl_comm *comm, const CollectiveCall &call, const Ex
   Status s = comm->executor.run(*comm->direct_exchange, exchange, comm->routes.get());
   if (!s.ok()) {
     *found_failure = comm->executor.found_failure();
-    return s.prefix("exchanging buffer addresses: ");
+    return leave_with(comm, call_number, s.prefix("exchanging buffer addresses: "));
   }
 
   const BlockSplit split(call.count, comm->nranks);
   int failed_peer = -1;
   const std::vector<PeerView> views = map_peers(comm, peers, bytes);
-  s = reduce_block(comm, exec, peers, views, split.block(comm->rank), &failed_peer);
-  if (!s.ok()) return explain_peer_failure(comm, exec, failed_peer, s, found_failure);
+  s = reduce_and_push_block(comm, exec, peers, views, split.block(comm->rank), call_number,
+                            &failed_peer);
+  if (!s.ok())
+    return leave_with(comm, call_number,
+                      explain_peer_failure(comm, exec, failed_peer, s, found_failure));
+  // Nobody returns (and lets its caller reuse the buffers) while a peer still reads its
+  // input or writes its output.
   ExecArgs barrier = exec;
   barrier.signature = nullptr;  // checked by the exchange
   s = comm->executor.run(*comm->direct_barrier, barrier, comm->routes.get());
   if (!s.ok()) {
     *found_failure = comm->executor.found_failure();
-    return s.prefix("waiting for every rank to reduce its block: ");
+    return leave_with(comm, call_number,
+                      s.prefix("waiting for every rank to finish reading and writing: "));
   }
-  s = gather_blocks(comm, exec, peers, views, split, &failed_peer);
-  if (!s.ok()) return explain_peer_failure(comm, exec, failed_peer, s, found_failure);
-  // Nobody returns (and lets its caller reuse the buffers) while a peer still reads them.
-  s = comm->executor.run(*comm->direct_barrier, barrier, comm->routes.get());
-  if (!s.ok()) {
-    *found_failure = comm->executor.found_failure();
-    return s.prefix("waiting for every rank to finish copying: ");
-  }
+  comm->gates->close();
   return Status::Ok();
 }
 

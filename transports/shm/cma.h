@@ -17,6 +17,8 @@ namespace ddl {
 // is gone, is DDL_ERR_REMOTE; a refused or failed copy DDL_ERR_SYSTEM with the kernel's
 // reason.
 Status cma_read(pid_t pid, const void *remote, void *local, size_t bytes);
+// Copies `bytes` from `local` to `remote` in process `pid`; errors as cma_read's.
+Status cma_write(pid_t pid, void *remote, const void *local, size_t bytes);
 
 // The address of a word in this process that holds a value peers can predict from its pid
 // (cma_probe_value), for them to check that they may read this process.

@@ -56,7 +56,7 @@ void PeerBufferMaps::make_room(size_t count) {
   if (maps_.size() + count > kMaxMaps) maps_.clear();
 }
 
-Status PeerBufferMaps::map(pid_t pid, const SharedRef &ref, size_t bytes, const char **address) {
+Status PeerBufferMaps::map(pid_t pid, const SharedRef &ref, size_t bytes, char **address) {
   const auto key = std::make_pair(pid, ref.id);
   auto it = maps_.find(key);
   if (it == maps_.end()) {
@@ -69,7 +69,7 @@ Status PeerBufferMaps::map(pid_t pid, const SharedRef &ref, size_t bytes, const 
     return internal_error("process %d's allocation %llu holds %zu B, not %zu B at offset %llu",
                           static_cast<int>(pid), static_cast<unsigned long long>(ref.id), size,
                           bytes, static_cast<unsigned long long>(ref.offset));
-  *address = static_cast<const char *>(it->second->base()) + ref.offset;
+  *address = static_cast<char *>(it->second->base()) + ref.offset;
   return Status::Ok();
 }
 

@@ -43,7 +43,7 @@ class PeerBufferMaps {
   // goes (addresses map() gave before are then invalid). Call before a call's map()s.
   void make_room(size_t count);
   // The address, in this process, of `bytes` at ref in process pid's allocation.
-  Status map(pid_t pid, const SharedRef &ref, size_t bytes, const char **address);
+  Status map(pid_t pid, const SharedRef &ref, size_t bytes, char **address);
 
  private:
   // Mappings kept: a peer's allocation stays mapped (and its memory alive) after the peer

@@ -11,6 +11,7 @@
 #include "lib/common/process_liveness.h"
 #include "lib/reduce/reduce.h"
 #include "transports/shm/flat_slots.h"
+#include "transports/shm/write_gates.h"
 
 namespace ddl {
 namespace {
@@ -86,7 +87,8 @@ size_t ShmLayout::channels_bytes() const {
 }
 
 size_t ShmLayout::segment_bytes() const {
-  return kHeaderBytes + channels_bytes() + size_t{nlocal} * FlatSlots::bytes_per_rank();
+  return kHeaderBytes + channels_bytes() + size_t{nlocal} * FlatSlots::bytes_per_rank() +
+         size_t{nlocal} * WriteGates::bytes_per_rank(static_cast<int>(nlocal));
 }
 
 ShmLayout choose_shm_layout(int nlocal) {
@@ -161,6 +163,7 @@ Status ShmTransport::create(int rank, int nranks, const std::vector<int> &local_
   t->pid_dead_.assign(nranks, false);
   t->seen_seq_.assign(nranks, ~0u);  // no call yet
   t->flat_region_ = channels + layout.channels_bytes();
+  t->gates_region_ = t->flat_region_ + size_t{layout.nlocal} * FlatSlots::bytes_per_rank();
   t->segment_ = std::move(segment);
   *out = std::move(t);
   return Status::Ok();

@@ -41,7 +41,7 @@ struct ShmLayout {
   uint32_t cell_bytes = 0;  // header + payload, a power of two
   size_t channel_bytes() const;
   size_t channels_bytes() const;  // all of them
-  size_t segment_bytes() const;   // header, channels, then the slots (flat_slots.h)
+  size_t segment_bytes() const;   // header, channels, slots (flat_slots.h), write_gates.h
   size_t payload_bytes() const { return cell_bytes - 64; }
 };
 
@@ -64,6 +64,8 @@ class ShmTransport : public Transport {
   // The part of the segment kept for FlatSlots: one block per local rank, in the order of
   // `local_ranks`, zero-filled at creation.
   char *flat_region() const { return flat_region_; }
+  // The same for WriteGates.
+  char *gates_region() const { return gates_region_; }
 
   const char *name() const override { return "shm"; }
   bool serves(int peer) const { return peer >= 0 && peer < nranks_ && local_of_[peer] >= 0; }
@@ -157,6 +159,7 @@ class ShmTransport : public Transport {
   ShmLayout layout_;
   std::unique_ptr<ShmSegment> segment_;
   char *flat_region_ = nullptr;
+  char *gates_region_ = nullptr;
   std::vector<int> local_of_;       // global rank -> local index, -1 off this host
   std::vector<pid_t> pids_;         // by global rank
   std::vector<Inbound> inbound_;    // by global rank
