@@ -350,15 +350,17 @@ Test(errors, mismatched_calls_are_named_on_every_rank) {
   for (const MismatchCase &c : cases) expect_mismatch_detected(c);
 }
 
-// A rank dies in the middle of a stream of allreduces: every survivor, not only its ring
-// neighbours, fails within two seconds with an error that names it.
-Test(errors, every_survivor_names_a_killed_rank) {
+namespace {
+
+// A rank dies in the middle of a stream of allreduces of `count` floats: every survivor, not
+// only its ring neighbours, fails within two seconds with an error that names it.
+void expect_survivors_name_a_killed_rank(size_t count) {
   RunOptions options;
   options.comm_timeout_ms = 20000;
   std::string failures = run_ranks(
       4,
-      [](ddl_comm_t comm, int rank, int) {
-        std::vector<float> data(1 << 18, 1.0f);
+      [count](ddl_comm_t comm, int rank, int) {
+        std::vector<float> data(count, 1.0f);
         for (int i = 0;; ++i) {
           if (rank == 2 && i == 20) raise(SIGKILL);
           auto start = std::chrono::steady_clock::now();
@@ -377,8 +379,20 @@ Test(errors, every_survivor_names_a_killed_rank) {
       },
       options);
   for (int survivor : {0, 1, 3})
-    cr_assert(failures.find("rank " + std::to_string(survivor) + " ") == std::string::npos, "%s",
-              failures.c_str());
+    cr_assert(failures.find("rank " + std::to_string(survivor) + " ") == std::string::npos,
+              "%zu floats: %s", count, failures.c_str());
+}
+
+}  // namespace
+
+Test(errors, every_survivor_names_a_killed_rank) {
+  expect_survivors_name_a_killed_rank(1 << 18);
+}
+
+// The same through the shared slots (lib/core/flat_allreduce.h): nobody waits for a flag
+// that a dead rank will never set.
+Test(errors, every_survivor_of_slotted_allreduces_names_a_killed_rank) {
+  expect_survivors_name_a_killed_rank(16);
 }
 
 // A peer on this host that died before this rank created its endpoint: UCX cannot map the
