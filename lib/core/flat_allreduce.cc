@@ -75,7 +75,9 @@ Status wait_for_peers(ddl_comm *comm, const ExecArgs &exec, const char *what, Re
 }  // namespace
 
 bool flat_allreduce_applies(const ddl_comm *comm, const CollectiveCall &call) {
-  if (!comm->flat || call.collective != Collective::kAllreduce || call.count == 0) return false;
+  if (!comm->flat) return false;
+  if (call.collective == Collective::kBarrier) return true;  // an allreduce of nothing
+  if (call.collective != Collective::kAllreduce || call.count == 0) return false;
   const std::string &forced = comm->config.algorithm;
   if (!forced.empty() && forced != "flat") return false;
   return call.count * datatype_size(static_cast<ddl_datatype_t>(call.dtype)) <=
@@ -120,7 +122,7 @@ Status run_flat_allreduce(ddl_comm *comm, const CollectiveCall &call, const Exec
   // Every rank combines the same contributions in the same order: the same bits everywhere.
   // The own contribution is read from the slot too: in place, the output is the input.
   char *output = static_cast<char *>(exec.output);
-  for (int r = 1; r < comm->nranks; ++r) {
+  for (int r = 1; r < comm->nranks && call.count > 0; ++r) {
     const ddl_op_t op = exec.op == DDL_AVG && r + 1 < comm->nranks ? DDL_SUM : exec.op;
     reduce(dtype, op, output, r == 1 ? slots.data(0, call_number) : output,
            slots.data(r, call_number), call.count, comm->nranks);

@@ -7,6 +7,9 @@
 // no steps, no requests. Each rank reads P - 1 contributions, so the reads grow with the
 // ranks, which is why it stops at a few kilobytes, where the schedules' pipelining wins.
 //
+// A barrier is the same call with nothing to reduce: every rank publishes its stamp and
+// waits for everyone's.
+//
 // Mismatched calls fail on both sides: a slotted peer's stamp differs, or a peer that went
 // another way sends messages whose stamps differ (the shm transport compares them while
 // this rank waits), and its failure notice reaches the others.
@@ -20,8 +23,9 @@
 
 namespace ddl {
 
-// Whether this allreduce goes through the slots: the communicator has them (every rank on
-// this host, shared memory up), and DDL_ALGO=flat forces it or, unforced, it is small.
+// Whether this call goes through the slots: the communicator has them (every rank on this
+// host, shared memory up), and it is a barrier (an allreduce of nothing, whatever DDL_ALGO
+// says), or an allreduce that DDL_ALGO=flat forces or, unforced, a small one.
 bool flat_allreduce_applies(const ddl_comm *comm, const CollectiveCall &call);
 // Why it does, for the log.
 std::string why_flat_allreduce(const ddl_comm *comm);

@@ -1,7 +1,12 @@
 // Broadcast, allgather, reduce_scatter and barrier across real processes.
 #include <criterion/criterion.h>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <cstring>
+#include <new>
 #include <vector>
 
 #include "harness.h"
@@ -75,20 +80,33 @@ int check_reduce_scatter(ddl_comm_t comm, int rank, int nranks) {
   return 0;
 }
 
-int check_barrier(ddl_comm_t comm, int rank, int nranks) {
-  for (int i = 0; i < 50; ++i) RANK_OK(ddl_barrier(comm));
+constexpr int kBarriers = 50;
+
+// Every rank counts itself in before each barrier, in memory the ranks share (mapped before
+// they fork), one of them late: no rank may leave a barrier before every count is in.
+int check_barrier(ddl_comm_t comm, int rank, int nranks, std::atomic<int> *arrivals) {
+  for (int i = 0; i < kBarriers; ++i) {
+    if (rank == i % nranks) usleep(1000);
+    arrivals[i].fetch_add(1);
+    RANK_OK(ddl_barrier(comm));
+    const int in = arrivals[i].load();
+    RANK_CHECK(in == nranks, "rank %d left barrier %d with %d of %d ranks in", rank, i, in, nranks);
+  }
   return 0;
 }
 
-int all_collectives(ddl_comm_t comm, int rank, int nranks) {
-  if (int rc = check_broadcast(comm, rank, nranks)) return rc;
-  if (int rc = check_allgather(comm, rank, nranks)) return rc;
-  if (int rc = check_reduce_scatter(comm, rank, nranks)) return rc;
-  return check_barrier(comm, rank, nranks);
-}
-
 void expect_all_ranks_pass(int nranks) {
-  std::string failures = run_ranks(nranks, all_collectives);
+  void *shared = mmap(nullptr, sizeof(std::atomic<int>) * kBarriers, PROT_READ | PROT_WRITE,
+                      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  cr_assert(shared != MAP_FAILED);
+  auto *arrivals = new (shared) std::atomic<int>[kBarriers]();
+  std::string failures = run_ranks(nranks, [arrivals](ddl_comm_t comm, int rank, int n) {
+    if (int rc = check_broadcast(comm, rank, n)) return rc;
+    if (int rc = check_allgather(comm, rank, n)) return rc;
+    if (int rc = check_reduce_scatter(comm, rank, n)) return rc;
+    return check_barrier(comm, rank, n, arrivals);
+  });
+  munmap(shared, sizeof(std::atomic<int>) * kBarriers);
   cr_assert(failures.empty(), "%d ranks:\n%s", nranks, failures.c_str());
 }
 
