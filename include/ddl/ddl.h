@@ -128,8 +128,8 @@ DDL_API ddl_result_t ddl_reduce_scatter(const void *sendbuf, void *recvbuf, size
 DDL_API ddl_result_t ddl_barrier(ddl_comm_t comm);
 
 /* Memory for collective buffers that the ranks of a host can map from each other: when
- * every rank's allreduce buffers come from here, a single-host job reads its peers' data in
- * place instead of copying it through the kernel. Any memory works with every call; this is
+ * every rank's allreduce buffers come from here, a single-host job reads and writes its
+ * peers' data in place instead of copying it through the kernel. Any memory works with every call; this is
  * only faster. Not tied to a communicator; free with ddl_mem_free. bytes may be 0. */
 DDL_API ddl_result_t ddl_mem_alloc(void **ptr, size_t bytes);
 DDL_API ddl_result_t ddl_mem_free(void *ptr);

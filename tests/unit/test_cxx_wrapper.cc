@@ -40,3 +40,18 @@ Test(cxx_wrapper, errors_throw_with_code_and_words) {
     cr_assert_eq(e.code(), DDL_ERR_INVALID_ARGUMENT);
   }
 }
+
+Test(cxx_wrapper, shared_buffer_owns_ddl_mem_alloc_memory) {
+  ddl::Communicator comm = ddl::Communicator::create(1, 0, "");
+  ddl::SharedBuffer<float> buffer(1000);
+  cr_assert_eq(buffer.size(), 1000u);
+  cr_assert_eq(buffer[999], 0.0f, "ddl_mem_alloc memory starts zeroed");
+  buffer[3] = 2.5f;
+  comm.allreduce(buffer.data(), buffer.size(), DDL_MAX);
+  cr_assert_eq(buffer[3], 2.5f);
+  ddl::SharedBuffer<float> moved = std::move(buffer);
+  cr_assert_null(buffer.data());
+  cr_assert_eq(moved[3], 2.5f);
+  moved = ddl::SharedBuffer<float>(4);  // the old allocation is freed
+  cr_assert_eq(moved.size(), 4u);
+}
