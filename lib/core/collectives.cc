@@ -8,7 +8,7 @@
 #include "lib/common/log.h"
 #include "lib/common/process_liveness.h"
 #include "lib/core/direct_allreduce.h"
-#include "lib/core/flat_allreduce.h"
+#include "lib/core/flat_collectives.h"
 
 namespace ddl {
 namespace {
@@ -207,7 +207,7 @@ Status run_collective(ddl_comm *comm, const CollectiveCall &call) {
   if (empty && comm->nranks == 1) return Status::Ok();
 
   const bool direct = direct_allreduce_applies(comm, call);
-  const bool flat = !direct && flat_allreduce_applies(comm, call);
+  const bool flat = !direct && flat_collective_applies(comm, call);
   const Plan *plan = &empty_plan();
   if (!empty && !direct && !flat) {
     s = find_plan(comm, call, in_place, &plan);
@@ -245,11 +245,12 @@ Status run_collective(ddl_comm *comm, const CollectiveCall &call) {
     }
     s = run_direct_allreduce(comm, call, exec, call_number, &found_failure);
   } else if (flat) {
-    if (comm->flat_logged_count != call.count) {
-      comm->flat_logged_count = call.count;
-      DDL_INFO("allreduce of %zu B: %s", call.count * elem, why_flat_allreduce(comm).c_str());
+    if (comm->flat_logged != std::make_pair(call.collective, call.count)) {
+      comm->flat_logged = {call.collective, call.count};
+      DDL_INFO("%s of %zu B: %s", collective_name(call.collective), call.count * elem,
+               why_flat_collective(comm, call).c_str());
     }
-    s = run_flat_allreduce(comm, call, exec, call_number, &found_failure);
+    s = run_flat_collective(comm, call, exec, call_number, &found_failure);
   } else {
     s = comm->executor.run(*plan, exec, comm->routes.get());
     found_failure = comm->executor.found_failure();

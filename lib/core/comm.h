@@ -3,13 +3,16 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "ddl/ddl.h"
+#include "lib/algorithms/schedule.h"
 #include "lib/bootstrap/bootstrap.h"
 #include "lib/core/config.h"
 #include "lib/exec/executor.h"
@@ -41,10 +44,11 @@ struct ddl_comm {
   std::unique_ptr<ddl::WriteGates> gates;  // who may write into whose buffers, and when
   ddl::PeerBufferMaps peer_maps;           // peers' ddl_mem_alloc buffers, mapped here
   size_t direct_logged_count = 0;          // the last count it logged
-  // Every rank shares this host and its shm segment: small allreduces go through shared
-  // slots (flat_allreduce.h).
+  // Every rank shares this host and its shm segment: small collectives go through shared
+  // slots (flat_collectives.h).
   std::unique_ptr<ddl::FlatSlots> flat;
-  size_t flat_logged_count = 0;
+  std::pair<ddl::Collective, size_t> flat_logged{ddl::Collective::kBarrier,
+                                                 SIZE_MAX};  // last logged
   // Which ranks share a host, socket, NUMA node, PCIe switch (identical on every rank).
   ddl::topo::Tiers tiers;
 

@@ -71,7 +71,7 @@ Status resolve_config(const ddl_config_t *config, CommConfig *out) {
   }
   out->algorithm = env_string("DDL_ALGO");
   // "direct" and "flat" are no schedules but allreduces of their own
-  // (lib/core/direct_allreduce.h, lib/core/flat_allreduce.h).
+  // (lib/core/direct_allreduce.h, lib/core/flat_collectives.h).
   if (out->algorithm != "direct" && out->algorithm != "flat" && !known_algorithm(out->algorithm))
     return invalid_argument("DDL_ALGO=%s: not an algorithm; known: %s, direct, flat",
                             out->algorithm.c_str(), algorithm_names().c_str());

@@ -196,7 +196,7 @@ ALGORITHM_TESTS(flat)
 
 namespace {
 
-// Slotted allreduces (lib/core/flat_allreduce.h) between calls that go other ways, one rank
+// Slotted allreduces (lib/core/flat_collectives.h) between calls that go other ways, one rank
 // lagging now and then: a rank reuses its slot only once every peer has read it, however
 // far ahead a broadcast's root or an eager sender ran.
 int slotted_between_others(ddl_comm_t comm, int rank, int nranks) {

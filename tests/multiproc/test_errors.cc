@@ -292,7 +292,7 @@ Test(errors, mismatched_calls_are_named_on_every_rank) {
        },
        "count 20"},
       // 256 KB takes the single-copy path (lib/core/direct_allreduce.h), 4 KB the shared
-      // slots (lib/core/flat_allreduce.h).
+      // slots (lib/core/flat_collectives.h).
       {"count across the single-copy threshold", 2,
        [](ddl_comm_t comm, int rank) {
          return ddl_allreduce(big, big, rank == 0 ? 1 << 16 : 1 << 10, DDL_FLOAT32, DDL_SUM, comm);
@@ -389,7 +389,7 @@ Test(errors, every_survivor_names_a_killed_rank) {
   expect_survivors_name_a_killed_rank(1 << 18);
 }
 
-// The same through the shared slots (lib/core/flat_allreduce.h): nobody waits for a flag
+// The same through the shared slots (lib/core/flat_collectives.h): nobody waits for a flag
 // that a dead rank will never set.
 Test(errors, every_survivor_of_slotted_allreduces_names_a_killed_rank) {
   expect_survivors_name_a_killed_rank(16);

@@ -1,4 +1,4 @@
-#include "lib/core/flat_allreduce.h"
+#include "lib/core/flat_collectives.h"
 
 #include <chrono>
 #include <cstring>
@@ -19,9 +19,30 @@ constexpr size_t kFlatReadBudget = 16 << 10;
 // How often (in idle polls) the deadline, notices, stamps and the peer's life are looked at.
 constexpr int kCheckEvery = 256;
 
-size_t flat_max_bytes(const ddl_comm *comm) {
-  if (comm->config.algorithm == "flat" || comm->oversubscribed) return FlatSlots::kCapacity;
-  return kFlatReadBudget / static_cast<size_t>(comm->nranks - 1);
+// What a rank reads from its peers' slots for this call, in all.
+size_t bytes_read(const ddl_comm *comm, const CollectiveCall &call) {
+  const size_t bytes = call.count * datatype_size(static_cast<ddl_datatype_t>(call.dtype));
+  return call.collective == Collective::kBroadcast ? bytes
+                                                   : bytes * static_cast<size_t>(comm->nranks - 1);
+}
+
+// What `rank` publishes in its slot for this call.
+size_t bytes_published(const ddl_comm *comm, const CollectiveCall &call, int rank) {
+  const size_t bytes = call.count * datatype_size(static_cast<ddl_datatype_t>(call.dtype));
+  switch (call.collective) {
+    case Collective::kReduceScatter:
+      return bytes * static_cast<size_t>(comm->nranks);
+    case Collective::kBroadcast:
+      return rank == call.root ? bytes : 0;
+    case Collective::kBarrier:
+      return 0;
+    default:
+      return bytes;
+  }
+}
+
+bool forced_flat(const ddl_comm *comm, const CollectiveCall &call) {
+  return call.collective == Collective::kAllreduce && comm->config.algorithm == "flat";
 }
 
 // What a wait that lasts tells: another call of a peer (its messages' stamps), a notice, an
@@ -72,26 +93,48 @@ Status wait_for_peers(ddl_comm *comm, const ExecArgs &exec, const char *what, Re
   return Status::Ok();
 }
 
+// output = the contributions' `count` elements at byte `offset` of every slot, combined in
+// rank order: every rank that builds the same block gets the same bits. The own
+// contribution is read from the slot too: in place, the output is the input.
+void combine_in_rank_order(const ddl_comm *comm, const ExecArgs &exec, const FlatSlots &slots,
+                           uint64_t call_number, size_t offset, size_t count) {
+  char *output = static_cast<char *>(exec.output);
+  for (int r = 1; r < comm->nranks; ++r) {
+    const ddl_op_t op = exec.op == DDL_AVG && r + 1 < comm->nranks ? DDL_SUM : exec.op;
+    reduce(exec.dtype, op, output, r == 1 ? slots.data(0, call_number) + offset : output,
+           slots.data(r, call_number) + offset, count, comm->nranks);
+  }
+}
+
 }  // namespace
 
-bool flat_allreduce_applies(const ddl_comm *comm, const CollectiveCall &call) {
+bool flat_collective_applies(const ddl_comm *comm, const CollectiveCall &call) {
   if (!comm->flat) return false;
-  if (call.collective == Collective::kBarrier) return true;  // an allreduce of nothing
-  if (call.collective != Collective::kAllreduce || call.count == 0) return false;
+  if (call.collective == Collective::kBarrier) return true;
+  if (call.count == 0) return false;  // the executor checks empty calls' signatures
   const std::string &forced = comm->config.algorithm;
-  if (!forced.empty() && forced != "flat") return false;
-  return call.count * datatype_size(static_cast<ddl_datatype_t>(call.dtype)) <=
-         flat_max_bytes(comm);
+  if (call.collective == Collective::kAllreduce && !forced.empty() && forced != "flat")
+    return false;
+  // The root publishes the most, and every rank decides alike.
+  const int biggest = call.collective == Collective::kBroadcast ? call.root : comm->rank;
+  if (bytes_published(comm, call, biggest) > FlatSlots::kCapacity) return false;
+  return forced_flat(comm, call) || comm->oversubscribed ||
+         bytes_read(comm, call) <= kFlatReadBudget;
 }
 
-std::string why_flat_allreduce(const ddl_comm *comm) {
-  if (comm->config.algorithm == "flat") return "flat (forced by DDL_ALGO)";
-  return strprintf("flat (shared slots, every rank on this host, <= %zu B%s)", flat_max_bytes(comm),
-                   comm->oversubscribed ? " with ranks sharing cores" : "");
+std::string why_flat_collective(const ddl_comm *comm, const CollectiveCall &call) {
+  if (forced_flat(comm, call)) return "flat (forced by DDL_ALGO)";
+  if (comm->oversubscribed)
+    return strprintf(
+        "flat (shared slots, every rank on this host, <= %zu B per slot with ranks "
+        "sharing cores)",
+        FlatSlots::kCapacity);
+  return strprintf("flat (shared slots, every rank on this host, <= %zu B read per rank)",
+                   kFlatReadBudget);
 }
 
-Status run_flat_allreduce(ddl_comm *comm, const CollectiveCall &call, const ExecArgs &exec,
-                          uint64_t call_number, bool *found_failure) {
+Status run_flat_collective(ddl_comm *comm, const CollectiveCall &call, const ExecArgs &exec,
+                           uint64_t call_number, bool *found_failure) {
   *found_failure = false;
   FlatSlots &slots = *comm->flat;
   const CallStamp stamp = stamp_of(*exec.signature);
@@ -105,9 +148,7 @@ Status run_flat_allreduce(ddl_comm *comm, const CollectiveCall &call, const Exec
     if (!s.ok()) return s;
     slots.peers_finished(needed);
   }
-  const ddl_datatype_t dtype = exec.dtype;
-  const size_t elem = datatype_size(dtype);
-  slots.publish(call_number, stamp, exec.input, call.count * elem);
+  slots.publish(call_number, stamp, exec.input, bytes_published(comm, call, comm->rank));
   Status s = wait_for_peers(
       comm, exec, "to join the call", [&](int peer) { return slots.published(peer, call_number); },
       found_failure);
@@ -119,13 +160,25 @@ Status run_flat_allreduce(ddl_comm *comm, const CollectiveCall &call, const Exec
     return mismatch_error(peer, describe_signature(signature_of_stamp(theirs, exec.seq)), exec.rank,
                           *exec.signature);
   }
-  // Every rank combines the same contributions in the same order: the same bits everywhere.
-  // The own contribution is read from the slot too: in place, the output is the input.
+  const size_t bytes = call.count * datatype_size(exec.dtype);
   char *output = static_cast<char *>(exec.output);
-  for (int r = 1; r < comm->nranks && call.count > 0; ++r) {
-    const ddl_op_t op = exec.op == DDL_AVG && r + 1 < comm->nranks ? DDL_SUM : exec.op;
-    reduce(dtype, op, output, r == 1 ? slots.data(0, call_number) : output,
-           slots.data(r, call_number), call.count, comm->nranks);
+  switch (call.collective) {
+    case Collective::kAllreduce:
+      combine_in_rank_order(comm, exec, slots, call_number, 0, call.count);
+      break;
+    case Collective::kReduceScatter:
+      combine_in_rank_order(comm, exec, slots, call_number, bytes * comm->rank, call.count);
+      break;
+    case Collective::kAllgather:
+      // Own part included: in place it lands where it already is, with the same bytes.
+      for (int r = 0; r < comm->nranks; ++r)
+        std::memcpy(output + bytes * r, slots.data(r, call_number), bytes);
+      break;
+    case Collective::kBroadcast:
+      if (comm->rank != call.root) std::memcpy(output, slots.data(call.root, call_number), bytes);
+      break;
+    case Collective::kBarrier:
+      break;
   }
   slots.finish(call_number);
   return Status::Ok();

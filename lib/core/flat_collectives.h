@@ -1,0 +1,41 @@
+// Small collectives of a job whose ranks all share this host: through shared slots
+// (transports/shm/flat_slots.h) instead of messages. Every rank publishes its contribution
+// in its slot, waits until every peer has published the same call, checks that their stamps
+// say the same call, and builds its result from the slots:
+//  - allreduce: every contribution reduced in rank order into the output;
+//  - reduce-scatter: the same, for this rank's block only;
+//  - allgather: every contribution copied to its place;
+//  - broadcast: the root publishes the buffer, the others copy it (and publish only stamps);
+//  - barrier: nothing to publish or build.
+//
+// A small allreduce costs one cache line written per rank and one read per peer, and no
+// schedule runs: no plan lookup, no steps, no requests. Each rank reads P - 1 contributions,
+// so the reads grow with the ranks, which is why it stops at a few kilobytes, where the
+// schedules' pipelining wins.
+//
+// Mismatched calls fail on both sides: a slotted peer's stamp differs, or a peer that went
+// another way sends messages whose stamps differ (the shm transport compares them while
+// this rank waits), and its failure notice reaches the others.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "lib/core/collectives.h"
+#include "lib/exec/executor.h"
+
+namespace ddl {
+
+// Whether this call goes through the slots: the communicator has them (every rank on this
+// host, shared memory up) and the call is small enough (a barrier always is). An allreduce
+// follows DDL_ALGO: only unforced or with DDL_ALGO=flat (then up to the slots' capacity).
+bool flat_collective_applies(const ddl_comm *comm, const CollectiveCall &call);
+// Why it does, for the log.
+std::string why_flat_collective(const ddl_comm *comm, const CollectiveCall &call);
+
+// Runs it as call number `call_number` (ddl_comm::calls). `exec` is the call as the
+// executor would get it. *found_failure: this rank found a problem every rank should hear of.
+Status run_flat_collective(ddl_comm *comm, const CollectiveCall &call, const ExecArgs &exec,
+                           uint64_t call_number, bool *found_failure);
+
+}  // namespace ddl
