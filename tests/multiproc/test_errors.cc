@@ -316,6 +316,11 @@ Test(errors, mismatched_calls_are_named_on_every_rank) {
                           : ddl_broadcast(buf, 8, DDL_FLOAT32, 0, comm);
        },
        "broadcast #0"},
+      {"allgather count, both through the shared slots", 3,
+       [](ddl_comm_t comm, int rank) {
+         return ddl_allgather(buf, buf + 16, rank == 2 ? 4 : 3, DDL_FLOAT32, comm);
+       },
+       "count 4"},
       {"broadcast root", 2,
        [](ddl_comm_t comm, int rank) { return ddl_broadcast(buf, 8, DDL_FLOAT32, rank, comm); },
        "root 1"},
