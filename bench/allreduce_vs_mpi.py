@@ -87,8 +87,14 @@ def parse_args():
     p.add_argument("-r", "--rounds", type=int, default=5, help="runs of each library per rank count (default 5)")
     p.add_argument("-n", "--iters", type=int, default=20, help="timed iterations for sizes >= --split (default 20)")
     p.add_argument("--small-iters", type=int, default=200,
-                   help="timed iterations below --split, where one call takes microseconds (default 200)")
+                   help="timed iterations from --tiny-split to --split (default 200)")
     p.add_argument("--split", type=parse_size, default=1 << 20, help="where --iters takes over (default 1M)")
+    p.add_argument("--tiny-iters", type=int, default=5000,
+                   help="timed iterations below --tiny-split, where one call takes about a microsecond on 2 "
+                        "ranks: 200 of them last 0.1 ms, and one context switch in them moves the mean by "
+                        "10%% or more (default 5000)")
+    p.add_argument("--tiny-split", type=parse_size, default=64 << 10,
+                   help="where --small-iters takes over (default 64K)")
     p.add_argument("-w", "--warmup", type=int, default=5, help="warmup iterations (default 5)")
     p.add_argument("-d", "--datatype", default="float", help="ddl_perf -d (default float)")
     p.add_argument("--build-dir", default=os.environ.get("DDL_BUILD_DIR", os.path.join(REPO, "build-bench")),
@@ -105,6 +111,7 @@ def parse_args():
     if args.quick:
         args.max_bytes = min(args.max_bytes, 32 << 20)
         args.factor, args.rounds, args.iters, args.small_iters, args.warmup = 4, 2, 10, 50, 2
+        args.tiny_iters = 500
     if args.rounds < 1 or args.factor < 2 or args.min_bytes > args.max_bytes or args.timeout < 1:
         p.error("need --rounds >= 1, --factor >= 2, --min-bytes <= --max-bytes and --timeout >= 1")
     return args
@@ -200,9 +207,10 @@ def library_command(library, ranks, args, bins, flags):
 def run_library(library, ranks, args, bins, run_sizes):
     """One run of one library over every size; returns (report, {size: out-of-place time_us})."""
     times, report = {}, None
-    small = [s for s in run_sizes if s < args.split]
+    tiny = [s for s in run_sizes if s < min(args.tiny_split, args.split)]
+    small = [s for s in run_sizes if min(args.tiny_split, args.split) <= s < args.split]
     large = [s for s in run_sizes if s >= args.split]
-    for part, iters in ((small, args.small_iters), (large, args.iters)):
+    for part, iters in ((tiny, args.tiny_iters), (small, args.small_iters), (large, args.iters)):
         if not part:
             continue
         with tempfile.NamedTemporaryFile(suffix=".json") as tmp:
@@ -332,8 +340,9 @@ def render(result, args):
         "- ddl: %s via `ddlrun -n %d`; MPI: %s, `mpirun -np %d --mca pml ob1 --mca btl self,vader --bind-to none`"
         % (names.get("ddl", "not measured"), ranks, names["mpi"], ranks),
         "- time: median over %d alternating rounds of the out-of-place time (mean per iteration, max across "
-        "ranks); %d iterations below %s, %d from there; %d warmup" % (
-            args.rounds, args.small_iters, human(args.split), args.iters, args.warmup),
+        "ranks); %d iterations below %s, %d below %s, %d from there; %d warmup" % (
+            args.rounds, args.tiny_iters, human(args.tiny_split), args.small_iters, human(args.split),
+            args.iters, args.warmup),
         "- buffers: %s" % ("each library's allocator (-R 1): ddl_mem_alloc, MPI_Alloc_mem" if args.library_memory
                            else "posix_memalign (-R 0), the same for both"),
         "- ratio = ddl time / MPI time (< 1: ddl faster); busbw = size / time x 2(P-1)/P = size / time x %.3f"
