@@ -50,7 +50,9 @@ bool forced_flat(const ddl_comm *comm, const CollectiveCall &call) {
 // abort, a dead peer. The deadline is the caller's.
 Status check_while_waiting(ddl_comm *comm, const ExecArgs &exec, int peer, const char *what,
                            bool *found_failure) {
-  comm->routes->progress();
+  // Every path: notices come over the network even when every peer shares this host, and a
+  // plain progress() looks there only every so many calls, too rarely at this pace.
+  comm->routes->progress_all();
   int other = -1;
   CallStamp theirs;
   if (comm->routes->stamp_mismatch(&other, &theirs)) {
