@@ -189,7 +189,7 @@ std::string describe_call(const ddl_comm *comm, const CollectiveCall &call, uint
 }
 
 Status run_collective(ddl_comm *comm, const CollectiveCall &call) {
-  const uint32_t seq = comm->seq;
+  const uint32_t seq = static_cast<uint32_t>(comm->calls);
   // Built only on failure: the success path stays free of string formatting.
   auto context = [&] { return describe_call(comm, call, seq) + ": "; };
   bool in_place = false;
@@ -201,7 +201,7 @@ Status run_collective(ddl_comm *comm, const CollectiveCall &call) {
                       comm->failure.message());
   if (comm->aborted.load())
     return invalid_usage("%sthe communicator was aborted; destroy it", context().c_str());
-  ++comm->seq;  // every rank counts every call, including empty ones, to stay in step
+  // Every rank counts every call, including empty ones, to stay in step.
   const uint64_t call_number = ++comm->calls;
   const bool empty = call.count == 0 && call.collective != Collective::kBarrier;
   if (empty && comm->nranks == 1) return Status::Ok();
@@ -238,18 +238,14 @@ Status run_collective(ddl_comm *comm, const CollectiveCall &call) {
   exec.spins_before_yield = comm->spins_before_yield;
   exec.yields_before_sleep = comm->yields_before_sleep;
   bool found_failure = false;
+  if ((direct || flat) && comm->logged_shape != std::make_pair(call.collective, call.count)) {
+    comm->logged_shape = {call.collective, call.count};  // once per shape, as plans are
+    DDL_INFO("%s of %zu B: %s", collective_name(call.collective), call.count * elem,
+             (direct ? why_direct_allreduce(comm) : why_flat_collective(comm, call)).c_str());
+  }
   if (direct) {
-    if (comm->direct_logged_count != call.count) {  // once per shape, as plans are
-      comm->direct_logged_count = call.count;
-      DDL_INFO("allreduce of %zu B: %s", call.count * elem, why_direct_allreduce(comm).c_str());
-    }
     s = run_direct_allreduce(comm, call, exec, call_number, &found_failure);
   } else if (flat) {
-    if (comm->flat_logged != std::make_pair(call.collective, call.count)) {
-      comm->flat_logged = {call.collective, call.count};
-      DDL_INFO("%s of %zu B: %s", collective_name(call.collective), call.count * elem,
-               why_flat_collective(comm, call).c_str());
-    }
     s = run_flat_collective(comm, call, exec, call_number, &found_failure);
   } else {
     s = comm->executor.run(*plan, exec, comm->routes.get());

@@ -174,6 +174,25 @@ Status connect_cma(ddl_comm *comm) {
   return Status::Ok();
 }
 
+// The shm segment's slots and write gates serve the collectives of a job whose ranks all
+// share this host (then local order is rank order); a forced DDL_ALGO that needs them and
+// finds none is said so.
+void connect_slots(ddl_comm *comm) {
+  if (all_on_one_host(comm) && comm->shm) {
+    comm->flat.reset(new FlatSlots(comm->shm->flat_region(), comm->nranks, comm->rank));
+    comm->gates.reset(new WriteGates(comm->shm->gates_region(), comm->nranks, comm->rank));
+  }
+  if (comm->nranks < 2) return;
+  if (comm->config.algorithm == "direct" && !comm->cma)
+    DDL_WARN(
+        "DDL_ALGO=direct needs every rank on one host and single-copy transfers between "
+        "them; neither here: the cost models choose");
+  if (comm->config.algorithm == "flat" && !comm->flat)
+    DDL_WARN(
+        "DDL_ALGO=flat needs every rank on one host and shared memory between them; not "
+        "here: the cost models choose");
+}
+
 // Ranks that outnumber this host's cores must hand the core over quickly when they wait:
 // the rank they wait for may be queued behind them. DDL_SPIN_BEFORE_YIELD overrides the
 // polls before the first yield.
@@ -234,20 +253,7 @@ Status create_comm(const BootstrapOptions &options, const CommConfig &config, dd
   DDL_RETURN_IF_ERROR(connect_transport(comm.get()));
   DDL_RETURN_IF_ERROR(connect_shm(comm.get()));
   DDL_RETURN_IF_ERROR(connect_cma(comm.get()));
-  if (config.algorithm == "direct" && !comm->cma && comm->nranks > 1)
-    DDL_WARN(
-        "DDL_ALGO=direct needs every rank on one host and single-copy transfers between "
-        "them; neither here: the cost models choose");
-  // The shm segment holds every rank's slots when it joins every rank: local order is rank
-  // order then.
-  if (all_on_one_host(comm.get()) && comm->shm) {
-    comm->flat.reset(new FlatSlots(comm->shm->flat_region(), comm->nranks, comm->rank));
-    comm->gates.reset(new WriteGates(comm->shm->gates_region(), comm->nranks, comm->rank));
-  }
-  if (config.algorithm == "flat" && !comm->flat && comm->nranks > 1)
-    DDL_WARN(
-        "DDL_ALGO=flat needs every rank on one host and shared memory between them; not "
-        "here: the cost models choose");
+  connect_slots(comm.get());
   choose_waiting(comm.get());
   if (comm->nranks > 1) {
     s = comm->transport->post_recv_any(kNoticeTag, &comm->notice_in, sizeof comm->notice_in,
@@ -269,14 +275,14 @@ void send_failure_notice(ddl_comm *comm, const Status &why) {
   FailureNotice &notice = comm->notice_out;
   notice = FailureNotice();
   notice.rank = comm->rank;
-  notice.seq = comm->seq;
+  notice.seq = static_cast<uint32_t>(comm->calls);
   notice.code = static_cast<int32_t>(why.code());
   notice.length = static_cast<uint32_t>(std::min(why.message().size(), sizeof notice.text));
   std::memcpy(notice.text, why.message().data(), notice.length);
   comm->notice_sends.assign(comm->nranks, TransferRequest());
   for (int peer = 0; peer < comm->nranks; ++peer) {
     if (peer == comm->rank || !comm->transport->peer_status(peer).ok()) continue;
-    Status s = comm->transport->post_send(peer, comm->seq, kNoticeTag, &notice, sizeof notice,
+    Status s = comm->transport->post_send(peer, notice.seq, kNoticeTag, &notice, sizeof notice,
                                           &comm->notice_sends[peer]);
     if (!s.ok())
       DDL_WARN("could not tell rank %d about the mismatch: %s", peer, s.message().c_str());

@@ -43,17 +43,17 @@ struct ddl_comm {
   std::unique_ptr<ddl::Plan> direct_exchange, direct_barrier;  // its plans, made on first use
   std::unique_ptr<ddl::WriteGates> gates;  // who may write into whose buffers, and when
   ddl::PeerBufferMaps peer_maps;           // peers' ddl_mem_alloc buffers, mapped here
-  size_t direct_logged_count = 0;          // the last count it logged
   // Every rank shares this host and its shm segment: small collectives go through shared
   // slots (flat_collectives.h).
   std::unique_ptr<ddl::FlatSlots> flat;
-  std::pair<ddl::Collective, size_t> flat_logged{ddl::Collective::kBarrier,
-                                                 SIZE_MAX};  // last logged
+  // The last (collective, count) the single copy or the slots logged their choice for.
+  std::pair<ddl::Collective, size_t> logged_shape{ddl::Collective::kBarrier, SIZE_MAX};
   // Which ranks share a host, socket, NUMA node, PCIe switch (identical on every rank).
   ddl::topo::Tiers tiers;
 
-  uint32_t seq = 0;                  // collectives started, for message matching and error messages
-  uint64_t calls = 0;                // the same count, never wrapping (FlatSlots' call numbers)
+  // Collectives started (never wraps). Its low 32 bits are the sequence number that message
+  // matching and error messages use; the whole is FlatSlots' call number.
+  uint64_t calls = 0;
   bool oversubscribed = false;       // this host's ranks outnumber its cores
   int spins_before_yield = 2000;     // see ExecArgs; short when ranks outnumber cores
   int yields_before_sleep = 100000;  // see ExecArgs; short when ranks outnumber cores

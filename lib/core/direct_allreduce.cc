@@ -55,7 +55,14 @@ struct PeerView {
 std::vector<PeerView> map_peers(ddl_comm *comm, const std::vector<BufferAddresses> &peers,
                                 size_t bytes) {
   std::vector<PeerView> views(comm->nranks);
-  comm->peer_maps.make_room(2 * static_cast<size_t>(comm->nranks));
+  std::vector<std::pair<pid_t, SharedRef>> refs;
+  for (int peer = 0; peer < comm->nranks; ++peer) {
+    const BufferAddresses &theirs = peers[peer];
+    if (peer == comm->rank || theirs.input_ref.fd < 0 || theirs.output_ref.fd < 0) continue;
+    refs.emplace_back(comm->pids[peer], theirs.input_ref);
+    refs.emplace_back(comm->pids[peer], theirs.output_ref);
+  }
+  comm->peer_maps.make_room(refs);
   for (int peer = 0; peer < comm->nranks; ++peer) {
     if (peer == comm->rank) continue;
     const BufferAddresses &theirs = peers[peer];

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "ddl/ddl.hpp"
 #include "harness.h"
 #include "lib/common/datatype.h"
 #include "lib/common/log.h"
@@ -32,21 +33,11 @@ namespace {
 // place, and nothing written past the end of the result.
 // Buffers from ddl_mem_alloc, which peers on the host map instead of copying through the
 // kernel (lib/core/direct_allreduce.h); std::vector's interface, as far as the checks use it.
-class SharedBytes {
+class SharedBytes : public ddl::SharedBuffer<unsigned char> {
  public:
-  SharedBytes(size_t size, unsigned char fill) : size_(size) {
-    if (ddl_mem_alloc(reinterpret_cast<void **>(&data_), size) == DDL_SUCCESS)
-      std::memset(data_, fill, size);
+  SharedBytes(size_t size, unsigned char fill) : SharedBuffer(size) {
+    std::memset(data(), fill, size);
   }
-  ~SharedBytes() { ddl_mem_free(data_); }
-  SharedBytes(const SharedBytes &) = delete;
-  SharedBytes &operator=(const SharedBytes &) = delete;
-  unsigned char *data() const { return data_; }
-  size_t size() const { return size_; }
-
- private:
-  unsigned char *data_ = nullptr;
-  size_t size_;
 };
 
 template <typename Bytes>

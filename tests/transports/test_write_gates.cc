@@ -18,16 +18,15 @@ namespace {
 
 constexpr int kOwner = 0, kWriter = 1;
 
-struct Region {
-  explicit Region(int nranks) : bytes(nranks * WriteGates::bytes_per_rank(nranks), 0) {}
-  std::vector<char> bytes;
-};
+std::vector<char> gate_region(int nranks) {
+  return std::vector<char>(nranks * WriteGates::bytes_per_rank(nranks), 0);
+}
 
 }  // namespace
 
 Test(write_gates, a_writer_gets_in_only_during_the_owners_call) {
-  Region region(2);
-  WriteGates owner(region.bytes.data(), 2, kOwner), writer(region.bytes.data(), 2, kWriter);
+  std::vector<char> region = gate_region(2);
+  WriteGates owner(region.data(), 2, kOwner), writer(region.data(), 2, kWriter);
   cr_expect(!writer.begin_write(kOwner, 1), "a gate starts closed");
   owner.open(7);
   cr_expect(!writer.begin_write(kOwner, 6), "the gate is open for call 7, not 6");
@@ -45,8 +44,8 @@ Test(write_gates, a_writer_gets_in_only_during_the_owners_call) {
 // while the owner leaves. After the owner's wait, the buffer must stay as it is.
 Test(write_gates, no_write_lands_after_the_owner_left) {
   for (int round = 0; round < 200; ++round) {
-    Region region(2);
-    WriteGates owner(region.bytes.data(), 2, kOwner), writer(region.bytes.data(), 2, kWriter);
+    std::vector<char> region = gate_region(2);
+    WriteGates owner(region.data(), 2, kOwner), writer(region.data(), 2, kWriter);
     const uint64_t call = round + 1;
     std::vector<std::atomic<uint64_t>> buffer(64);
     owner.open(call);

@@ -52,6 +52,8 @@ Test(cxx_wrapper, shared_buffer_owns_ddl_mem_alloc_memory) {
   ddl::SharedBuffer<float> moved = std::move(buffer);
   cr_assert_null(buffer.data());
   cr_assert_eq(moved[3], 2.5f);
-  moved = ddl::SharedBuffer<float>(4);  // the old allocation is freed
+  float *old = moved.data();
+  moved = ddl::SharedBuffer<float>(4);
+  cr_assert_eq(ddl_mem_free(old), DDL_ERR_INVALID_ARGUMENT, "the old allocation was not freed");
   cr_assert_eq(moved.size(), 4u);
 }

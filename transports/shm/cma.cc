@@ -12,6 +12,11 @@ namespace {
 constexpr uint64_t kProbeMagic = 0x64646c2d636d6121ull;  // "ddl-cma!"
 volatile uint64_t g_probe_word = 0;
 
+// What the probe word of process `pid` holds.
+uint64_t cma_probe_value(pid_t pid) {
+  return kProbeMagic ^ static_cast<uint64_t>(pid);
+}
+
 // Loops over short transfers: the kernel may stop at a page it cannot pin.
 Status cma_copy(bool write, pid_t pid, const void *remote, void *local, size_t bytes) {
   const char *there = static_cast<const char *>(remote);
@@ -53,10 +58,6 @@ Status cma_read(pid_t pid, const void *remote, void *local, size_t bytes) {
 
 Status cma_write(pid_t pid, void *remote, const void *local, size_t bytes) {
   return cma_copy(true, pid, remote, const_cast<void *>(local), bytes);
-}
-
-uint64_t cma_probe_value(pid_t pid) {
-  return kProbeMagic ^ static_cast<uint64_t>(pid);
 }
 
 uintptr_t cma_probe_address() {

@@ -20,10 +20,9 @@ Status cma_read(pid_t pid, const void *remote, void *local, size_t bytes);
 // Copies `bytes` from `local` to `remote` in process `pid`; errors as cma_read's.
 Status cma_write(pid_t pid, void *remote, const void *local, size_t bytes);
 
-// The address of a word in this process that holds a value peers can predict from its pid
-// (cma_probe_value), for them to check that they may read this process.
+// The address of a word in this process that holds a value peers can predict from its pid,
+// for them to check that they may read this process.
 uintptr_t cma_probe_address();
-uint64_t cma_probe_value(pid_t pid);
 // Whether this process can read process `pid`'s probe word at `address`.
 bool cma_probe(pid_t pid, uintptr_t address);
 

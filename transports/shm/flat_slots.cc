@@ -28,14 +28,13 @@ struct FlatSlots::Finished {
   std::atomic<uint64_t> call;  // the last call this rank finished reading
 };
 
-namespace {
-constexpr size_t kSlotStride =
-    round_up(sizeof(uint64_t) * 2 + sizeof(CallStamp) + FlatSlots::kCapacity, kAlign);
-}  // namespace
+size_t FlatSlots::slot_stride() {
+  static_assert(offsetof(Slot, data) == 32, "32 bytes of data share the flag's line");
+  return round_up(sizeof(Slot), kAlign);
+}
 
 size_t FlatSlots::bytes_per_rank() {
-  static_assert(offsetof(Slot, data) == 32, "32 bytes of data share the flag's line");
-  return 2 * kSlotStride + kAlign;
+  return 2 * slot_stride() + kAlign;
 }
 
 FlatSlots::FlatSlots(char *region, int nranks, int rank)
@@ -43,12 +42,12 @@ FlatSlots::FlatSlots(char *region, int nranks, int rank)
 
 FlatSlots::Slot *FlatSlots::slot(int rank, uint64_t call) const {
   char *block = region_ + static_cast<size_t>(rank) * bytes_per_rank();
-  return reinterpret_cast<Slot *>(block + (call & 1) * kSlotStride);
+  return reinterpret_cast<Slot *>(block + (call & 1) * slot_stride());
 }
 
 FlatSlots::Finished *FlatSlots::finished(int rank) const {
   char *block = region_ + static_cast<size_t>(rank) * bytes_per_rank();
-  return reinterpret_cast<Finished *>(block + 2 * kSlotStride);
+  return reinterpret_cast<Finished *>(block + 2 * slot_stride());
 }
 
 bool FlatSlots::slot_known_free(uint64_t call, uint64_t *needed) const {

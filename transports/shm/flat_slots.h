@@ -56,6 +56,7 @@ class FlatSlots {
  private:
   struct Slot;
   struct Finished;
+  static size_t slot_stride();  // a Slot, rounded up to keep the prefetcher off the next
   Slot *slot(int rank, uint64_t call) const;
   Finished *finished(int rank) const;
 

@@ -1,5 +1,6 @@
 #include "transports/shm/shared_buffers.h"
 
+#include <algorithm>
 #include <mutex>
 
 namespace ddl {
@@ -52,8 +53,11 @@ bool shared_buffer_find(const void *ptr, size_t bytes, SharedRef *ref) {
   return true;
 }
 
-void PeerBufferMaps::make_room(size_t count) {
-  if (maps_.size() + count > kMaxMaps) maps_.clear();
+void PeerBufferMaps::make_room(const std::vector<std::pair<pid_t, SharedRef>> &refs) {
+  size_t missing = 0;
+  for (const auto &ref : refs)
+    missing += maps_.count(std::make_pair(ref.first, ref.second.id)) == 0;
+  if (maps_.size() + missing > std::max(kMaxMaps, refs.size())) maps_.clear();
 }
 
 Status PeerBufferMaps::map(pid_t pid, const SharedRef &ref, size_t bytes, char **address) {

@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <utility>
+#include <vector>
 
 #include "lib/common/status.h"
 #include "transports/shm/shm_segment.h"
@@ -39,9 +40,10 @@ bool shared_buffer_find(const void *ptr, size_t bytes, SharedRef *ref);
 // A communicator's mappings of its peers' allocations, by (pid, allocation id).
 class PeerBufferMaps {
  public:
-  // Makes room for `count` new mappings: when the cache would pass its size, every mapping
-  // goes (addresses map() gave before are then invalid). Call before a call's map()s.
-  void make_room(size_t count);
+  // Makes room for the mappings of `refs` (pid, ref) that are not cached yet: when they
+  // would take the cache past its size, every mapping goes (addresses map() gave before are
+  // then invalid). The cache holds at least one call's worth. Call before a call's map()s.
+  void make_room(const std::vector<std::pair<pid_t, SharedRef>> &refs);
   // The address, in this process, of `bytes` at ref in process pid's allocation.
   Status map(pid_t pid, const SharedRef &ref, size_t bytes, char **address);
 

@@ -162,11 +162,17 @@ Status ShmTransport::create(int rank, int nranks, const std::vector<int> &local_
   t->last_pid_check_ns_.assign(nranks, 0);
   t->pid_dead_.assign(nranks, false);
   t->seen_seq_.assign(nranks, ~0u);  // no call yet
-  t->flat_region_ = channels + layout.channels_bytes();
-  t->gates_region_ = t->flat_region_ + size_t{layout.nlocal} * FlatSlots::bytes_per_rank();
   t->segment_ = std::move(segment);
   *out = std::move(t);
   return Status::Ok();
+}
+
+char *ShmTransport::flat_region() const {
+  return static_cast<char *>(segment_->base()) + kHeaderBytes + layout_.channels_bytes();
+}
+
+char *ShmTransport::gates_region() const {
+  return flat_region() + size_t{layout_.nlocal} * FlatSlots::bytes_per_rank();
 }
 
 ShmTransport::~ShmTransport() {

@@ -63,9 +63,9 @@ class ShmTransport : public Transport {
   void close_segment_fd() { segment_->close_fd(); }
   // The part of the segment kept for FlatSlots: one block per local rank, in the order of
   // `local_ranks`, zero-filled at creation.
-  char *flat_region() const { return flat_region_; }
-  // The same for WriteGates.
-  char *gates_region() const { return gates_region_; }
+  char *flat_region() const;
+  // The same for WriteGates, after it.
+  char *gates_region() const;
 
   const char *name() const override { return "shm"; }
   bool serves(int peer) const { return peer >= 0 && peer < nranks_ && local_of_[peer] >= 0; }
@@ -158,8 +158,6 @@ class ShmTransport : public Transport {
   int nranks_;
   ShmLayout layout_;
   std::unique_ptr<ShmSegment> segment_;
-  char *flat_region_ = nullptr;
-  char *gates_region_ = nullptr;
   std::vector<int> local_of_;       // global rank -> local index, -1 off this host
   std::vector<pid_t> pids_;         // by global rank
   std::vector<Inbound> inbound_;    // by global rank
