@@ -1,5 +1,6 @@
 // The C ABI: every ddl_* entry point. Each one checks its handle and arguments, runs, and
 // leaves the words of any failure in ddl_comm_last_error.
+#include <optional>
 #include <string>
 
 #include "ddl/ddl.h"
@@ -41,14 +42,11 @@ class CommCall {
     } else {
       owned_ = true;
       // Log lines of this call name this communicator's rank (the thread may drive others).
-      saved_log_rank_ = ddl::log_rank();
-      ddl::set_log_rank(comm->rank);
+      log_rank_.emplace(comm->rank);
     }
   }
   ~CommCall() {
-    if (!owned_) return;
-    ddl::set_log_rank(saved_log_rank_);
-    comm_->busy.store(false);
+    if (owned_) comm_->busy.store(false);
   }
   bool ok() const { return status_.ok(); }
   ddl_result_t fail() { return finish(status_); }
@@ -66,7 +64,7 @@ class CommCall {
   ddl_comm *comm_;
   Status status_;
   bool owned_ = false;
-  int saved_log_rank_ = -1;
+  std::optional<ddl::LogRank> log_rank_;
 };
 
 ddl_result_t run(ddl_comm_t comm, const ddl::CollectiveCall &call) {

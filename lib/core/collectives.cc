@@ -13,9 +13,6 @@
 namespace ddl {
 namespace {
 
-// Polls of every path for a notice that explains a dead peer (as in the executor).
-constexpr int kNoticePolls = 64;
-
 // Plans kept per communicator; past this the cache starts over (training loops reuse a
 // handful of shapes).
 constexpr size_t kMaxCachedPlans = 256;
@@ -162,13 +159,8 @@ Status make_comm_plan(const ddl_comm *comm, const CollectiveArgs &args, uint32_t
 Status explain_peer_failure(ddl_comm *comm, const ExecArgs &exec, int peer, const Status &error,
                             bool *found_failure) {
   const bool died = !process_is_alive(comm->pids[peer]);
-  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(died ? 0 : 200);
-  int polls = 0;
-  while (exec.notice && !exec.notice->done &&
-         (++polls <= kNoticePolls || std::chrono::steady_clock::now() < until))
-    comm->routes->progress_all();
-  *found_failure = !(exec.notice && exec.notice->done);
-  return *found_failure ? error : notice_error(exec);
+  return prefer_notice(comm->routes.get(), exec, error, std::chrono::milliseconds(died ? 0 : 200),
+                       found_failure);
 }
 
 CallSignature signature_of(const CollectiveCall &call, uint32_t seq) {

@@ -179,7 +179,7 @@ Status connect_cma(ddl_comm *comm) {
 // finds none is said so.
 void connect_slots(ddl_comm *comm) {
   if (all_on_one_host(comm) && comm->shm) {
-    comm->flat.reset(new FlatSlots(comm->shm->flat_region(), comm->nranks, comm->rank));
+    comm->flat.reset(new FlatSlots(comm->shm->flat_region(), comm->rank));
     comm->gates.reset(new WriteGates(comm->shm->gates_region(), comm->nranks, comm->rank));
   }
   if (comm->nranks < 2) return;
@@ -244,7 +244,6 @@ Status create_comm(const BootstrapOptions &options, const CommConfig &config, dd
   comm->rank = options.rank;
   comm->nranks = options.nranks;
   comm->config = config;
-  set_log_rank(options.rank);
 
   DDL_RETURN_IF_ERROR(Bootstrap::create(options, &comm->bootstrap));
   DDL_RETURN_IF_ERROR(exchange_placements(comm.get()));

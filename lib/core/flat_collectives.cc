@@ -57,8 +57,7 @@ Status check_while_waiting(ddl_comm *comm, const ExecArgs &exec, int peer, const
   CallStamp theirs;
   if (comm->routes->stamp_mismatch(&other, &theirs)) {
     *found_failure = true;
-    return mismatch_error(other, describe_signature(signature_of_stamp(theirs, exec.seq)),
-                          exec.rank, *exec.signature);
+    return stamp_mismatch_error(other, theirs, exec.rank, *exec.signature);
   }
   if (exec.notice && exec.notice->done) return notice_error(exec);
   if (exec.abort_flag && exec.abort_flag->load(std::memory_order_relaxed))
@@ -160,8 +159,7 @@ Status run_flat_collective(ddl_comm *comm, const CollectiveCall &call, const Exe
     const CallStamp &theirs = slots.stamp(peer, call_number);
     if (std::memcmp(&theirs, &stamp, sizeof stamp) == 0) continue;
     *found_failure = true;
-    return mismatch_error(peer, describe_signature(signature_of_stamp(theirs, exec.seq)), exec.rank,
-                          *exec.signature);
+    return stamp_mismatch_error(peer, theirs, exec.rank, *exec.signature);
   }
   const size_t bytes = call.count * datatype_size(exec.dtype);
   char *output = static_cast<char *>(exec.output);

@@ -172,13 +172,8 @@ Status Executor::run(const Plan &plan, const ExecArgs &args, Transport *transpor
       // died of the news: having told everyone of an earlier death, it exited. Its notice
       // is then already here, in a path a router polls only now and then.
       if (!s.ok() && s.code() == DDL_ERR_REMOTE && found_failure_) {
-        for (int i = 0; i < kNoticePolls && args.notice && !args.notice->done; ++i)
-          transport->progress_all();
+        s = prefer_notice(transport, args, s, std::chrono::milliseconds(0), &found_failure_);
         cancel_all(transport);
-        if (args.notice && args.notice->done) {
-          found_failure_ = false;  // not news: everyone was told already
-          return notice_error(args);
-        }
         return s;
       }
       if (!s.ok()) return fail(s);
@@ -353,8 +348,7 @@ Status Executor::check_stamps(const ExecArgs &args, Transport *transport) {
   CallStamp theirs;
   if (transport->stamp_mismatch(&peer, &theirs)) {
     found_failure_ = true;
-    return mismatch_error(peer, describe_signature(signature_of_stamp(theirs, args.seq)), args.rank,
-                          *args.signature);
+    return stamp_mismatch_error(peer, theirs, args.rank, *args.signature);
   }
   if (!signature_checked_ && transport->stamp_seen(ring_index(args.rank - 1, args.nranks))) {
     signature_checked_ = true;
@@ -379,6 +373,17 @@ Status Executor::check_signature(const ExecArgs &args) {
                             ? describe_signature(signature_in_)
                             : "something else (wrong signature size)",
                         args.rank, *args.signature);
+}
+
+Status prefer_notice(Transport *transport, const ExecArgs &args, const Status &error,
+                     std::chrono::milliseconds grace, bool *news) {
+  const auto until = std::chrono::steady_clock::now() + grace;
+  int polls = 0;
+  while (args.notice && !args.notice->done &&
+         (++polls <= kNoticePolls || std::chrono::steady_clock::now() < until))
+    transport->progress_all();
+  *news = !(args.notice && args.notice->done);  // else everyone was told already
+  return *news ? error : notice_error(args);
 }
 
 void idle_pause(int idle, const ExecArgs &args) {

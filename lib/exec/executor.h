@@ -44,6 +44,12 @@ struct ExecArgs {
 
 // The error a failure notice from another rank (args.notice, done) stands for.
 Status notice_error(const ExecArgs &args);
+// A failure (a dead peer, one that left the call) that another rank's notice may explain
+// better, the notice being on its way: polls every path a few times, and for `grace` more,
+// for one. The notice's error (*news = false: everyone was told), else `error` (*news =
+// true: this rank's news for everyone).
+Status prefer_notice(Transport *transport, const ExecArgs &args, const Status &error,
+                     std::chrono::milliseconds grace, bool *news);
 // What a waiting loop does after `idle` polls that found nothing: nothing at first, then it
 // yields the core, then it sleeps briefly (ExecArgs::spins_before_yield, yields_before_sleep).
 void idle_pause(int idle, const ExecArgs &args);

@@ -14,6 +14,18 @@ bool reduces(uint8_t collective) {
          collective == static_cast<uint8_t>(Collective::kReduceScatter);
 }
 
+// The call a stamp stands for, for error messages (seq is not in it).
+CallSignature signature_of_stamp(const CallStamp &stamp, uint32_t seq) {
+  CallSignature signature;
+  signature.seq = seq;
+  signature.collective = stamp.bytes[0];
+  signature.dtype = stamp.bytes[1];
+  signature.op = stamp.bytes[2];
+  std::memcpy(&signature.root, stamp.bytes + 4, sizeof signature.root);
+  std::memcpy(&signature.count, stamp.bytes + 8, sizeof signature.count);
+  return signature;
+}
+
 }  // namespace
 
 std::string describe_signature(const CallSignature &s) {
@@ -71,21 +83,16 @@ CallStamp stamp_of(const CallSignature &signature) {
   return stamp;
 }
 
-CallSignature signature_of_stamp(const CallStamp &stamp, uint32_t seq) {
-  CallSignature signature;
-  signature.seq = seq;
-  signature.collective = stamp.bytes[0];
-  signature.dtype = stamp.bytes[1];
-  signature.op = stamp.bytes[2];
-  std::memcpy(&signature.root, stamp.bytes + 4, sizeof signature.root);
-  std::memcpy(&signature.count, stamp.bytes + 8, sizeof signature.count);
-  return signature;
-}
-
 Status mismatch_error(int their_rank, const std::string &theirs, int my_rank,
                       const CallSignature &mine) {
   return invalid_usage("mismatched collective calls: rank %d called %s, but rank %d called %s",
                        their_rank, theirs.c_str(), my_rank, describe_signature(mine).c_str());
+}
+
+Status stamp_mismatch_error(int their_rank, const CallStamp &theirs, int my_rank,
+                            const CallSignature &mine) {
+  return mismatch_error(their_rank, describe_signature(signature_of_stamp(theirs, mine.seq)),
+                        my_rank, mine);
 }
 
 }  // namespace ddl

@@ -54,8 +54,10 @@ Status mismatch_error(int their_rank, const std::string &theirs, int my_rank,
                       const CallSignature &mine);
 
 // The call as it rides on messages of transports that stamp them (Transport::begin_call):
-// the fields same_call compares, as bytes; and back, for error messages (seq is not in it).
+// the fields same_call compares, as bytes.
 CallStamp stamp_of(const CallSignature &signature);
-CallSignature signature_of_stamp(const CallStamp &stamp, uint32_t seq);
+// mismatch_error for a stamp of rank `their_rank` that differs from this rank's call.
+Status stamp_mismatch_error(int their_rank, const CallStamp &theirs, int my_rank,
+                            const CallSignature &mine);
 
 }  // namespace ddl

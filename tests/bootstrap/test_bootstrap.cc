@@ -22,7 +22,7 @@
 #include "lib/bootstrap/bootstrap.h"
 #include "lib/bootstrap/wire.h"
 #include "lib/common/log.h"
-#include "tests/free_port.h"
+#include "tests/loopback.h"
 
 using namespace ddl;
 

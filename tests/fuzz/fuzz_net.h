@@ -19,35 +19,9 @@
 #include <string>
 #include <thread>
 
+#include "tests/loopback.h"  // listen_loopback, free_port
+
 namespace ddl_fuzz {
-
-// A listening socket on 127.0.0.1 (port 0: ephemeral); -1 on failure. *port gets the port.
-inline int listen_loopback(int want_port, int *port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  int one = 1;
-  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  struct sockaddr_in a = {};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(static_cast<uint16_t>(want_port));
-  socklen_t len = sizeof a;
-  if (::bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof a) != 0 || ::listen(fd, 128) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr *>(&a), &len) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  *port = ntohs(a.sin_port);
-  return fd;
-}
-
-// A free port: bind port 0, read it, close.
-inline int pick_port() {
-  int port = 0;
-  int fd = listen_loopback(0, &port);
-  if (fd >= 0) ::close(fd);
-  return port;
-}
 
 // Blocking connect to 127.0.0.1:port, retried (the listener may not be up yet) for up to
 // timeout_ms. -1 on failure.

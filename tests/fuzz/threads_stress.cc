@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "ddl/ddl.h"
-#include "tests/free_port.h"
+#include "tests/loopback.h"
 
 namespace {
 

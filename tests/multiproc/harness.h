@@ -6,7 +6,7 @@
 #include <functional>
 #include <string>
 
-#include "tests/free_port.h"
+#include "tests/loopback.h"
 
 #include "ddl/ddl.h"
 

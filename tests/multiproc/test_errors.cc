@@ -1,8 +1,6 @@
 // Bad input gets a clear error and loses nothing; waits end at their deadline; abort and
 // concurrent calls are refused cleanly.
-#include <arpa/inet.h>
 #include <criterion/criterion.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -463,31 +461,12 @@ Test(errors, an_endpoint_to_a_dead_peer_names_it) {
   unsetenv("UCX_TLS");
 }
 
-namespace {
-
-// A listening socket on 127.0.0.1 that stands in for rank 0's rendezvous.
-int listen_on_loopback(int *port) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr = {};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  if (bind(fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr) != 0 || listen(fd, 8) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr *>(&addr), &len) != 0) {
-    close(fd);
-    return -1;
-  }
-  *port = ntohs(addr.sin_port);
-  return fd;
-}
-
-}  // namespace
-
 // Rank 0 takes this rank's connection, then dies before answering (its port closes): the
-// rank fails at once, naming rank 0, instead of retrying until its deadline.
+// rank fails at once, naming rank 0, instead of retrying until its deadline. A listening
+// socket on 127.0.0.1 stands in for rank 0's rendezvous.
 Test(errors, a_root_that_dies_during_the_connect_phase_is_named_at_once) {
   int port = 0;
-  int listener = listen_on_loopback(&port);
+  int listener = listen_loopback(0, &port);
   cr_assert_geq(listener, 0);
   std::thread root([listener] {
     int conn = accept(listener, nullptr, nullptr);

@@ -37,8 +37,7 @@ size_t FlatSlots::bytes_per_rank() {
   return 2 * slot_stride() + kAlign;
 }
 
-FlatSlots::FlatSlots(char *region, int nranks, int rank)
-    : region_(region), nranks_(nranks), rank_(rank) {}
+FlatSlots::FlatSlots(char *region, int rank) : region_(region), rank_(rank) {}
 
 FlatSlots::Slot *FlatSlots::slot(int rank, uint64_t call) const {
   char *block = region_ + static_cast<size_t>(rank) * bytes_per_rank();

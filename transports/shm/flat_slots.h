@@ -31,9 +31,9 @@ class FlatSlots {
   // Bytes of shared memory per rank (the region holds one such block per rank, zero-filled).
   static size_t bytes_per_rank();
 
-  // `region`: nranks blocks of bytes_per_rank(), shared by the host's ranks, which are all
-  // the communicator's ranks (rank r owns block r).
-  FlatSlots(char *region, int nranks, int rank);
+  // `region`: one block of bytes_per_rank() per rank, shared by the host's ranks, which are
+  // all the communicator's ranks (rank r owns block r).
+  FlatSlots(char *region, int rank);
 
   // Whether this rank may write its slot for `call` now, as far as it knows without looking
   // at its peers; if not, the call whose reading every peer must have finished.
@@ -61,7 +61,6 @@ class FlatSlots {
   Finished *finished(int rank) const;
 
   char *region_;
-  int nranks_;
   int rank_;
   uint64_t last_written_[2] = {0, 0};  // by parity: the call this rank last published there
   uint64_t known_finished_ = 0;        // every peer has finished reading calls up to this one

@@ -196,7 +196,7 @@ Status UcxTransport::send_failed(int peer, ucs_status_t status) {
     case UCS_ERR_UNREACHABLE:
     case UCS_ERR_REJECTED:
     case UCS_ERR_NOT_CONNECTED: {
-      if (peer_errors_[peer] == UCS_OK) peer_errors_[peer] = status;
+      on_endpoint_error(peer, status);
       if (peers_[peer].same_host && !pid_dead_[peer]) last_pid_check_ns_[peer] = 0;  // look now
       Status dead = peer_status(peer);
       return Status(DDL_ERR_REMOTE,
