@@ -11,12 +11,6 @@ namespace {
 // scratch memory to kStagingSlots chunks whatever the message size.
 constexpr size_t kStagingSlots = 8;
 
-// Copies the input into the output when not in place (single-rank collectives).
-void copy_if_needed(const CollectiveArgs &args, size_t count, Schedule *schedule) {
-  if (!args.in_place && count > 0)
-    add_step(schedule, copy_step(input_at(0), output_at(schedule->in_place_offset), count, {}));
-}
-
 }  // namespace
 
 void build_ring_allreduce(const CollectiveArgs &args, Schedule *schedule) {
@@ -85,11 +79,7 @@ void build_ring_reduce_scatter(const CollectiveArgs &args, Schedule *schedule) {
   schedule->output_count = block;
   schedule->in_place = args.in_place;
   schedule->in_place_offset = block * static_cast<size_t>(r);
-  if (n == 1) {
-    if (!args.in_place && block > 0)
-      add_step(schedule, copy_step(input_at(0), output_at(0), block, {}));
-    return;
-  }
+  if (n == 1) return add_single_rank_copy(args, block, 0, schedule);
   const ChunkSplit chunks(block, args.chunk_elems);
   const int C = chunks.chunks();
   // Two accumulation slots of one block: step s reduces into slot s%2, step s+1 sends it.
@@ -128,7 +118,7 @@ void build_ring_allgather(const CollectiveArgs &args, Schedule *schedule) {
   schedule->output_count = block * static_cast<size_t>(n);
   schedule->in_place = args.in_place;
   schedule->in_place_offset = block * static_cast<size_t>(r);
-  copy_if_needed(args, block, schedule);
+  add_single_rank_copy(args, block, schedule->in_place_offset, schedule);
   if (n == 1) return;
   const ChunkSplit chunks(block, args.chunk_elems);
   const int C = chunks.chunks();

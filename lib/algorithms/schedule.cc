@@ -87,9 +87,14 @@ bool start_allreduce_schedule(const CollectiveArgs &args, const char *algorithm,
   schedule->input_count = schedule->output_count = args.count;
   schedule->in_place = args.in_place;
   if (args.nranks > 1) return true;
-  if (!args.in_place && args.count > 0)
-    add_step(schedule, copy_step(input_at(0), output_at(0), args.count, {}));
+  add_single_rank_copy(args, args.count, 0, schedule);
   return false;
+}
+
+void add_single_rank_copy(const CollectiveArgs &args, size_t count, size_t output_offset,
+                          Schedule *schedule) {
+  if (!args.in_place && count > 0)
+    add_step(schedule, copy_step(input_at(0), output_at(output_offset), count, {}));
 }
 
 int power_of_two_below(int n, int *rounds) {

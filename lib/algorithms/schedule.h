@@ -107,6 +107,11 @@ inline Range scratch_at(size_t offset) {
   return Range{BufferId::kScratch, offset};
 }
 
+// A single rank's whole schedule: its input copied to `output_offset` of its output when
+// not in place (nothing when in place or empty).
+void add_single_rank_copy(const CollectiveArgs &args, size_t count, size_t output_offset,
+                          Schedule *schedule);
+
 // Fills in what every allreduce schedule states (name, buffer sizes, in place) and, for a
 // single rank, its whole schedule (a copy when out of place). False when nothing is left to
 // build.

@@ -87,7 +87,6 @@ Status Executor::run(const Plan &plan, const ExecArgs &args, Transport *transpor
     if (posted.code() == DDL_ERR_REMOTE) found_failure_ = true;  // a dead peer: tell everyone
     return posted;
   }
-  transport_ = transport;
   if (stamped_) {
     // A message of this call may have arrived before it began, its stamp already compared.
     Status s = check_stamps(args, transport);
@@ -143,7 +142,7 @@ Status Executor::run(const Plan &plan, const ExecArgs &args, Transport *transpor
       }
       in_flight_[k] = in_flight_.back();
       in_flight_.pop_back();
-      Status s = finish(plan, step, args);
+      Status s = finish(plan, step, args, transport);
       if (!s.ok()) return fail(s);
       progressed = true;
     }
@@ -228,12 +227,13 @@ Status Executor::start(const Plan &plan, uint32_t index, const ExecArgs &args,
     if (s.code() == DDL_ERR_REMOTE) found_failure_ = true;  // a dead peer: tell everyone
     return s.prefix(describe(step, index, elem) + ": ");
   }
-  if (req->done) return finish(plan, index, args);
+  if (req->done) return finish(plan, index, args, transport);
   in_flight_.push_back(index);
   return Status::Ok();
 }
 
-Status Executor::finish(const Plan &plan, uint32_t index, const ExecArgs &args) {
+Status Executor::finish(const Plan &plan, uint32_t index, const ExecArgs &args,
+                        Transport *transport) {
   const Step &step = plan.schedule.steps[index];
   const size_t elem = datatype_size(args.dtype);
   TransferRequest &req = requests_[index];
@@ -245,7 +245,7 @@ Status Executor::finish(const Plan &plan, uint32_t index, const ExecArgs &args) 
   }
   // Nothing that came from a rank making another call may be used or passed on: the stamps
   // of what arrived are checked before a receive counts as done.
-  if (step.kind != StepKind::kSend && stamped_) DDL_RETURN_IF_ERROR(check_stamps(args, transport_));
+  if (step.kind != StepKind::kSend && stamped_) DDL_RETURN_IF_ERROR(check_stamps(args, transport));
   if (step.kind != StepKind::kSend && req.received != step.count * elem)
     return remote_error("%s: rank %d sent %zu B instead of %zu B (mismatched collective calls?)",
                         describe(step, index, elem).c_str(), step.peer, req.received,

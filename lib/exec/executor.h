@@ -64,7 +64,7 @@ class Executor {
 
  private:
   Status start(const Plan &plan, uint32_t step, const ExecArgs &args, Transport *transport);
-  Status finish(const Plan &plan, uint32_t step, const ExecArgs &args);
+  Status finish(const Plan &plan, uint32_t step, const ExecArgs &args, Transport *transport);
   void complete(const Plan &plan, uint32_t step);
   Status waiting_error(const Plan &plan, const ExecArgs &args, Transport *transport,
                        bool timed_out);
@@ -90,8 +90,7 @@ class Executor {
   bool signature_checked_ = true;  // the previous rank's signature arrived and matched
   bool signature_sent_ = true;     // ours left (its buffer may be reused)
   bool found_failure_ = false;
-  bool stamped_ = false;            // this call's stamp was given to the transport
-  Transport *transport_ = nullptr;  // of the current run
+  bool stamped_ = false;  // this call's stamp was given to the transport
 };
 
 }  // namespace ddl
