@@ -11,24 +11,38 @@ namespace {
 
 const char kUsage[] =
     "Usage: ddlrun -n N [options] [--] program [args...]\n"
+    "       ddlrun -H host1:4,host2:4 [options] [--] program [args...]\n"
     "\n"
     "Starts N processes of `program` on this host as one ddl job. Each gets DDL_RANK,\n"
     "DDL_WORLD_SIZE, DDL_LOCAL_RANK, DDL_LOCAL_SIZE, DDL_ROOT=127.0.0.1:<free port> and a\n"
     "random DDL_JOB_TOKEN, so that ddl_comm_init_from_env() finds its peers.\n"
     "\n"
+    "With -H the ranks go host by host (host1 gets ranks 0..3, host2 4..7), each started as\n"
+    "`AGENT HOST env VAR=VALUE... program args...` (the words shell-quoted, as ssh wants them),\n"
+    "one agent process per rank; DDL_ROOT is host1:PORT.\n"
+    "\n"
     "Options:\n"
-    "  -n, -np, --nranks N   number of processes (required)\n"
+    "  -n, -np, --nranks N   number of processes (required without -H; with -H, at most the\n"
+    "                        sum of the slots, which is the default)\n"
+    "  -H, --host LIST       hosts and their slots: host1:4,host2:4 (no :N: one slot)\n"
+    "  --launch-agent CMD    how to reach a host, split on blanks like Open MPI's\n"
+    "                        plm_rsh_agent (default: ssh); for emulated hosts, the agent that\n"
+    "                        `tools/emuhosts/emuhosts up` prints\n"
+    "  --port PORT           port of rank 0's rendezvous on host1 with -H (default: random in\n"
+    "                        20000..29999)\n"
     "  -t, --tag-output      prefix every output line with [rank]\n"
     "  --timeout SEC         stop the job after SEC seconds (exit status 124)\n"
     "  --grace-ms MS         when stopping ranks, wait MS ms after SIGTERM before\n"
     "                        SIGKILL (default 3000)\n"
     "  -x VAR=VALUE          set VAR in every rank's environment (repeatable)\n"
+    "  -x VAR                pass on ddlrun's own value of VAR, if it has one (for -H)\n"
     "  -h, --help            this text\n"
     "\n"
     "The first argument that is not an option starts the program's command line.\n"
     "SIGINT, SIGTERM and SIGHUP are passed on to the ranks. If a rank exits non-zero or is\n"
     "killed, the others are stopped and ddlrun exits with that rank's exit code (128+signal\n"
-    "if it was killed). Ranks read standard input from /dev/null.\n";
+    "if it was killed). Ranks read standard input from /dev/null. With -H, stopping a rank\n"
+    "means stopping its agent: the agent must take the remote process with it.\n";
 
 bool parse_int_in_range(const std::string &text, long min, long max, long *value) {
   if (text.empty()) return false;
@@ -55,6 +69,47 @@ void split_inline_value(const std::string &arg, std::string *name, std::string *
   *has_value = arg.rfind("--", 0) == 0 && eq != std::string::npos;
   *name = *has_value ? arg.substr(0, eq) : arg;
   *value = *has_value ? arg.substr(eq + 1) : std::string();
+}
+
+// "host1:4,host2,host3:2" -> hosts; false with *error set for an empty host or a bad count.
+bool parse_host_list(const std::string &text, std::vector<HostSlots> *hosts, std::string *error) {
+  size_t start = 0;
+  for (;;) {
+    size_t comma = text.find(',', start);
+    std::string item = text.substr(start, comma == std::string::npos ? comma : comma - start);
+    HostSlots entry;
+    entry.host = item;
+    size_t colon = item.rfind(':');
+    if (colon != std::string::npos) {
+      long slots = 0;
+      if (!parse_int_in_range(item.substr(colon + 1), 1, 4096, &slots)) {
+        *error = "-H wants host:slots with slots in 1..4096, not '" + item + "'";
+        return false;
+      }
+      entry.host = item.substr(0, colon);
+      entry.slots = static_cast<int>(slots);
+    }
+    if (entry.host.empty() || entry.host.find_first_of(" \t'\"\\$") != std::string::npos) {
+      *error = "-H wants host names separated by commas, not '" + text + "'";
+      return false;
+    }
+    hosts->push_back(entry);
+    if (comma == std::string::npos) return true;
+    start = comma + 1;
+  }
+}
+
+std::vector<std::string> split_blanks(const std::string &text) {
+  std::vector<std::string> words;
+  size_t i = 0;
+  while (i < text.size()) {
+    size_t start = text.find_first_not_of(" \t", i);
+    if (start == std::string::npos) break;
+    size_t end = text.find_first_of(" \t", start);
+    words.push_back(text.substr(start, end == std::string::npos ? end : end - start));
+    i = end == std::string::npos ? text.size() : end;
+  }
+  return words;
 }
 
 }  // namespace
@@ -104,6 +159,24 @@ ParseOutcome parse_launch_options(int argc, char **argv, LaunchOptions *options,
         return ParseOutcome::kError;
       }
       options->nranks = static_cast<int>(n);
+    } else if (name == "-H" || name == "--host" || name == "--hosts") {
+      if (!take_value(name, has_inline, inline_value, &value)) return ParseOutcome::kError;
+      if (!parse_host_list(value, &options->hosts, error)) return ParseOutcome::kError;
+    } else if (name == "--launch-agent") {
+      if (!take_value(name, has_inline, inline_value, &value)) return ParseOutcome::kError;
+      options->launch_agent = split_blanks(value);
+      if (options->launch_agent.empty()) {
+        *error = "--launch-agent wants a command";
+        return ParseOutcome::kError;
+      }
+    } else if (name == "--port") {
+      if (!take_value(name, has_inline, inline_value, &value)) return ParseOutcome::kError;
+      long port = 0;
+      if (!parse_int_in_range(value, 1, 65535, &port)) {
+        *error = "--port wants a TCP port in 1..65535, not '" + value + "'";
+        return ParseOutcome::kError;
+      }
+      options->port = static_cast<int>(port);
     } else if (name == "--timeout") {
       if (!take_value(name, has_inline, inline_value, &value)) return ParseOutcome::kError;
       char *end = nullptr;
@@ -125,11 +198,15 @@ ParseOutcome parse_launch_options(int argc, char **argv, LaunchOptions *options,
       if (!take_value(name, false, "", &value)) return ParseOutcome::kError;
       size_t eq = value.find('=');
       std::string var = value.substr(0, eq);
-      if (eq == std::string::npos || !valid_env_name(var)) {
-        *error = "-x wants VAR=VALUE with a valid variable name, not '" + value + "'";
+      if (!valid_env_name(var)) {
+        *error = "-x wants VAR=VALUE or VAR with a valid variable name, not '" + value + "'";
         return ParseOutcome::kError;
       }
-      options->extra_env.emplace_back(var, value.substr(eq + 1));
+      if (eq != std::string::npos) {
+        options->extra_env.emplace_back(var, value.substr(eq + 1));
+      } else if (const char *own = std::getenv(var.c_str())) {
+        options->extra_env.emplace_back(var, own);  // as Open MPI's -x VAR
+      }
     } else {
       *error = "unknown option '" + arg + "' (put '--' before the program if it starts with '-')";
       return ParseOutcome::kError;
@@ -137,10 +214,23 @@ ParseOutcome parse_launch_options(int argc, char **argv, LaunchOptions *options,
   }
 
   for (; i < argc; ++i) options->command.emplace_back(argv[i]);
-  if (options->nranks == 0) {
-    *error = "say how many ranks to start with -n N";
+  int slots = 0;
+  for (const HostSlots &entry : options->hosts) slots += entry.slots;
+  if (options->hosts.empty() && options->nranks == 0) {
+    *error = "say how many ranks to start with -n N, or where with -H host:slots,...";
     return ParseOutcome::kError;
   }
+  if (!options->hosts.empty() && options->nranks == 0) options->nranks = slots;
+  if (options->nranks > slots && !options->hosts.empty()) {
+    *error = "-n " + std::to_string(options->nranks) + " is more ranks than the " +
+             std::to_string(slots) + " slots of -H";
+    return ParseOutcome::kError;
+  }
+  if (options->hosts.empty() && (!options->launch_agent.empty() || options->port != 0)) {
+    *error = "--launch-agent and --port go with -H";
+    return ParseOutcome::kError;
+  }
+  if (options->launch_agent.empty()) options->launch_agent = {"ssh"};
   if (options->command.empty()) {
     *error = "no program to run";
     return ParseOutcome::kError;

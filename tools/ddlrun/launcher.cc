@@ -19,6 +19,7 @@
 
 #include "job_env.h"
 #include "line_tagger.h"
+#include "remote_launch.h"
 
 extern char **environ;
 
@@ -33,7 +34,8 @@ constexpr std::chrono::milliseconds kDrainTime{500};
 
 struct RankProcess {
   int rank = 0;
-  pid_t pid = -1;  // also its process group: each rank leads its own group
+  std::string host;  // with -H; the pid is then the agent's
+  pid_t pid = -1;    // also its process group: each rank leads its own group
   bool running = false;
   int out_fd = -1;  // read ends of the rank's stdout/stderr pipes (with --tag-output)
   int err_fd = -1;
@@ -74,7 +76,8 @@ class Job {
  private:
   bool install_signal_handling();
   void spawn_ranks();
-  bool spawn_rank(RankProcess *proc, const std::vector<std::string> &env, std::string *error);
+  bool spawn_rank(RankProcess *proc, const std::vector<std::string> &command,
+                  const std::vector<std::string> &env, std::string *error);
   [[noreturn]] void become_rank(char *const *argv, char *const *envp, int out_fd, int err_fd);
   void event_loop();
   int poll_timeout_ms() const;
@@ -150,29 +153,49 @@ bool Job::install_signal_handling() {
 
 void Job::spawn_ranks() {
   std::string error;
-  int port = 0;
+  int port = options_.port;
   std::string token;
-  if (!pick_free_port(&port, &error) || !make_job_token(&token, &error)) {
+  bool remote = !options_.hosts.empty();
+  // A free port can only be probed here; a remote rank 0 gets --port or a random one.
+  bool have_port =
+      port != 0 || (remote ? pick_remote_port(&port, &error) : pick_free_port(&port, &error));
+  if (!have_port || !make_job_token(&token, &error)) {
     std::fprintf(stderr, "ddlrun: %s\n", error.c_str());
     stop_reason_ = StopReason::kSpawnFailed;
     exit_status_ = 1;
     return;
   }
-  std::string root = "127.0.0.1:" + std::to_string(port);
+  std::vector<RankPlacement> placement;
+  if (remote) placement = place_ranks(options_);
+  std::string root = (remote ? placement[0].host : "127.0.0.1") + ":" + std::to_string(port);
   ranks_.resize(static_cast<size_t>(options_.nranks));
   for (int rank = 0; rank < options_.nranks; ++rank) {
+    int local_rank = remote ? placement[static_cast<size_t>(rank)].local_rank : rank;
+    int local_size = remote ? placement[static_cast<size_t>(rank)].local_size : options_.nranks;
     std::vector<std::pair<std::string, std::string>> vars = {
         {"DDL_RANK", std::to_string(rank)},
         {"DDL_WORLD_SIZE", std::to_string(options_.nranks)},
-        {"DDL_LOCAL_RANK", std::to_string(rank)},
-        {"DDL_LOCAL_SIZE", std::to_string(options_.nranks)},
+        {"DDL_LOCAL_RANK", std::to_string(local_rank)},
+        {"DDL_LOCAL_SIZE", std::to_string(local_size)},
         {"DDL_ROOT", root},
         {"DDL_JOB_TOKEN", token},
     };
     vars.insert(vars.end(), options_.extra_env.begin(), options_.extra_env.end());
     RankProcess &proc = ranks_[static_cast<size_t>(rank)];
     proc.rank = rank;
-    if (!spawn_rank(&proc, rank_environment(environ, vars), &error)) {
+    bool ok;
+    if (remote) {
+      // One agent per rank: each rank keeps its own exit status, pipes and process group here,
+      // so naming a failed rank, tagging and stopping work as for local ranks, and the hosts
+      // need nothing but a shell (no ddlrun of their own).
+      proc.host = placement[static_cast<size_t>(rank)].host;
+      ok =
+          spawn_rank(&proc, agent_command(options_.launch_agent, proc.host, vars, options_.command),
+                     rank_environment(environ, {}), &error);
+    } else {
+      ok = spawn_rank(&proc, options_.command, rank_environment(environ, vars), &error);
+    }
+    if (!ok) {
       std::fprintf(stderr, "ddlrun: cannot start rank %d: %s\n", rank, error.c_str());
       exit_status_ = 1;
       stop_ranks(SIGTERM, StopReason::kSpawnFailed);
@@ -181,10 +204,11 @@ void Job::spawn_ranks() {
   }
 }
 
-bool Job::spawn_rank(RankProcess *proc, const std::vector<std::string> &env, std::string *error) {
+bool Job::spawn_rank(RankProcess *proc, const std::vector<std::string> &command,
+                     const std::vector<std::string> &env, std::string *error) {
   // Everything the child needs is prepared before fork.
   std::vector<char *> argv, envp;
-  for (const std::string &arg : options_.command) argv.push_back(const_cast<char *>(arg.c_str()));
+  for (const std::string &arg : command) argv.push_back(const_cast<char *>(arg.c_str()));
   argv.push_back(nullptr);
   for (const std::string &var : env) envp.push_back(const_cast<char *>(var.c_str()));
   envp.push_back(nullptr);
@@ -353,7 +377,10 @@ void Job::on_rank_exit(RankProcess *proc, int status) {
   bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   if (!failed || stop_reason_ != StopReason::kNone) return;
   int others = running_count();
-  std::fprintf(stderr, "ddlrun: rank %d (pid %d) %s%s\n", proc->rank, static_cast<int>(proc->pid),
+  std::string who = proc->host.empty()
+                        ? "(pid " + std::to_string(proc->pid) + ")"
+                        : "on " + proc->host + " (agent pid " + std::to_string(proc->pid) + ")";
+  std::fprintf(stderr, "ddlrun: rank %d %s %s%s\n", proc->rank, who.c_str(),
                describe_exit(status).c_str(),
                others == 0   ? ""
                : others == 1 ? "; stopping the other rank"
