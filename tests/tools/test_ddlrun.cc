@@ -2,8 +2,11 @@
 // The ranks are small `sh -c` scripts; every test has deadlines and kills what it spawned.
 #include <criterion/criterion.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <set>
 #include <sstream>
 #include <string>
@@ -211,6 +214,55 @@ Test(ddlrun, success_and_exec_failure) {
             missing.err.c_str());
 }
 
+// -H through a fake ssh: it records the host and runs the words with a shell in a clean
+// environment, as sshd would. (tests/tools/test_emuhosts.cc does it across namespaces.)
+Test(ddlrun, hosts_go_through_the_launch_agent) {
+  std::string agent = g_dir + "/fake_ssh";
+  std::string script = "#!/bin/sh\nhost=$1; shift\necho \"$host\" >> " + g_dir +
+                       "/agent_hosts\nexec env -i PATH=/usr/bin:/bin /bin/sh -c \"$*\"\n";
+  FILE *file = std::fopen(agent.c_str(), "w");
+  cr_assert(file);
+  std::fputs(script.c_str(), file);
+  std::fclose(file);
+  chmod(agent.c_str(), 0755);
+
+  setenv("DDLRUN_TEST_OWN", "own value", 1);
+  RunResult r = run_command(
+      {kDdlrun, "-H", "hostA:2,hostB", "--launch-agent", agent, "-x", "DDLRUN_TEST_OWN", "-x",
+       "QUOTED=it's $HOME", "-x", "DDLRUN_TEST_UNSET_VAR", "-t", "--", "sh", "-c",
+       "echo $DDL_RANK/$DDL_WORLD_SIZE $DDL_LOCAL_RANK/$DDL_LOCAL_SIZE $DDL_ROOT "
+       "\"$DDLRUN_TEST_OWN\" \"$QUOTED\" ${DDLRUN_TEST_UNSET_VAR-unset} ${DDL_JOB_TOKEN:+token}"},
+      20);
+  unsetenv("DDLRUN_TEST_OWN");
+  cr_assert_eq(r.exit_status, 0, "stderr: %s", r.err.c_str());
+  std::vector<std::string> lines = lines_of(r.out);
+  cr_assert_eq(lines.size(), 3u, "%s", r.out.c_str());
+  std::string root;
+  for (const std::string &line : lines) {
+    size_t colon = line.find("hostA:");
+    cr_assert(colon != std::string::npos, "DDL_ROOT is not on hostA: %s", line.c_str());
+    root = line.substr(colon, line.find(' ', colon) - colon);
+  }
+  int port = std::stoi(root.substr(6));
+  cr_assert(port >= 20000 && port < 30000, "%s", root.c_str());
+  std::string tail = " " + root + " own value it's $HOME unset token";
+  for (const std::string &want :
+       {"[0] 0/3 0/2" + tail, "[1] 1/3 1/2" + tail, "[2] 2/3 0/1" + tail}) {
+    cr_assert(contains(r.out, want + "\n"), "no '%s' in:\n%s", want.c_str(), r.out.c_str());
+  }
+  std::vector<std::string> hosts = lines_of(ddl_test::read_file(g_dir + "/agent_hosts"));
+  std::multiset<std::string> got(hosts.begin(), hosts.end());
+  cr_assert(got == std::multiset<std::string>({"hostA", "hostA", "hostB"}), "one agent per rank");
+
+  // A rank that fails is named with its host; --port sets rank 0's port.
+  RunResult failed =
+      run_command({kDdlrun, "-H", "hostA,hostB", "--launch-agent", agent, "--port", "29555", "--",
+                   "sh", "-c", "test $DDL_ROOT = hostA:29555 || exit 9; test $DDL_RANK = 0"},
+                  20);
+  cr_assert_eq(failed.exit_status, 1, "stderr: %s", failed.err.c_str());
+  cr_assert(contains(failed.err, "rank 1 on hostB (agent pid "), "stderr: %s", failed.err.c_str());
+}
+
 Test(ddlrun, usage_errors_are_clear) {
   struct Case {
     std::vector<std::string> args;
@@ -220,7 +272,12 @@ Test(ddlrun, usage_errors_are_clear) {
       {{"sleep", "1"}, "-n N"},
       {{"-n", "0", "true"}, "-n wants a number of ranks"},
       {{"-n", "2"}, "no program to run"},
-      {{"-n", "2", "-x", "NOEQUALS", "true"}, "-x wants VAR=VALUE"},
+      {{"-n", "2", "-x", "1BAD=x", "true"}, "-x wants VAR=VALUE"},
+      {{"-H", "a:2,:1", "true"}, "-H wants host names"},
+      {{"-H", "a:0", "true"}, "-H wants host:slots"},
+      {{"-H", "a:2,b", "-n", "4", "true"}, "more ranks than the 3 slots"},
+      {{"-n", "2", "--launch-agent", "ssh", "true"}, "go with -H"},
+      {{"-H", "a", "--port", "70000", "true"}, "--port wants"},
       {{"-n", "2", "--timeout", "soon", "true"}, "--timeout wants"},
       {{"-n", "2", "--frobnicate", "true"}, "unknown option '--frobnicate'"},
   };

@@ -1,0 +1,199 @@
+// Emulated hosts (tools/emuhosts) and `ddlrun -H` across them: network namespaces with their own
+// hostnames, a ddl job on 2 hosts x 2 ranks through the emuhosts launch agent, a failing rank on
+// one host stopping the job, and nothing left behind. Needs root and network namespaces; skips
+// with a message otherwise. Each test's setup is named after its process (Criterion runs each
+// test in a process of its own) and removed in .fini, whatever the test did.
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include "spawn.h"
+
+using ddl_test::run_command;
+using ddl_test::RunResult;
+
+namespace {
+
+const std::string kEmuhosts = EMUHOSTS_PATH;
+const std::string kDdlrun = DDLRUN_PATH;
+const std::string kDdlPerf = DDL_PERF_PATH;
+
+std::string g_name;  // this test's setup
+std::string g_dir;   // scratch directory (the emulated hosts share the file system)
+
+bool contains(const std::string &text, const std::string &part) {
+  return text.find(part) != std::string::npos;
+}
+
+bool exists(const std::string &path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0;
+}
+
+void setup() {
+  g_name = "ddltest" + std::to_string(getpid());
+  g_dir = ddl_test::make_temp_dir();
+}
+
+void teardown() {
+  ddl_test::kill_all_spawned();
+  run_command({kEmuhosts, "down", "--name", g_name}, 30);
+  ddl_test::remove_dir(g_dir);
+}
+
+// The namespaces, /etc/netns entries and state of this test's setup that exist now.
+std::vector<std::string> leftovers() {
+  std::vector<std::string> found;
+  RunResult list = run_command({"ip", "netns", "list"}, 10);
+  if (contains(list.out, g_name + "-")) found.push_back("namespaces:\n" + list.out);
+  RunResult links = run_command({"ip", "-o", "link"}, 10);
+  if (contains(links.out, g_name)) found.push_back("links:\n" + links.out);
+  for (const std::string &path : {"/etc/netns/" + g_name + "-h0", "/run/emuhosts/" + g_name}) {
+    if (exists(path)) found.push_back(path);
+  }
+  return found;
+}
+
+std::string describe(const std::vector<std::string> &items) {
+  std::string text;
+  for (const std::string &item : items) text += item + "\n";
+  return text;
+}
+
+// Creates the setup, or skips the test where this machine cannot (not root, no namespaces).
+void up_or_skip(const std::vector<std::string> &args) {
+  if (geteuid() != 0) cr_skip_test("emulated hosts need root (network namespaces)");
+  std::vector<std::string> argv = {kEmuhosts, "up", "--name", g_name};
+  argv.insert(argv.end(), args.begin(), args.end());
+  RunResult up = run_command(argv, 60);
+  if (up.exit_status != 0) {
+    cr_skip_test("cannot make emulated hosts here: %s", up.err.c_str());
+  }
+  cr_assert(contains(up.out, "EMUHOSTS_NAME=" + g_name), "up printed:\n%s", up.out.c_str());
+}
+
+std::string agent() {
+  return "/run/emuhosts/" + g_name + "/agent";
+}
+
+// Runs a shell command on an emulated host and returns its output.
+RunResult on_host(const std::string &host, const std::string &script) {
+  return run_command({kEmuhosts, "exec", "--name", g_name, host, "--", "sh", "-c", script}, 20);
+}
+
+}  // namespace
+
+TestSuite(emuhosts, .init = setup, .fini = teardown, .timeout = 120);
+
+Test(emuhosts, hosts_have_their_names_and_down_leaves_nothing_behind) {
+  up_or_skip({"--hosts", "2", "--rails", "2", "--rate", "100mbit"});
+  RunResult who = on_host("h1", "echo $(hostname) $DDL_HOST_ID; ip -o -4 addr show | wc -l");
+  cr_assert_eq(who.exit_status, 0, "%s", who.err.c_str());
+  cr_assert_eq(who.out, std::string("h1 h1\n3\n"), "lo, eth0 and eth1 on h1; got:\n%s",
+               who.out.c_str());
+  RunResult hosts = on_host("h0", "getent hosts h1 h1-r1");
+  cr_assert(contains(hosts.out, "10.100.0.2") && contains(hosts.out, "10.101.0.2"), "%s",
+            hosts.out.c_str());
+  RunResult shaped = on_host("h0", "tc qdisc show dev eth1");
+  cr_assert(contains(shaped.out, "tbf") && contains(shaped.out, "100Mbit"), "%s",
+            shaped.out.c_str());
+
+  // The agent form: ssh options skipped, the words joined and run by a shell, exit status kept.
+  RunResult via_agent = run_command(
+      {agent(), "-x", "-o", "BatchMode=yes", "h1", "echo", "$(hostname)", "'a  b';", "exit", "7"},
+      20);
+  cr_assert_eq(via_agent.exit_status, 7, "%s", via_agent.err.c_str());
+  cr_assert_eq(via_agent.out, std::string("h1 a  b\n"));
+
+  // A cable pulled and put back.
+  cr_assert_eq(run_command({kEmuhosts, "link", "--name", g_name, "h1", "down"}, 10).exit_status, 0);
+  cr_assert_eq(on_host("h1", "cat /sys/class/net/eth0/carrier").out, std::string("0\n"));
+  cr_assert_eq(run_command({kEmuhosts, "link", "--name", g_name, "h1", "up"}, 10).exit_status, 0);
+  cr_assert_eq(on_host("h1", "cat /sys/class/net/eth0/carrier").out, std::string("1\n"));
+
+  cr_assert(leftovers().size() >= 2, "the setup is not there: %s", describe(leftovers()).c_str());
+  RunResult down = run_command({kEmuhosts, "down", "--name", g_name}, 30);
+  cr_assert_eq(down.exit_status, 0, "%s", down.err.c_str());
+  cr_assert(leftovers().empty(), "left behind:\n%s", describe(leftovers()).c_str());
+  RunResult again = run_command({kEmuhosts, "down", "--name", g_name}, 30);
+  cr_assert_eq(again.exit_status, 0, "down is not idempotent: %s", again.err.c_str());
+}
+
+Test(emuhosts, run_cleans_up_when_terminated) {
+  up_or_skip({"--hosts", "1", "--rate", "none"});  // probes, and proves the name is refused twice
+  RunResult twice = run_command({kEmuhosts, "up", "--name", g_name, "--hosts", "1"}, 30);
+  cr_assert_eq(twice.exit_status, 2);
+  cr_assert(contains(twice.err, "exists already"), "%s", twice.err.c_str());
+  run_command({kEmuhosts, "down", "--name", g_name}, 30);
+
+  ddl_test::Spawned run({kEmuhosts, "run", "--name", g_name, "--hosts", "2", "--", "sh", "-c",
+                         "\"$EMUHOSTS_AGENT\" h1 sleep 60"});
+  for (int i = 0; i < 200 && !exists("/run/emuhosts/" + g_name + "/agent"); ++i) usleep(50000);
+  usleep(300000);  // let the command start on h1
+  kill(run.pid(), SIGTERM);
+  cr_assert(run.wait(20), "emuhosts run did not exit after SIGTERM");
+  cr_assert_eq(run.exit_status(), 143, "stderr: %s", run.err().c_str());
+  cr_assert(leftovers().empty(), "left behind:\n%s", describe(leftovers()).c_str());
+
+  RunResult status = run_command({kEmuhosts, "run", "--name", g_name, "--hosts", "1", "--", "sh",
+                                  "-c", "test \"$EMUHOSTS_HOSTS\" = h0 && exit 3"},
+                                 60);
+  cr_assert_eq(status.exit_status, 3, "the command's status; stderr: %s", status.err.c_str());
+  cr_assert(leftovers().empty(), "left behind:\n%s", describe(leftovers()).c_str());
+}
+
+Test(emuhosts, ddlrun_places_ranks_host_by_host) {
+  up_or_skip({"--hosts", "2"});
+  RunResult r = run_command(
+      {kDdlrun, "-H", "h0:2,h1:2", "--launch-agent", agent(), "--port", "29123", "-t", "-x",
+       "QUOTED=it's  here", "--timeout", "30", "--", "sh", "-c",
+       "echo $DDL_RANK $(hostname) $DDL_HOST_ID $DDL_LOCAL_RANK $DDL_LOCAL_SIZE $DDL_WORLD_SIZE "
+       "$DDL_ROOT \"$QUOTED\""},
+      40);
+  cr_assert_eq(r.exit_status, 0, "stderr: %s", r.err.c_str());
+  for (const char *line :
+       {"[0] 0 h0 h0 0 2 4 h0:29123 it's  here\n", "[1] 1 h0 h0 1 2 4 h0:29123 it's  here\n",
+        "[2] 2 h1 h1 0 2 4 h0:29123 it's  here\n", "[3] 3 h1 h1 1 2 4 h0:29123 it's  here\n"}) {
+    cr_assert(contains(r.out, line), "no '%s' in:\n%s", line, r.out.c_str());
+  }
+}
+
+Test(emuhosts, ddl_perf_across_two_hosts) {
+  up_or_skip({"--hosts", "2"});
+  RunResult r = run_command({kDdlrun,  "-H",        "h0:2,h1:2", "--launch-agent",
+                             agent(),  "--timeout", "60",        "--",
+                             kDdlPerf, "-b",        "8",         "-e",
+                             "1M",     "-f",        "128",       "-n",
+                             "2",      "-w",        "1",         "-c",
+                             "1"},
+                            80);
+  cr_assert_eq(r.exit_status, 0, "stdout:\n%s\nstderr:\n%s", r.out.c_str(), r.err.c_str());
+  cr_assert(contains(r.out, "# Out of bounds values : 0 OK"), "%s", r.out.c_str());
+}
+
+Test(emuhosts, a_failing_rank_on_one_host_stops_the_job) {
+  up_or_skip({"--hosts", "2"});
+  RunResult r = run_command(
+      {kDdlrun, "-H", "h0:2,h1:2", "--launch-agent", agent(), "--timeout", "30", "--", "sh", "-c",
+       "echo $$ > " + g_dir + "/pid.$DDL_RANK; " +
+           "if [ $DDL_RANK = 3 ]; then sleep 0.3; exit 5; fi; exec sleep 60"},
+      40);
+  cr_assert(r.finished);
+  cr_assert_eq(r.exit_status, 5, "stderr: %s", r.err.c_str());
+  cr_assert(r.seconds < 10, "took %.1f s to stop the job", r.seconds);
+  cr_assert(contains(r.err, "rank 3 on h1 (agent pid ") && contains(r.err, "exited with code 5") &&
+                contains(r.err, "stopping the other 3 ranks"),
+            "stderr: %s", r.err.c_str());
+  // Stopping an agent stopped its rank: nothing runs on the hosts any more.
+  for (int rank = 0; rank < 4; ++rank) {
+    std::string text = ddl_test::read_file(g_dir + "/pid." + std::to_string(rank));
+    cr_assert(!text.empty(), "rank %d never started", rank);
+    pid_t pid = std::stoi(text);
+    cr_assert(ddl_test::wait_until_gone(pid, 5), "rank %d (pid %d) outlived ddlrun", rank,
+              static_cast<int>(pid));
+  }
+}
