@@ -1,11 +1,15 @@
 #include "transports/ucx/ucx_transport.h"
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <thread>
 
 #include "lib/algorithms/schedule.h"
 #include "lib/common/log.h"
+#include "lib/common/params.h"
 #include "lib/common/process_liveness.h"
 
 namespace ddl {
@@ -66,6 +70,51 @@ struct UcxDefault {
   const char *value;
 };
 constexpr UcxDefault kUcxDefaults[] = {{"TLS", "^posix,sysv"}, {"RCACHE_ENABLE", "no"}};
+
+// A peer on another host silent for this long is unreachable (DDL_PEER_TIMEOUT_MS; 0: never).
+// 5 s: detection within 10 s with room for a notice; long enough that a busy link (beats
+// queue behind data) or a loaded machine never delays five beats in a row.
+constexpr int kDefaultPeerTimeoutMs = 5000;
+
+int peer_timeout_ms() {
+  const std::string text = env_string("DDL_PEER_TIMEOUT_MS");
+  int64_t value = kDefaultPeerTimeoutMs;
+  if (!text.empty() && !parse_int(text, 0, INT32_MAX, &value)) {
+    DDL_WARN("ignoring DDL_PEER_TIMEOUT_MS=%s: expected milliseconds (0: no heartbeats)",
+             text.c_str());
+    value = kDefaultPeerTimeoutMs;
+  }
+  return static_cast<int>(value);
+}
+
+// This host's name in messages about its ranks: what tells emulated hosts apart, else the
+// machine's name.
+std::string host_label() {
+  std::string id = env_string("DDL_HOST_ID");
+  if (!id.empty()) return id.substr(0, 64);
+  char name[256] = {};
+  if (gethostname(name, sizeof name - 1) != 0) return "?";
+  return name;
+}
+
+// worker_address() is three length-prefixed fields: the worker's address, the heartbeat
+// worker's (empty when off) and the host label.
+void append_field(std::string *out, const std::string &field) {
+  const uint32_t length = static_cast<uint32_t>(field.size());
+  out->append(reinterpret_cast<const char *>(&length), sizeof length);
+  out->append(field);
+}
+
+bool take_field(const std::string &in, size_t *at, std::string *field) {
+  uint32_t length = 0;
+  if (in.size() - *at < sizeof length) return false;
+  std::memcpy(&length, in.data() + *at, sizeof length);
+  *at += sizeof length;
+  if (in.size() - *at < length) return false;
+  field->assign(in, *at, length);
+  *at += length;
+  return true;
+}
 
 ucp_tag_t make_tag(int sender, uint32_t seq, uint32_t tag) {
   return (static_cast<uint64_t>(sender) << (kSeqBits + kTagBits)) |
@@ -138,7 +187,9 @@ Status UcxTransport::create(int rank, int nranks, std::unique_ptr<UcxTransport> 
   params.request_size = sizeof(UcxRequest);
   params.request_init = request_init;
   params.estimated_num_eps = static_cast<size_t>(nranks);
-  params.mt_workers_shared = 0;
+  // The heartbeat worker is driven by a thread of its own.
+  const int timeout_ms = nranks > 1 ? peer_timeout_ms() : 0;
+  params.mt_workers_shared = timeout_ms > 0 ? 1 : 0;
   st = ucp_init(&params, config, &t->context_);
   ucp_config_release(config);
   if (st != UCS_OK) return ucx_error(st, "ucp_init");
@@ -153,8 +204,15 @@ Status UcxTransport::create(int rank, int nranks, std::unique_ptr<UcxTransport> 
   size_t length = 0;
   st = ucp_worker_get_address(t->worker_, &address, &length);
   if (st != UCS_OK) return ucx_error(st, "ucp_worker_get_address");
-  t->address_.assign(reinterpret_cast<const char *>(address), length);
+  std::string main_address(reinterpret_cast<const char *>(address), length);
   ucp_worker_release_address(t->worker_, address);
+  if (timeout_ms > 0) {
+    Status s = UcxHeartbeat::create(t->context_, rank, nranks, timeout_ms, &t->heartbeat_);
+    if (!s.ok()) return s;
+  }
+  append_field(&t->address_, main_address);
+  append_field(&t->address_, t->heartbeat_ ? t->heartbeat_->address() : std::string());
+  append_field(&t->address_, host_label());
   *out = std::move(t);
   return Status::Ok();
 }
@@ -169,12 +227,25 @@ Status UcxTransport::connect(const std::vector<Peer> &peers) {
   error_contexts_.clear();
   error_contexts_.reserve(nranks_);
   for (int peer = 0; peer < nranks_; ++peer) error_contexts_.push_back(ErrorContext{this, peer});
+  std::vector<std::string> addresses(nranks_), beats(nranks_);
+  hosts_.assign(nranks_, std::string());
+  for (int peer = 0; peer < nranks_; ++peer) {
+    size_t at = 0;
+    if (!take_field(peers[peer].address, &at, &addresses[peer]) ||
+        !take_field(peers[peer].address, &at, &beats[peer]) ||
+        !take_field(peers[peer].address, &at, &hosts_[peer]) || addresses[peer].empty())
+      return Status(DDL_ERR_SYSTEM, strprintf("rank %d sent a malformed transport address (%zu B)",
+                                              peer, peers[peer].address.size()));
+    // Heartbeats go between hosts, and only to peers that beat too (DDL_PEER_TIMEOUT_MS=0 on
+    // either side turns them off for the pair): a peer that does not beat is never silent.
+    if (peers[peer].same_host || !heartbeat_) beats[peer].clear();
+  }
   for (int peer = 0; peer < nranks_; ++peer) {
     if (peer == rank_) continue;
     ucp_ep_params_t ep = {};
     ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                     UCP_EP_PARAM_FIELD_ERR_HANDLER;
-    ep.address = reinterpret_cast<const ucp_address_t *>(peers[peer].address.data());
+    ep.address = reinterpret_cast<const ucp_address_t *>(addresses[peer].data());
     ep.err_mode = peers[peer].same_host ? UCP_ERR_HANDLING_MODE_NONE : UCP_ERR_HANDLING_MODE_PEER;
     ep.err_handler.cb = on_endpoint_error_cb;
     ep.err_handler.arg = &error_contexts_[peer];
@@ -183,6 +254,10 @@ Status UcxTransport::connect(const std::vector<Peer> &peers) {
       endpoints_[peer] = nullptr;
       DDL_RETURN_IF_ERROR(endpoint_failed(peer, st));
     }
+  }
+  if (heartbeat_) {
+    Status s = heartbeat_->start(beats, hosts_);
+    if (!s.ok()) return s.prefix("starting heartbeats: ");
   }
   return Status::Ok();
 }
@@ -259,9 +334,12 @@ Status UcxTransport::peer_status(int peer) const {
       return Status(DDL_ERR_REMOTE, strprintf("rank %d (pid %d on this host) has died", peer,
                                               static_cast<int>(peers_[peer].pid)));
   }
+  if (heartbeat_ && heartbeat_->lost(peer))
+    return Status(DDL_ERR_REMOTE, heartbeat_->describe(peer));
   if (peer_errors_[peer] == UCS_OK) return Status::Ok();
-  return Status(DDL_ERR_REMOTE, strprintf("connection to rank %d lost: UCX error: %s", peer,
-                                          ucs_status_string(peer_errors_[peer])));
+  return Status(DDL_ERR_REMOTE,
+                strprintf("connection to rank %d (host %s) lost: UCX error: %s", peer,
+                          hosts_[peer].c_str(), ucs_status_string(peer_errors_[peer])));
 }
 
 Status UcxTransport::post_send(int peer, uint32_t seq, uint32_t tag, const void *buf, size_t bytes,
@@ -342,12 +420,44 @@ void UcxTransport::cancel(TransferRequest *req) {
 
 void UcxTransport::close(int timeout_ms) {
   if (!worker_) return;
+  const int n = static_cast<int>(endpoints_.size());
+  std::vector<bool> alive(n, false);
+  for (int peer = 0; peer < n; ++peer) alive[peer] = endpoints_[peer] && peer_status(peer).ok();
+  // Goodbye first: from now on this rank's silence is no failure to its peers.
+  heartbeat_.reset();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  // Flush what this rank sent to live peers, with the deadline; then close, by force where
+  // the flush did not finish: a flush towards a host whose link is down never ends, and a
+  // flushing close cannot be cancelled (a cancelled one left the endpoint's requests behind
+  // and UCX 1.13 aborted in ucp_worker_destroy: "Assertion ... proto_reqs ... failed").
+  std::vector<ucs_status_ptr_t> flushes(n, nullptr);
+  std::vector<bool> flushed(n, false);
+  for (int peer = 0; peer < n; ++peer) {
+    if (!alive[peer]) continue;
+    ucp_request_param_t param = {};
+    ucs_status_ptr_t p = ucp_ep_flush_nbx(endpoints_[peer], &param);
+    if (p == nullptr)
+      flushed[peer] = true;
+    else if (!UCS_PTR_IS_ERR(p))
+      flushes[peer] = p;
+  }
+  for (int peer = 0; peer < n; ++peer) {
+    if (!flushes[peer]) continue;
+    while (ucp_request_check_status(flushes[peer]) == UCS_INPROGRESS &&
+           std::chrono::steady_clock::now() < deadline)
+      ucp_worker_progress(worker_);
+    flushed[peer] = ucp_request_check_status(flushes[peer]) == UCS_OK;
+    if (!flushed[peer])
+      DDL_WARN(
+          "flushing what was sent to rank %d (host %s) did not finish within %d ms; closing "
+          "by force",
+          peer, hosts_[peer].c_str(), timeout_ms);
+  }
   std::vector<ucs_status_ptr_t> closing;
-  for (int peer = 0; peer < static_cast<int>(endpoints_.size()); ++peer) {
+  for (int peer = 0; peer < n; ++peer) {
     if (!endpoints_[peer]) continue;
     ucp_request_param_t param = {};
-    // Flush what this rank sent unless the peer is known dead (then flushing cannot end).
-    if (!peer_status(peer).ok()) {
+    if (!flushed[peer]) {
       param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
       param.flags = UCP_EP_CLOSE_FLAG_FORCE;
     }
@@ -355,21 +465,31 @@ void UcxTransport::close(int timeout_ms) {
     if (p != nullptr && !UCS_PTR_IS_ERR(p)) closing.push_back(p);
     endpoints_[peer] = nullptr;
   }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  // What is left closes quickly: flushed endpoints, or forced ones (which also complete the
+  // unfinished flushes, with UCS_ERR_CANCELED).
+  const auto close_deadline =
+      std::max(deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(1000));
   for (ucs_status_ptr_t p : closing) {
     while (ucp_request_check_status(p) == UCS_INPROGRESS &&
-           std::chrono::steady_clock::now() < deadline)
+           std::chrono::steady_clock::now() < close_deadline)
       ucp_worker_progress(worker_);
-    if (ucp_request_check_status(p) == UCS_INPROGRESS) {
-      DDL_WARN("closing a UCX endpoint did not finish within %d ms; forcing it", timeout_ms);
-      ucp_request_cancel(worker_, p);
-    }
+    if (ucp_request_check_status(p) == UCS_INPROGRESS)
+      DDL_WARN("closing a UCX endpoint did not finish; leaving it to UCX");
     ucp_request_free(p);
+  }
+  for (ucs_status_ptr_t p : flushes)
+    if (p) ucp_request_free(p);
+  // A forced close completes the endpoint's outstanding requests (those of a failed
+  // collective, detached by cancel()) from deferred callbacks: run them now, so that every
+  // request is back in UCX's pool before the worker is destroyed.
+  const auto drain_until = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+  while (ucp_worker_progress(worker_) != 0 && std::chrono::steady_clock::now() < drain_until) {
   }
 }
 
 UcxTransport::~UcxTransport() {
   close(1000);
+  heartbeat_.reset();  // its worker belongs to the context
   if (worker_) ucp_worker_destroy(worker_);
   if (context_) ucp_cleanup(context_);
 }

@@ -13,6 +13,7 @@
 #include <ucp/api/ucp.h>
 
 #include "transports/transport.h"
+#include "transports/ucx/ucx_heartbeat.h"
 
 namespace ddl {
 
@@ -23,11 +24,12 @@ class UcxTransport : public Transport {
   static Status create(int rank, int nranks, std::unique_ptr<UcxTransport> *out);
   ~UcxTransport() override;
 
-  // This worker's address, to be sent to every peer.
+  // What to send to every peer: this worker's address, the heartbeat worker's (when
+  // DDL_PEER_TIMEOUT_MS is not 0) and this host's name for messages.
   const std::string &worker_address() const { return address_; }
   // What connect() needs to know of each peer.
   struct Peer {
-    std::string address;     // its worker address
+    std::string address;     // its worker_address()
     bool same_host = false;  // shares this host's memory
     pid_t pid = 0;           // its process id, meaningful when same_host
   };
@@ -37,8 +39,11 @@ class UcxTransport : public Transport {
   // Peers on other hosts get UCX's peer-failure handling
   // (it breaks the connection of a dead peer); on this host that mode would disable UCX's
   // shared-memory transports (UCX 1.13), so there a dead peer is noticed by its pid instead.
+  // Peers on other hosts are also watched by heartbeats (ucx_heartbeat.h): one silent for
+  // DDL_PEER_TIMEOUT_MS is unreachable.
   Status connect(const std::vector<Peer> &peers);
-  // Closes endpoints, flushing what was sent, waiting at most timeout_ms.
+  // Closes endpoints, flushing what was sent, waiting at most timeout_ms; endpoints that
+  // could not flush by then (an unreachable peer) are closed by force.
   void close(int timeout_ms);
 
   const char *name() const override { return "ucx"; }
@@ -78,6 +83,8 @@ class UcxTransport : public Transport {
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
   std::string address_;
+  std::unique_ptr<UcxHeartbeat> heartbeat_;  // null when off or before create() made it
+  std::vector<std::string> hosts_;           // each peer's host, for messages
   std::vector<ucp_ep_h> endpoints_;
   std::vector<ucs_status_t> peer_errors_;  // UCS_OK while alive
   std::vector<Peer> peers_;
