@@ -1,9 +1,11 @@
 #include "lib/algorithms/registry.h"
 
+#include <limits>
 #include <set>
 
 #include "lib/algorithms/chain.h"
 #include "lib/algorithms/dissemination.h"
+#include "lib/algorithms/hier.h"
 #include "lib/algorithms/recursive_doubling.h"
 #include "lib/algorithms/rhd.h"
 #include "lib/algorithms/ring.h"
@@ -17,21 +19,26 @@ double bytes_of(const CollectiveArgs &a) {
   return static_cast<double>(a.count) * static_cast<double>(a.elem_size);
 }
 
+// A flat algorithm over ranks on several hosts waits on the network at every round.
+const CostConstants &constants_of(const CollectiveArgs &a) {
+  return a.hosts > 1 ? kNetCostConstants : kCostConstants;
+}
+
 double ring_cost(const CollectiveArgs &a) {
   const double chunk_bytes = static_cast<double>(a.chunk_elems) * static_cast<double>(a.elem_size);
-  return ring_allreduce_cost(a.nranks, bytes_of(a), chunk_bytes, kCostConstants);
+  return ring_allreduce_cost(a.nranks, bytes_of(a), chunk_bytes, constants_of(a));
 }
 
 double rd_cost(const CollectiveArgs &a) {
-  return recursive_doubling_allreduce_cost(a.nranks, bytes_of(a), kCostConstants);
+  return recursive_doubling_allreduce_cost(a.nranks, bytes_of(a), constants_of(a));
 }
 
 double rhd_cost(const CollectiveArgs &a) {
-  return rhd_allreduce_cost(a.nranks, bytes_of(a), kCostConstants);
+  return rhd_allreduce_cost(a.nranks, bytes_of(a), constants_of(a));
 }
 
 double tree_cost(const CollectiveArgs &a) {
-  return tree_allreduce_cost(a.nranks, bytes_of(a), kCostConstants);
+  return tree_allreduce_cost(a.nranks, bytes_of(a), constants_of(a));
 }
 
 // Collectives with one algorithm need no model.
@@ -54,6 +61,9 @@ const std::vector<AlgorithmInfo> &algorithm_table() {
       {"tree", Collective::kAllreduce,
        "k-nomial tree reduce to rank 0, then broadcast; radix from the models",
        build_tree_allreduce, tree_cost},
+      {"hier", Collective::kAllreduce,
+       "multi-tier: reduce-scatter in each host, allreduce each shard across hosts, allgather",
+       build_hier_allreduce, hier_allreduce_cost},
       {"ring", Collective::kReduceScatter, "n-1 ring steps, each reducing one block",
        build_ring_reduce_scatter, no_cost},
       {"ring", Collective::kAllgather, "n-1 ring steps, each forwarding one block",
@@ -94,6 +104,7 @@ const AlgorithmInfo &choose_algorithm(const CollectiveArgs &args, std::string *w
       return info;
     }
     const double cost = info.cost(args);
+    if (!(cost < std::numeric_limits<double>::infinity())) continue;  // does not apply here
     considered += strprintf("%s%s %.1f us", considered.empty() ? "" : ", ", info.name, cost * 1e6);
     // The table lists algorithms in order of preference: a later one must be cheaper by
     // more than rounding (rhd's model equals the ring's at 2 ranks, by two formulas).

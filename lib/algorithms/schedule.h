@@ -83,6 +83,11 @@ struct CollectiveArgs {
   size_t chunk_elems = 0;  // pipelining granularity; 0 = no chunking
   size_t elem_size = 4;    // bytes per element, for the cost models
   std::string algorithm;   // a name from the algorithm table, or "" to let the models pick
+  // The ranks' tiers, fastest first, without the last (the whole communicator): tiers[t][r]
+  // is rank r's group at tier t (tiers[0]: its host, unless DDL_TIERS says otherwise); each
+  // group lies within one group of the next tier. Empty: one flat tier. Read by hier.
+  std::vector<std::vector<int>> tiers;
+  int hosts = 1;  // hosts the ranks span: the models price messages between hosts higher
 };
 
 // Appends a step and returns its index (for later steps' deps).

@@ -1,6 +1,7 @@
 #include "lib/algorithms/verifier.h"
 
 #include <algorithm>
+#include <bitset>
 #include <map>
 #include <set>
 #include <tuple>
@@ -12,8 +13,31 @@ namespace {
 
 // What an element holds: the contributions of the ranks in `mask`, to element `index` of
 // the (global) input.
+// Sets of ranks: contributions an element holds, ranks a step has heard from.
+using RankSet = std::bitset<kMaxVerifiedRanks>;
+
+RankSet single(int rank) {
+  RankSet set;
+  set.set(static_cast<size_t>(rank));
+  return set;
+}
+
+RankSet first_ranks(int n) {
+  RankSet set;
+  for (int r = 0; r < n; ++r) set.set(static_cast<size_t>(r));
+  return set;
+}
+
+// "{0, 3, 5}" for messages.
+std::string rank_set_string(const RankSet &set) {
+  std::string text;
+  for (size_t r = 0; r < set.size(); ++r)
+    if (set.test(r)) text += (text.empty() ? "" : ", ") + std::to_string(r);
+  return "{" + text + "}";
+}
+
 struct Sym {
-  uint64_t mask = 0;
+  RankSet mask;
   uint64_t index = 0;
   bool defined = false;
 };
@@ -180,8 +204,8 @@ Status check_structure(int rank, const Schedule &s, int nranks) {
 void initial_state(const CollectiveArgs &args, int rank, RankMemory *mem,
                    std::vector<Sym> *expected) {
   const Schedule &s = *mem->schedule;
-  const uint64_t all = args.nranks == 64 ? ~0ull : (1ull << args.nranks) - 1;
-  const uint64_t me = 1ull << rank;
+  const RankSet all = first_ranks(args.nranks);
+  const RankSet me = single(rank);
   mem->input.assign(s.input_count, Sym());
   mem->output.assign(s.output_count, Sym());
   mem->scratch.assign(s.scratch_count, Sym());
@@ -189,7 +213,7 @@ void initial_state(const CollectiveArgs &args, int rank, RankMemory *mem,
   if (args.collective == Collective::kBroadcast) {
     for (size_t i = 0; i < s.output_count; ++i) {
       if (rank == args.root) *mem->at(BufferId::kOutput, i) = Sym{me, i, true};
-      (*expected)[i] = Sym{1ull << args.root, i, true};
+      (*expected)[i] = Sym{single(args.root), i, true};
     }
     return;
   }
@@ -205,7 +229,7 @@ void initial_state(const CollectiveArgs &args, int rank, RankMemory *mem,
         (*expected)[i] = Sym{all, rank * args.count + i, true};
         break;
       case Collective::kAllgather:
-        (*expected)[i] = Sym{1ull << (i / args.count), i, true};
+        (*expected)[i] = Sym{single(static_cast<int>(i / args.count)), i, true};
         break;
       default:
         break;
@@ -217,11 +241,11 @@ using MessageKey = std::tuple<int, int, uint32_t>;  // sender, receiver, tag
 
 struct Message {
   std::vector<Sym> payload;
-  uint64_t knowledge;
+  RankSet knowledge;
 };
 
 // Applies dst = tmp (op) src for one element, checking that the contributions line up.
-Status combine(const Sym &a, const Sym &b, bool final_reduce, uint64_t all, Sym *out,
+Status combine(const Sym &a, const Sym &b, bool final_reduce, const RankSet &all, Sym *out,
                const std::string &context, size_t element) {
   if (!a.defined || !b.defined)
     return internal_error("%s: element %zu reduces an undefined value", context.c_str(), element);
@@ -229,9 +253,9 @@ Status combine(const Sym &a, const Sym &b, bool final_reduce, uint64_t all, Sym 
     return internal_error("%s: element %zu combines input elements %llu and %llu", context.c_str(),
                           element, static_cast<unsigned long long>(a.index),
                           static_cast<unsigned long long>(b.index));
-  if (a.mask & b.mask)
-    return internal_error("%s: element %zu counts ranks %#llx twice", context.c_str(), element,
-                          static_cast<unsigned long long>(a.mask & b.mask));
+  if ((a.mask & b.mask).any())
+    return internal_error("%s: element %zu counts ranks %s twice", context.c_str(), element,
+                          rank_set_string(a.mask & b.mask).c_str());
   *out = Sym{a.mask | b.mask, a.index, true};
   if (final_reduce != (out->mask == all))
     return internal_error("%s: element %zu: final_reduce is %s but the element %s complete",
@@ -244,19 +268,20 @@ Status combine(const Sym &a, const Sym &b, bool final_reduce, uint64_t all, Sym 
 
 Status verify_schedules(const CollectiveArgs &args, const std::vector<Schedule> &by_rank) {
   const int n = args.nranks;
-  if (n < 1 || n > 64 || static_cast<int>(by_rank.size()) != n)
-    return invalid_argument("the verifier handles 1..64 ranks, one schedule each");
-  const uint64_t all = n == 64 ? ~0ull : (1ull << n) - 1;
+  if (n < 1 || n > kMaxVerifiedRanks || static_cast<int>(by_rank.size()) != n)
+    return invalid_argument("the verifier handles 1..%d ranks, one schedule each",
+                            kMaxVerifiedRanks);
+  const RankSet all = first_ranks(n);
   std::vector<RankMemory> mem(n);
   std::vector<std::vector<Sym>> expected(n);
   std::vector<std::vector<bool>> done(n);
-  std::vector<std::vector<uint64_t>> knows(n);  // per step: ranks heard from when it finished
+  std::vector<std::vector<RankSet>> knows(n);  // per step: ranks heard from when it finished
   for (int r = 0; r < n; ++r) {
     DDL_RETURN_IF_ERROR(check_structure(r, by_rank[r], n));
     mem[r].schedule = &by_rank[r];
     initial_state(args, r, &mem[r], &expected[r]);
     done[r].assign(by_rank[r].steps.size(), false);
-    knows[r].assign(by_rank[r].steps.size(), 0);
+    knows[r].assign(by_rank[r].steps.size(), RankSet());
   }
   std::vector<size_t> first_pending(n, 0);  // steps before it are all done
   // recv_index[r][(sender, tag)]: rank r's step that receives that message.
@@ -278,7 +303,7 @@ Status verify_schedules(const CollectiveArgs &args, const std::vector<Schedule> 
       for (size_t i = first_pending[r]; i < s.steps.size(); ++i) {
         const Step &step = s.steps[i];
         if (done[r][i]) continue;
-        uint64_t know = 1ull << r;
+        RankSet know = single(r);
         bool ready = true;
         for (uint32_t d : step.deps) {
           ready = ready && done[r][d];
@@ -356,7 +381,7 @@ Status verify_schedules(const CollectiveArgs &args, const std::vector<Schedule> 
     }
   }
   for (int r = 0; r < n; ++r) {
-    uint64_t know = 1ull << r;
+    RankSet know = single(r);
     for (size_t i = 0; i < done[r].size(); ++i) {
       if (!done[r][i])
         return internal_error("%s never runs: deadlock or a missing message",
@@ -364,17 +389,16 @@ Status verify_schedules(const CollectiveArgs &args, const std::vector<Schedule> 
       know |= knows[r][i];
     }
     if (args.collective == Collective::kBarrier && know != all)
-      return internal_error("rank %d leaves the barrier without hearing from ranks %#llx", r,
-                            static_cast<unsigned long long>(all & ~know));
+      return internal_error("rank %d leaves the barrier without hearing from ranks %s", r,
+                            rank_set_string(all & ~know).c_str());
     for (size_t e = 0; e < expected[r].size(); ++e) {
       const Sym got = *mem[r].at(BufferId::kOutput, e);
       if (!(got == expected[r][e]))
         return internal_error(
-            "rank %d: output element %zu holds ranks %#llx of index %llu%s; expected ranks "
-            "%#llx of index %llu",
-            r, e, static_cast<unsigned long long>(got.mask),
-            static_cast<unsigned long long>(got.index), got.defined ? "" : " (undefined)",
-            static_cast<unsigned long long>(expected[r][e].mask),
+            "rank %d: output element %zu holds ranks %s of index %llu%s; expected ranks "
+            "%s of index %llu",
+            r, e, rank_set_string(got.mask).c_str(), static_cast<unsigned long long>(got.index),
+            got.defined ? "" : " (undefined)", rank_set_string(expected[r][e].mask).c_str(),
             static_cast<unsigned long long>(expected[r][e].index));
     }
   }

@@ -16,7 +16,10 @@
 
 namespace ddl {
 
-// args.rank is ignored; by_rank[r] is rank r's schedule. Up to 64 ranks.
+// The largest communicator the verifier runs (hier's 16 x 16 x 4 tiers).
+constexpr int kMaxVerifiedRanks = 1024;
+
+// args.rank is ignored; by_rank[r] is rank r's schedule. Up to kMaxVerifiedRanks ranks.
 Status verify_schedules(const CollectiveArgs &args, const std::vector<Schedule> &by_rank);
 
 // Builds every rank's schedule with build_schedule() and verifies them.

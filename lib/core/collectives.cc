@@ -100,6 +100,8 @@ Status find_plan(ddl_comm *comm, const CollectiveCall &call, bool in_place, cons
   args.chunk_elems = comm->config.chunk_bytes / elem;
   args.elem_size = elem;
   args.algorithm = comm->config.algorithm;
+  args.tiers = comm->algorithm_tiers;
+  args.hosts = comm->hosts;
   std::unique_ptr<Plan> made;
   std::string why;
   DDL_RETURN_IF_ERROR(make_comm_plan(comm, args, 0, &made, &why));

@@ -25,6 +25,47 @@ std::set<ddl_comm *> &registry() {
 // How long destroy waits for UCX to flush what this rank sent.
 constexpr int kCloseTimeoutMs = 5000;
 
+// DDL_TIERS=2x4x8: tiers of 2 consecutive ranks, within groups of 8 (2x4), within the job
+// (x8): for machines the topology does not describe (racks, switches), and for tests.
+Status parse_tiers(const std::string &text, int nranks, std::vector<std::vector<int>> *tiers) {
+  std::vector<int64_t> factors;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t x = std::min(text.find('x', start), text.size());
+    int64_t factor = 0;
+    if (!parse_int(text.substr(start, x - start), 1, nranks, &factor))
+      return invalid_argument("DDL_TIERS=%s: expected sizes like 2x4x8, fastest tier first",
+                              text.c_str());
+    factors.push_back(factor);
+    start = x + 1;
+  }
+  int64_t product = 1;
+  for (int64_t f : factors) product *= f;
+  if (product != nranks)
+    return invalid_argument("DDL_TIERS=%s covers %lld ranks; the communicator has %d", text.c_str(),
+                            static_cast<long long>(product), nranks);
+  tiers->clear();
+  int64_t span = 1;
+  for (size_t t = 0; t + 1 < factors.size(); ++t) {
+    span *= factors[t];
+    std::vector<int> group_of(static_cast<size_t>(nranks));
+    for (int r = 0; r < nranks; ++r) group_of[static_cast<size_t>(r)] = static_cast<int>(r / span);
+    tiers->push_back(std::move(group_of));
+  }
+  return Status::Ok();
+}
+
+// The tiers the algorithms see: hosts (each host a group), unless DDL_TIERS describes them.
+Status choose_algorithm_tiers(ddl_comm *comm) {
+  const topo::Tier &hosts = comm->tiers.at(topo::TierLevel::kHost);
+  comm->hosts = static_cast<int>(hosts.groups.size());
+  comm->algorithm_tiers.clear();
+  const std::string forced = env_string("DDL_TIERS");
+  if (!forced.empty()) return parse_tiers(forced, comm->nranks, &comm->algorithm_tiers);
+  if (comm->hosts > 1) comm->algorithm_tiers.push_back(hosts.group_of);
+  return Status::Ok();
+}
+
 // Every rank says where it runs; every rank then builds the same tiers from the same list.
 // A machine that hwloc cannot describe still gets a placement (its host identity).
 Status exchange_placements(ddl_comm *comm) {
@@ -43,7 +84,7 @@ Status exchange_placements(ddl_comm *comm) {
   }
   comm->tiers = topo::build_tiers(by_rank);
   DDL_INFO("%s", topo::describe_tiers(comm->tiers).c_str());
-  return Status::Ok();
+  return choose_algorithm_tiers(comm);
 }
 
 // Every rank publishes its pid and UCX worker address; peers on this host are told apart so

@@ -50,6 +50,9 @@ struct ddl_comm {
   std::pair<ddl::Collective, size_t> logged_shape{ddl::Collective::kBarrier, SIZE_MAX};
   // Which ranks share a host, socket, NUMA node, PCIe switch (identical on every rank).
   ddl::topo::Tiers tiers;
+  // What hier and the cost models read (CollectiveArgs::tiers, hosts): by host, or DDL_TIERS.
+  std::vector<std::vector<int>> algorithm_tiers;
+  int hosts = 1;
 
   // Collectives started (never wraps). Its low 32 bits are the sequence number that message
   // matching and error messages use; the whole is FlatSlots' call number.

@@ -112,6 +112,21 @@ void expect_sweep_passes(const char *algorithm, int nranks) {
   cr_assert(failures.empty(), "DDL_ALGO=%s, %d ranks:\n%s", algorithm, nranks, failures.c_str());
 }
 
+// Ranks on emulated hosts (`sizes[h]` ranks on host h, numbered host by host, each host
+// its own DDL_HOST_ID): shared memory inside a host, UCX between hosts, as on a cluster.
+void expect_sweep_on_hosts(const char *algorithm, const std::vector<int> &sizes) {
+  std::vector<int> host_of;
+  for (size_t h = 0; h < sizes.size(); ++h) host_of.insert(host_of.end(), sizes[h], h);
+  RunOptions options;
+  options.before_init = [algorithm, host_of](int rank) {
+    if (*algorithm) setenv("DDL_ALGO", algorithm, 1);
+    setenv("DDL_HOST_ID", ("emulated" + std::to_string(host_of[rank])).c_str(), 1);
+  };
+  const std::string failures = run_ranks(static_cast<int>(host_of.size()), sweep, options);
+  cr_assert(failures.empty(), "DDL_ALGO=%s on %zu hosts:\n%s", algorithm, sizes.size(),
+            failures.c_str());
+}
+
 // Runs nranks with DDL_ALGO=algorithm, each rank's stderr going to its own file, at log
 // level info (which names the algorithm of each new plan). Returns the failures and fills
 // logs[r] with rank r's stderr.
@@ -184,6 +199,23 @@ ALGORITHM_TESTS(rhd)
 ALGORITHM_TESTS(tree)
 ALGORITHM_TESTS(direct)
 ALGORITHM_TESTS(flat)
+
+// hier over hosts of equal and unequal sizes; the verifier covers the shapes beyond 8 ranks.
+Test(algorithms, hier_2_hosts_of_2) {
+  expect_sweep_on_hosts("hier", {2, 2});
+}
+Test(algorithms, hier_2_hosts_of_3) {
+  expect_sweep_on_hosts("hier", {3, 3});
+}
+Test(algorithms, hier_hosts_of_3_and_1) {
+  expect_sweep_on_hosts("hier", {3, 1});
+}
+Test(algorithms, hier_hosts_of_1_2_and_2) {
+  expect_sweep_on_hosts("hier", {1, 2, 2});
+}
+Test(algorithms, models_across_2_hosts_of_2) {
+  expect_sweep_on_hosts("", {2, 2});
+}
 
 namespace {
 

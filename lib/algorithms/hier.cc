@@ -1,0 +1,304 @@
+#include "lib/algorithms/hier.h"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+
+#include "lib/algorithms/blocks.h"
+#include "lib/algorithms/registry.h"
+#include "lib/algorithms/ring.h"
+
+namespace ddl {
+namespace {
+
+// Receive staging slots of a group's reduce-scatter (as in ring.cc).
+constexpr size_t kStagingSlots = 8;
+
+// Ring reduce-scatter over n ranks of `count` elements cut into BlockSplit blocks, in the
+// group's own coordinates: rank r ends with block r reduced in its output (the other blocks
+// of its output hold partial sums, which the allgather overwrites). Never final: the slower
+// tiers still have contributions to add.
+Schedule group_reduce_scatter(int n, int r, size_t count, size_t chunk_elems) {
+  Schedule s;
+  s.input_count = s.output_count = count;
+  const BlockSplit blocks(count, n);
+  const ChunkSplit chunks(blocks.max_block(), chunk_elems);
+  const int C = chunks.chunks();
+  const size_t slots = std::min(kStagingSlots, static_cast<size_t>(n - 1) * C);
+  s.scratch_count = slots * chunks.chunk_elems();
+  const int right = ring_index(r + 1, n), left = ring_index(r - 1, n);
+  std::vector<uint32_t> reduces;
+  // Step k sends block r-1-k (step k-1 reduced it) and reduces block r-2-k arriving from
+  // the left; the last step reduces block r.
+  for (int k = 0; k < n - 1; ++k) {
+    const Extent send_block = blocks.block(ring_index(r - 1 - k, n));
+    const Extent recv_block = blocks.block(ring_index(r - 2 - k, n));
+    for (int c = 0; c < C; ++c) {
+      const size_t m = static_cast<size_t>(k) * C + c;
+      const Extent out = chunks.chunk(send_block, c), in = chunks.chunk(recv_block, c);
+      std::vector<uint32_t> send_deps;
+      if (k > 0) send_deps.push_back(reduces[m - C]);
+      add_step(&s, send_step(right, static_cast<uint32_t>(m),
+                             k == 0 ? input_at(out.offset) : output_at(out.offset), out.count,
+                             send_deps));
+      std::vector<uint32_t> reduce_deps;
+      if (m >= slots) reduce_deps.push_back(reduces[m - slots]);  // its staging slot is free
+      reduces.push_back(add_step(
+          &s, recv_reduce_step(left, static_cast<uint32_t>(m),
+                               scratch_at((m % slots) * chunks.chunk_elems()), input_at(in.offset),
+                               output_at(in.offset), in.count, false, reduce_deps)));
+    }
+  }
+  return s;
+}
+
+// Ring allgather of the BlockSplit blocks of `count` elements in the output: rank r starts
+// with block r and ends with all of them.
+Schedule group_allgather(int n, int r, size_t count, size_t chunk_elems) {
+  Schedule s;
+  s.input_count = s.output_count = count;
+  const BlockSplit blocks(count, n);
+  const ChunkSplit chunks(blocks.max_block(), chunk_elems);
+  const int C = chunks.chunks();
+  const int right = ring_index(r + 1, n), left = ring_index(r - 1, n);
+  std::vector<uint32_t> recvs;
+  for (int k = 0; k < n - 1; ++k) {
+    const Extent send_block = blocks.block(ring_index(r - k, n));
+    const Extent recv_block = blocks.block(ring_index(r - k - 1, n));
+    for (int c = 0; c < C; ++c) {
+      const size_t m = static_cast<size_t>(k) * C + c;
+      const Extent out = chunks.chunk(send_block, c), in = chunks.chunk(recv_block, c);
+      std::vector<uint32_t> send_deps;
+      if (k > 0) send_deps.push_back(recvs[m - C]);  // forwards what arrived at step k-1
+      add_step(&s, send_step(right, static_cast<uint32_t>(m), output_at(out.offset), out.count,
+                             send_deps));
+      recvs.push_back(add_step(
+          &s, recv_step(left, static_cast<uint32_t>(m), output_at(in.offset), in.count, {})));
+    }
+  }
+  return s;
+}
+
+// The memory a step touches, with input and output one space when in place.
+struct Access {
+  int space;
+  size_t begin, end;
+  bool write;
+};
+
+void accesses_of(const Step &step, bool in_place, std::vector<Access> *out) {
+  out->clear();
+  auto add = [&](Range r, bool write) {
+    int space = r.buffer == BufferId::kScratch ? 2 : r.buffer == BufferId::kInput ? 0 : 1;
+    if (in_place && space == 1) space = 0;
+    out->push_back(Access{space, r.offset, r.offset + step.count, write});
+  };
+  switch (step.kind) {
+    case StepKind::kSend:
+      add(step.src, false);
+      break;
+    case StepKind::kRecv:
+      add(step.dst, true);
+      break;
+    case StepKind::kRecvReduce:
+      add(step.tmp, true);
+      add(step.src, false);
+      add(step.dst, true);
+      break;
+    case StepKind::kCopy:
+      add(step.src, false);
+      add(step.dst, true);
+      break;
+    case StepKind::kReduce:
+      add(step.tmp, false);
+      add(step.src, false);
+      add(step.dst, true);
+      break;
+  }
+}
+
+bool conflict(const std::vector<Access> &a, const std::vector<Access> &b) {
+  for (const Access &x : a)
+    for (const Access &y : b)
+      if ((x.write || y.write) && x.space == y.space && x.begin < y.end && y.begin < x.end &&
+          x.begin < x.end)
+        return true;
+  return false;
+}
+
+// Walks the whole tree of groups and segments (every rank walks the same one, so that tag
+// slots are numbered alike everywhere) and appends the phases this rank takes part in.
+class HierBuilder {
+ public:
+  HierBuilder(const CollectiveArgs &args, Schedule *out, bool emit)
+      : args_(args), out_(out), emit_(emit) {}
+
+  uint32_t slots_used() const { return next_slot_; }
+
+  // Allreduces `range` of the output among `members` (ascending ranks), grouped by the tiers
+  // from `level` on; `src` holds this rank's operand for the range (its input, or its output
+  // once a reduce-scatter has put the partial sums there).
+  void node(const std::vector<int> &members, size_t level, Extent range, BufferId src) {
+    std::vector<std::vector<int>> groups;
+    // A tier that puts all these ranks in one group adds nothing here.
+    for (; level < args_.tiers.size(); ++level) {
+      groups = group_by(members, args_.tiers[level]);
+      if (groups.size() > 1) break;
+    }
+    if (level >= args_.tiers.size()) return leaf(members, range, src);
+    const uint32_t rs_slot = next_slot_++, ag_slot = next_slot_++;
+    int mine = -1, index = -1;
+    for (size_t g = 0; g < groups.size(); ++g)
+      for (size_t i = 0; i < groups[g].size(); ++i)
+        if (groups[g][i] == args_.rank) mine = static_cast<int>(g), index = static_cast<int>(i);
+    const bool shared_work = mine >= 0 && groups[mine].size() > 1 && range.count > 0;
+    if (shared_work) {
+      const int n = static_cast<int>(groups[mine].size());
+      append(group_reduce_scatter(n, index, range.count, args_.chunk_elems), groups[mine], range,
+             src, rs_slot);
+    } else if (mine >= 0) {
+      own_copy(range, src);
+    }
+    // Segments: where any group's block starts, the owners change.
+    std::vector<size_t> cuts = {0, range.count};
+    for (const auto &group : groups) {
+      const BlockSplit blocks(range.count, static_cast<int>(group.size()));
+      for (size_t b = 0; b < group.size(); ++b)
+        cuts.push_back(blocks.block(static_cast<int>(b)).offset);
+    }
+    std::sort(cuts.begin(), cuts.end());
+    cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+    for (size_t i = 0; i + 1 < cuts.size(); ++i) {
+      std::vector<int> owners;
+      for (const auto &group : groups) owners.push_back(owner_of(group, range.count, cuts[i]));
+      std::sort(owners.begin(), owners.end());
+      node(owners, level + 1, Extent{range.offset + cuts[i], cuts[i + 1] - cuts[i]},
+           BufferId::kOutput);
+    }
+    if (shared_work) {
+      const int n = static_cast<int>(groups[mine].size());
+      append(group_allgather(n, index, range.count, args_.chunk_elems), groups[mine], range,
+             BufferId::kOutput, ag_slot);
+    }
+  }
+
+  // Turns (sub-schedule tag, slot) into the final tags once every slot is numbered.
+  void finish_tags(uint32_t slots) {
+    for (size_t i = 0; i < out_->steps.size(); ++i)
+      out_->steps[i].tag = out_->steps[i].tag * slots + step_slot_[i];
+  }
+
+ private:
+  static std::vector<std::vector<int>> group_by(const std::vector<int> &members,
+                                                const std::vector<int> &group_of) {
+    std::map<int, size_t> index;  // group id -> position, in order of first member
+    std::vector<std::vector<int>> groups;
+    for (int m : members) {
+      auto it = index.emplace(group_of[m], groups.size()).first;
+      if (it->second == groups.size()) groups.emplace_back();
+      groups[it->second].push_back(m);
+    }
+    return groups;
+  }
+
+  static int owner_of(const std::vector<int> &group, size_t count, size_t at) {
+    const BlockSplit blocks(count, static_cast<int>(group.size()));
+    for (size_t b = group.size(); b-- > 0;)
+      if (blocks.block(static_cast<int>(b)).offset <= at) return group[b];
+    return group.front();
+  }
+
+  // The slowest tier: an allreduce among the owners of one segment, by the models' choice.
+  void leaf(const std::vector<int> &members, Extent range, BufferId src) {
+    const uint32_t slot = next_slot_++;
+    const auto it = std::find(members.begin(), members.end(), args_.rank);
+    if (it == members.end()) return;
+    if (members.size() < 2 || range.count == 0) return own_copy(range, src);
+    CollectiveArgs sub = args_;
+    sub.nranks = static_cast<int>(members.size());
+    sub.rank = static_cast<int>(it - members.begin());
+    sub.count = range.count;
+    sub.in_place = args_.in_place || src == BufferId::kOutput;
+    sub.tiers.clear();
+    sub.algorithm.clear();
+    Schedule schedule;
+    build_schedule(sub, &schedule);
+    append(schedule, members, range, src, slot);
+  }
+
+  // A rank alone in its group carries its operand over to its output itself.
+  void own_copy(Extent range, BufferId src) {
+    if (!emit_ || src == BufferId::kOutput || args_.in_place || range.count == 0) return;
+    Schedule copy;
+    copy.input_count = copy.output_count = range.count;
+    add_step(&copy, copy_step(input_at(0), output_at(0), range.count, {}));
+    append(copy, {args_.rank}, range, src, 0);
+  }
+
+  // Appends a schedule written in a group's coordinates: its ranks become `members`, its
+  // input `src` and its output the output, both at `range`, its scratch a fresh region. Each
+  // step also waits for every earlier step that touches the same memory.
+  void append(const Schedule &sub, const std::vector<int> &members, Extent range, BufferId src,
+              uint32_t slot) {
+    if (!emit_) return;
+    const uint32_t base = static_cast<uint32_t>(out_->steps.size());
+    const size_t scratch_base = out_->scratch_count;
+    std::vector<Access> mine, theirs;
+    for (Step step : sub.steps) {
+      if (step.peer >= 0) step.peer = members[step.peer];
+      for (Range *r : {&step.src, &step.dst, &step.tmp}) {
+        if (r->buffer == BufferId::kScratch) {
+          r->offset += scratch_base;
+        } else {
+          r->buffer = r->buffer == BufferId::kInput ? src : BufferId::kOutput;
+          r->offset += range.offset;
+        }
+      }
+      for (uint32_t &d : step.deps) d += base;
+      accesses_of(step, args_.in_place, &mine);
+      for (uint32_t e = 0; e < base; ++e) {
+        accesses_of(out_->steps[e], args_.in_place, &theirs);
+        if (conflict(mine, theirs)) step.deps.push_back(e);
+      }
+      add_step(out_, std::move(step));
+      step_slot_.push_back(slot);
+    }
+    out_->scratch_count += sub.scratch_count;
+  }
+
+  const CollectiveArgs &args_;
+  Schedule *out_;
+  const bool emit_;
+  uint32_t next_slot_ = 0;
+  std::vector<uint32_t> step_slot_;
+};
+
+}  // namespace
+
+void build_hier_allreduce(const CollectiveArgs &args, Schedule *schedule) {
+  if (!start_allreduce_schedule(args, "hier", schedule)) return;
+  std::vector<int> everyone(static_cast<size_t>(args.nranks));
+  for (int r = 0; r < args.nranks; ++r) everyone[static_cast<size_t>(r)] = r;
+  // Messages of different phases between the same two ranks need different tags: a phase's
+  // own tags are interleaved with its slot (tag * slots + slot), slots numbered alike on
+  // every rank by a first walk.
+  HierBuilder count_slots(args, schedule, false);
+  count_slots.node(everyone, 0, Extent{0, args.count}, BufferId::kInput);
+  HierBuilder builder(args, schedule, true);
+  builder.node(everyone, 0, Extent{0, args.count}, BufferId::kInput);
+  builder.finish_tags(count_slots.slots_used());
+}
+
+double hier_allreduce_cost(const CollectiveArgs &args) {
+  if (args.hosts < 2 || args.tiers.empty()) return std::numeric_limits<double>::infinity();
+  std::map<int, int> sizes;
+  for (int group : args.tiers.front()) ++sizes[group];
+  int local = 1;
+  for (const auto &entry : sizes) local = std::max(local, entry.second);
+  const double bytes = static_cast<double>(args.count) * static_cast<double>(args.elem_size);
+  const double chunk = static_cast<double>(args.chunk_elems) * static_cast<double>(args.elem_size);
+  return ring_allreduce_cost(local, bytes, chunk, kCostConstants) +
+         ring_allreduce_cost(args.hosts, bytes, chunk, kNetCostConstants);
+}
+
+}  // namespace ddl

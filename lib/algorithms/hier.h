@@ -1,0 +1,34 @@
+// hier: the multi-tier allreduce of IBM's PowerAI DDL ("multi-ring"), composed the way UCC's
+// cl/hier and Open MPI's coll/han compose per-level collectives, but kept as one schedule.
+//
+// Tiers (CollectiveArgs::tiers) group the ranks, fastest first: by host, then optionally by
+// rack, ... For the ranks of one node of that tree:
+//   1. every group of the fastest tier reduce-scatters the vector around a ring, so that each
+//      member holds the group's sum of one block (groups may differ in size: blocks differ);
+//   2. the vector is cut where any group's blocks start (segments); each segment has one
+//      owner per group, and those owners allreduce it across the slower tiers, recursively
+//      (the slowest tier with an algorithm the cost models choose: ring, rd, rhd, tree);
+//   3. every group allgathers the blocks back around its ring.
+// With L ranks on each of H hosts, each host sends 2(H-1)/H·N bytes instead of the flat
+// ring's 2(HL-1)/(HL)·N, and its L ranks drive the host link at once, each its own shard.
+//
+// Phases are glued by memory, not by barriers: a step of a later phase waits only for the
+// earlier steps that touch the same elements, so the chunks of one phase flow into the next.
+//
+// Cost: the ring model of the fastest tier (local constants) for steps 1 and 3, plus the
+// ring model over hosts (network constants) for step 2 on the whole vector, since the shards
+// of one host share its link.
+#pragma once
+
+#include "lib/algorithms/cost_model.h"
+#include "lib/algorithms/schedule.h"
+
+namespace ddl {
+
+void build_hier_allreduce(const CollectiveArgs &args, Schedule *schedule);
+
+// Predicted seconds; infinite when the ranks do not span several hosts (the flat paths of
+// one host are better there).
+double hier_allreduce_cost(const CollectiveArgs &args);
+
+}  // namespace ddl

@@ -1,0 +1,136 @@
+// The verifier runs hier's schedules symbolically over many tier shapes: even and uneven
+// hosts, three tiers up to 16 x 16 x 4 (1024 ranks), every count edge, in place and not.
+#include <criterion/criterion.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "lib/algorithms/registry.h"
+#include "lib/algorithms/verifier.h"
+
+using namespace ddl;
+
+namespace {
+
+// Tiers for hosts of the given sizes (ranks numbered host by host).
+std::vector<std::vector<int>> hosts_of_sizes(const std::vector<int> &sizes) {
+  std::vector<int> group_of;
+  for (size_t h = 0; h < sizes.size(); ++h)
+    for (int i = 0; i < sizes[h]; ++i) group_of.push_back(static_cast<int>(h));
+  return {group_of};
+}
+
+// Tiers d1 x d2 x ... of consecutive ranks, fastest first (DDL_TIERS' meaning).
+std::vector<std::vector<int>> even_tiers(const std::vector<int> &dims) {
+  int n = 1;
+  for (int d : dims) n *= d;
+  std::vector<std::vector<int>> tiers;
+  int span = 1;
+  for (size_t t = 0; t + 1 < dims.size(); ++t) {
+    span *= dims[t];
+    std::vector<int> group_of(static_cast<size_t>(n));
+    for (int r = 0; r < n; ++r) group_of[static_cast<size_t>(r)] = r / span;
+    tiers.push_back(group_of);
+  }
+  return tiers;
+}
+
+void verify_hier(const std::vector<std::vector<int>> &tiers, int nranks,
+                 const std::vector<size_t> &counts, const std::vector<size_t> &chunks) {
+  for (size_t count : counts)
+    for (size_t chunk : chunks)
+      for (bool in_place : {false, true}) {
+        CollectiveArgs a;
+        a.collective = Collective::kAllreduce;
+        a.nranks = nranks;
+        a.count = count;
+        a.chunk_elems = chunk;
+        a.in_place = in_place;
+        a.algorithm = "hier";
+        a.tiers = tiers;
+        a.hosts = 2;
+        const Status s = verify_collective(a);
+        cr_assert(s.ok(), "hier n=%d count=%zu chunk=%zu in_place=%d: %s", nranks, count, chunk,
+                  in_place, s.message().c_str());
+      }
+}
+
+}  // namespace
+
+Test(hier_schedules, even_hosts) {
+  for (int hosts : {2, 3, 4})
+    for (int local : {1, 2, 3, 4})
+      verify_hier(hosts_of_sizes(std::vector<int>(hosts, local)), hosts * local,
+                  {0, 1, 5, 13, 64, 131}, {0, 3});
+}
+
+Test(hier_schedules, uneven_hosts) {
+  const std::vector<std::vector<int>> shapes = {{1, 2}, {2, 1},    {3, 1},    {1, 3}, {2, 4},
+                                                {4, 2}, {3, 2, 1}, {1, 1, 2}, {5, 3}, {2, 3, 4, 1}};
+  for (const auto &sizes : shapes) {
+    int n = 0;
+    for (int s : sizes) n += s;
+    verify_hier(hosts_of_sizes(sizes), n, {0, 1, 2, 7, 13, 60, 131}, {0, 2});
+  }
+}
+
+Test(hier_schedules, hosts_not_in_rank_order) {
+  // Ranks of a host need not be consecutive: ranks 0 and 2 on one host, 1 and 3 on another.
+  verify_hier({{0, 1, 0, 1}}, 4, {1, 9, 64}, {0, 4});
+  verify_hier({{1, 0, 2, 1, 0, 2}}, 6, {5, 37}, {0, 3});
+}
+
+Test(hier_schedules, three_tiers) {
+  for (const std::vector<int> &dims :
+       std::vector<std::vector<int>>{{2, 2, 2}, {2, 3, 2}, {4, 2, 3}, {3, 3, 3}})
+    verify_hier(even_tiers(dims), dims[0] * dims[1] * dims[2], {1, 11, 97}, {0, 5});
+}
+
+Test(hier_schedules, sixteen_by_sixteen_by_four, .timeout = 600) {
+  // 1024 ranks: a rack of 16-rank hosts, 16 hosts a rack, 4 racks.
+  verify_hier(even_tiers({16, 16, 4}), 1024, {1031}, {0});
+  verify_hier(even_tiers({4, 16, 16}), 1024, {300}, {0});
+}
+
+Test(hier_schedules, moves_what_the_tiers_promise) {
+  // 2 hosts x 4 ranks, 64 MB of floats, in 512 KB chunks: each rank sends 3/4 of a host
+  // shard's worth inside the host twice and its shard's half across: what leaves a host is
+  // N bytes (the flat ring's is 2(8-1)/8 N = 1.75 N).
+  CollectiveArgs a;
+  a.nranks = 8;
+  a.count = 16u << 20;
+  a.chunk_elems = 128u << 10;
+  a.algorithm = "hier";
+  a.tiers = hosts_of_sizes({4, 4});
+  a.hosts = 2;
+  size_t across = 0;
+  for (int r = 0; r < 4; ++r) {
+    a.rank = r;
+    Schedule s;
+    cr_assert(build_schedule(a, &s).ok());
+    for (const Step &step : s.steps)
+      if (step.kind == StepKind::kSend && step.peer >= 4) across += step.count;
+  }
+  cr_assert_eq(across, a.count, "host 0 sends %zu elements to host 1, expected %zu", across,
+               a.count);
+}
+
+Test(hier_schedules, models_pick_hier_for_large_messages_across_hosts) {
+  CollectiveArgs a;
+  a.nranks = 4;
+  a.elem_size = 4;
+  a.chunk_elems = 128u << 10;
+  a.tiers = hosts_of_sizes({2, 2});
+  a.hosts = 2;
+  std::string why;
+  a.count = 16u << 20;
+  cr_assert_str_eq(choose_algorithm(a, &why).name, "hier", "%s", why.c_str());
+  a.count = 2;
+  cr_assert_str_neq(choose_algorithm(a, &why).name, "hier", "%s", why.c_str());
+  // One host: the flat paths.
+  a.count = 16u << 20;
+  a.tiers.clear();
+  a.hosts = 1;
+  cr_assert_str_neq(choose_algorithm(a, &why).name, "hier", "%s", why.c_str());
+}
