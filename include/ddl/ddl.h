@@ -134,6 +134,17 @@ DDL_API ddl_result_t ddl_barrier(ddl_comm_t comm);
 DDL_API ddl_result_t ddl_mem_alloc(void **ptr, size_t bytes);
 DDL_API ddl_result_t ddl_mem_free(void *ptr);
 
+/* The color that leaves a rank out of every group of ddl_comm_split (MPI_UNDEFINED). */
+#define DDL_SPLIT_NOCOLOR (-1)
+
+/* Splits comm into groups: the ranks that pass the same color (>= 0) form a new
+ * communicator in *newcomm, ranked by key, ties broken by their rank in comm. A rank that
+ * passes DDL_SPLIT_NOCOLOR joins no group and gets *newcomm = NULL. Collective over comm
+ * (every rank calls it, in the same order as its other calls on comm). The new communicator
+ * is independent of comm: it has its own sequence numbers, mismatch and failure detection,
+ * may run collectives in turn with comm and is destroyed separately (before or after comm). */
+DDL_API ddl_result_t ddl_comm_split(ddl_comm_t comm, int color, int key, ddl_comm_t *newcomm);
+
 /* Static text for a result code ("DDL_ERR_TIMEOUT: ..."); never NULL. */
 DDL_API const char *ddl_result_string(ddl_result_t result);
 

@@ -68,7 +68,11 @@ Status validate(const BootstrapOptions &o) {
 
 Status Bootstrap::create(const BootstrapOptions &opts, std::unique_ptr<Bootstrap> *out) {
   if (!out) return invalid_argument("bootstrap: null output");
-  DDL_RETURN_IF_ERROR(validate(opts));
+  Status valid = validate(opts);
+  if (!valid.ok()) {
+    if (opts.listen_fd >= 0) ::close(opts.listen_fd);  // ours to close, whatever happens
+    return valid;
+  }
   std::unique_ptr<Bootstrap> b(new Bootstrap(opts));
   if (opts.nranks == 1) {
     *out = std::move(b);
@@ -82,7 +86,12 @@ Status Bootstrap::create(const BootstrapOptions &opts, std::unique_ptr<Bootstrap
     *out = std::move(b);
     return Status::Ok();
   }
-  DDL_RETURN_IF_ERROR(bootstrap::open_listener(opts, &b->listen_fd_, &b->root_addr_));
+  if (opts.listen_fd >= 0) {
+    b->listen_fd_ = opts.listen_fd;
+    b->root_addr_ = opts.root_addr;
+  } else {
+    DDL_RETURN_IF_ERROR(bootstrap::open_listener(opts, &b->listen_fd_, &b->root_addr_));
+  }
   bool file_mode = !opts.rendezvous_file.empty();
   if (file_mode) {
     std::string host;
@@ -127,6 +136,25 @@ std::vector<int> Bootstrap::fds() const {
   for (int fd : peers_)
     if (fd >= 0) out.push_back(fd);
   return out;
+}
+
+Status Bootstrap::open_group_listener(int *fd, std::string *served) const {
+  // The local end of a bootstrap connection is an address the peers reach this host by.
+  std::string host = "127.0.0.1";
+  for (int peer : peers_) {
+    if (peer < 0) continue;
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    if (getsockname(peer, reinterpret_cast<struct sockaddr *>(&ss), &len) != 0)
+      return system_error(errno, "bootstrap: rank %d: getsockname", opts_.rank);
+    int port = 0;
+    DDL_RETURN_IF_ERROR(bootstrap::parse_host_port(
+        bootstrap::sockaddr_string(reinterpret_cast<struct sockaddr *>(&ss), len), &host, &port));
+    break;
+  }
+  BootstrapOptions listen_opts = opts_;
+  listen_opts.root_addr = bootstrap::join_host_port(host, 0);
+  return bootstrap::open_listener(listen_opts, fd, served);
 }
 
 Status Bootstrap::allgather(const std::string &mine, std::vector<std::string> *all) {

@@ -46,6 +46,9 @@ struct BootstrapOptions {
   int timeout_ms = 300000;
   bool all_local = false;   // every rank runs on this host (rendezvous-file mode only)
   std::string listen_host;  // rendezvous-file mode: the address rank 0 binds and publishes
+  // Rank 0: a socket already listening at root_addr (from open_group_listener), which the
+  // bootstrap serves on and closes. A new group's rank 0 binds it before announcing its port.
+  int listen_fd = -1;
 };
 
 // Options for a job described by the launcher (launch_info_from_env).
@@ -78,6 +81,11 @@ class Bootstrap {
   int nranks() const { return opts_.nranks; }
   // host:port of rank 0's rendezvous as this rank used it ("" when nranks == 1).
   const std::string &root_address() const { return root_addr_; }
+
+  // Opens a listening socket on an ephemeral port of the address this rank's bootstrap
+  // connections use (which its peers can reach), for the rendezvous of a new group of ranks
+  // (ddl_comm_split); *served is its host:port. Pass the fd as BootstrapOptions::listen_fd.
+  Status open_group_listener(int *fd, std::string *served) const;
 
  private:
   explicit Bootstrap(const BootstrapOptions &opts) : opts_(opts) {}

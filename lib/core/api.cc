@@ -9,6 +9,7 @@
 #include "lib/common/log.h"
 #include "lib/core/collectives.h"
 #include "lib/core/comm.h"
+#include "lib/core/split.h"
 #include "transports/shm/shared_buffers.h"
 
 using ddl::Status;
@@ -149,6 +150,17 @@ ddl_result_t ddl_comm_destroy(ddl_comm_t comm) {
   ddl::unregister_comm(comm);
   ddl::destroy_comm(comm);
   return DDL_SUCCESS;
+}
+
+ddl_result_t ddl_comm_split(ddl_comm_t comm, int color, int key, ddl_comm_t *newcomm) {
+  if (!newcomm)
+    return fail_without_comm(ddl::invalid_argument("ddl_comm_split: newcomm is NULL"));
+  *newcomm = nullptr;
+  CommCall guard(comm, "ddl_comm_split");
+  if (!guard.ok()) return guard.fail();
+  Status s = ddl::split_comm(comm, color, key, newcomm);
+  if (!s.ok()) s.prefix(ddl::strprintf("rank %d: ddl_comm_split: ", comm->rank));
+  return guard.finish(s);
 }
 
 ddl_result_t ddl_comm_abort(ddl_comm_t comm) {
