@@ -207,6 +207,7 @@ void UcxHeartbeat::run() {
 }
 
 void UcxHeartbeat::close_endpoints() {
+  if (endpoints_.empty()) return;  // start() never ran (init failed before it)
   const auto deadline = std::chrono::steady_clock::now() + kCloseBudget;
   // Flush first (the goodbye included) with a deadline; then close, forcing the endpoints
   // that did not flush: a flush towards an unreachable host never ends, and a flushing
@@ -281,11 +282,14 @@ std::string UcxHeartbeat::describe(int peer) const {
     return strprintf("rank %d (host %s) unreachable: nothing heard for %.1f s", p,
                      hosts_[p].c_str(), silent / 1000.0);
   };
+  // The others by name too: survivors that noticed different ranks first still name the
+  // same set.
   std::string text = one(peer);
   std::string others;
   for (int p = 0; p < nranks_; ++p)
-    if (p != peer && lost(p)) others += strprintf("%s%d", others.empty() ? "" : ", ", p);
-  if (!others.empty()) text += "; also unreachable: ranks " + others;
+    if (p != peer && lost(p))
+      others += strprintf("%srank %d (host %s)", others.empty() ? "" : ", ", p, hosts_[p].c_str());
+  if (!others.empty()) text += "; also unreachable: " + others;
   return text + strprintf(" (DDL_PEER_TIMEOUT_MS=%d)", timeout_ms_);
 }
 

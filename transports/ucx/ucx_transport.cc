@@ -423,8 +423,6 @@ void UcxTransport::close(int timeout_ms) {
   const int n = static_cast<int>(endpoints_.size());
   std::vector<bool> alive(n, false);
   for (int peer = 0; peer < n; ++peer) alive[peer] = endpoints_[peer] && peer_status(peer).ok();
-  // Goodbye first: from now on this rank's silence is no failure to its peers.
-  heartbeat_.reset();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   // Flush what this rank sent to live peers, with the deadline; then close, by force where
   // the flush did not finish: a flush towards a host whose link is down never ends, and a
@@ -443,16 +441,20 @@ void UcxTransport::close(int timeout_ms) {
   }
   for (int peer = 0; peer < n; ++peer) {
     if (!flushes[peer]) continue;
+    // The heartbeats still run: a peer they find unreachable meanwhile (this rank may have
+    // failed on another rank's notice, before its own heartbeats spoke) ends the wait.
     while (ucp_request_check_status(flushes[peer]) == UCS_INPROGRESS &&
-           std::chrono::steady_clock::now() < deadline)
+           std::chrono::steady_clock::now() < deadline && !(heartbeat_ && heartbeat_->lost(peer)))
       ucp_worker_progress(worker_);
     flushed[peer] = ucp_request_check_status(flushes[peer]) == UCS_OK;
-    if (!flushed[peer])
+    if (!flushed[peer] && !(heartbeat_ && heartbeat_->lost(peer)))
       DDL_WARN(
           "flushing what was sent to rank %d (host %s) did not finish within %d ms; closing "
           "by force",
           peer, hosts_[peer].c_str(), timeout_ms);
   }
+  // Goodbye: from now on this rank's silence is no failure to its peers.
+  heartbeat_.reset();
   std::vector<ucs_status_ptr_t> closing;
   for (int peer = 0; peer < n; ++peer) {
     if (!endpoints_[peer]) continue;

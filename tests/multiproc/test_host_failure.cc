@@ -1,0 +1,263 @@
+// Hosts that fail: 2 emulated hosts (network namespaces on a bridge) x 2 ranks, a large
+// allreduce in a loop; then one host's link goes down, or all its ranks are killed. Every
+// rank must fail within 10 s with DDL_ERR_REMOTE naming the unreachable ranks, and
+// ddl_comm_destroy must return. Needs root (namespaces, veth, a bridge); skipped otherwise.
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "ddl/ddl.h"
+
+namespace {
+
+constexpr int kRanks = 4;  // ranks 0, 1 on host a; 2, 3 on host b
+constexpr double kLimitS = 10.0;
+
+// Names unique to this test process (interface names have at most 15 characters), so that
+// runs side by side never touch each other's namespaces.
+std::string g_prefix;
+
+std::string ns(char host) {
+  return g_prefix + "-" + host;
+}
+std::string veth(char host) {
+  return g_prefix + host;
+}  // inside the namespace
+std::string bridge_port(char host) {
+  return g_prefix + host + "p";
+}
+
+int sh(const std::string &command) {
+  return system((command + " >/dev/null 2>&1").c_str());
+}
+
+void teardown_hosts() {
+  if (g_prefix.empty()) return;
+  for (char h : {'a', 'b'}) {
+    sh("ip netns del " + ns(h));
+    sh("ip link del " + bridge_port(h));
+  }
+  sh("ip link del " + g_prefix + "br");
+}
+
+// Two namespaces, each with a veth to a bridge in this one, 10.79.0.1 and .2, 1 Gbit/s.
+// False (nothing left behind) when this machine does not allow it.
+bool setup_hosts() {
+  g_prefix = "dhf" + std::to_string(getpid() % 100000);
+  teardown_hosts();
+  const std::string br = g_prefix + "br";
+  if (sh("ip link add " + br + " type bridge") != 0 || sh("ip link set " + br + " up") != 0)
+    return false;
+  int i = 1;
+  for (char h : {'a', 'b'}) {
+    const std::string n = ns(h), v = veth(h), p = bridge_port(h);
+    const std::string ip = "ip -n " + n + " ";
+    if (sh("ip netns add " + n) != 0 || sh("ip link add " + v + " type veth peer name " + p) != 0 ||
+        sh("ip link set " + v + " netns " + n) != 0 ||
+        sh("ip link set " + p + " master " + br + " up") != 0 ||
+        sh(ip + "addr add 10.79.0." + std::to_string(i++) + "/24 dev " + v) != 0 ||
+        sh(ip + "link set " + v + " up") != 0 || sh(ip + "link set lo up") != 0) {
+      teardown_hosts();
+      return false;
+    }
+    // Shaped like the bench's hosts; a machine without tbf still runs the test.
+    sh("ip netns exec " + n + " tc qdisc add dev " + v +
+       " root tbf rate 1gbit burst 256kb latency 50ms");
+  }
+  return true;
+}
+
+void skip_unless_hosts() {
+  if (geteuid() != 0) cr_skip_test("needs root: network namespaces emulate the hosts");
+  if (!setup_hosts()) cr_skip_test("cannot make network namespaces, veth pairs and a bridge here");
+}
+
+// What a rank reports on its pipe: "R code elapsed message" when its allreduce failed, then
+// "R destroyed D" when ddl_comm_destroy returned after D seconds.
+[[noreturn]] void run_rank(int rank, int out_fd, int port) {
+  prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the test
+  const char host = rank < 2 ? 'a' : 'b';
+  const int fd = open(("/var/run/netns/" + ns(host)).c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0 || setns(fd, CLONE_NEWNET) != 0) _exit(20);
+  close(fd);
+  // As `ip netns exec` does: UCX finds its network devices in /sys/class/net, which shows
+  // the namespace of whoever mounted /sys; a private mount of it shows this one's.
+  if (unshare(CLONE_NEWNS) != 0 || mount("", "/", nullptr, MS_SLAVE | MS_REC, nullptr) != 0 ||
+      umount2("/sys", MNT_DETACH) != 0 || mount("sysfs", "/sys", "sysfs", 0, nullptr) != 0)
+    _exit(22);
+  setenv("DDL_HOST_ID", std::string(1, host).c_str(), 1);
+  ddl_config_t config = DDL_CONFIG_INITIALIZER;
+  config.timeout_ms = 60000;  // far past the 10 s: only the failure detection may end the wait
+  config.job_token = "test-token";
+  ddl_comm_t comm = nullptr;
+  const std::string root = "10.79.0.1:" + std::to_string(port);
+  if (ddl_comm_init(&comm, kRanks, rank, root.c_str(), &config) != DDL_SUCCESS) {
+    dprintf(out_fd, "%d init-failed %s\n", rank, ddl_comm_last_error(nullptr));
+    _exit(21);
+  }
+  std::vector<float> data(4 << 20, 1.0f);  // 16 MB: a few hundred ms per call at 1 Gbit/s
+  ddl_result_t r = DDL_SUCCESS;
+  for (int i = 0; r == DDL_SUCCESS; ++i) {
+    if (i == 1) dprintf(out_fd, "%d ready\n", rank);
+    r = ddl_allreduce(data.data(), data.data(), data.size(), DDL_FLOAT32, DDL_SUM, comm);
+  }
+  std::string message = ddl_comm_last_error(comm);
+  for (char &c : message)
+    if (c == '\n') c = ' ';
+  dprintf(out_fd, "%d failed %d %.1000s\n", rank, static_cast<int>(r), message.c_str());
+  const auto start = std::chrono::steady_clock::now();
+  ddl_comm_destroy(comm);
+  dprintf(out_fd, "%d destroyed %.2f\n", rank,
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  _exit(0);
+}
+
+struct Outcome {
+  bool failed = false;
+  double detected_s = -1;  // since the fault
+  int code = DDL_SUCCESS;
+  std::string message;
+  bool destroyed = false;
+  double destroy_s = -1;
+};
+
+enum class Fault { kLinkDown, kHostKilled };
+
+// Runs the 4 ranks, injects the fault once every rank has finished an allreduce, and
+// collects what each rank reports (up to kLimitS + the destroy's budget after the fault).
+std::vector<Outcome> run_with_fault(Fault fault) {
+  int fds[2];
+  cr_assert_eq(pipe(fds), 0);
+  const int port = 29000 + getpid() % 1000;
+  std::vector<pid_t> pids(kRanks);
+  for (int r = 0; r < kRanks; ++r) {
+    pids[r] = fork();
+    if (pids[r] == 0) {
+      close(fds[0]);
+      run_rank(r, fds[1], port);
+    }
+  }
+  close(fds[1]);
+  std::vector<Outcome> outcomes(kRanks);
+  std::string pending;
+  int ready = 0;
+  bool injected = false;
+  auto fault_at = std::chrono::steady_clock::now();
+  const auto start = std::chrono::steady_clock::now();
+  auto deadline = start + std::chrono::seconds(60);
+  for (;;) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) break;
+    if (!injected && ready == kRanks) {
+      if (fault == Fault::kLinkDown) {
+        sh("ip -n " + ns('b') + " link set " + veth('b') + " down");
+      } else {
+        kill(pids[2], SIGKILL);
+        kill(pids[3], SIGKILL);
+      }
+      injected = true;
+      fault_at = std::chrono::steady_clock::now();
+      deadline = fault_at + std::chrono::seconds(static_cast<int>(kLimitS) + 15);
+    }
+    pollfd p = {fds[0], POLLIN, 0};
+    if (poll(&p, 1, 50) <= 0) continue;
+    char buf[4096];
+    const ssize_t n = read(fds[0], buf, sizeof buf);
+    if (n <= 0) break;  // every rank has exited
+    pending.append(buf, static_cast<size_t>(n));
+    size_t eol;
+    while ((eol = pending.find('\n')) != std::string::npos) {
+      const std::string line = pending.substr(0, eol);
+      pending.erase(0, eol + 1);
+      int rank = -1, used = 0;
+      char word[32] = {};
+      if (sscanf(line.c_str(), "%d %31s %n", &rank, word, &used) < 2 || rank < 0 || rank >= kRanks)
+        continue;
+      Outcome &o = outcomes[rank];
+      const std::string rest = line.substr(static_cast<size_t>(used));
+      if (!strcmp(word, "ready")) {
+        ++ready;
+      } else if (!strcmp(word, "failed")) {
+        o.failed = true;
+        o.detected_s =
+            injected
+                ? std::chrono::duration<double>(std::chrono::steady_clock::now() - fault_at).count()
+                : -1;
+        o.code = atoi(rest.c_str());
+        o.message = rest.substr(rest.find(' ') + 1);
+        fprintf(stderr, "rank %d after %.2f s: %s: %s\n", rank, o.detected_s,
+                ddl_result_string(static_cast<ddl_result_t>(o.code)), o.message.c_str());
+      } else if (!strcmp(word, "destroyed")) {
+        o.destroyed = true;
+        o.destroy_s = atof(rest.c_str());
+        fprintf(stderr, "rank %d: ddl_comm_destroy returned after %.2f s\n", rank, o.destroy_s);
+      } else {
+        fprintf(stderr, "%s\n", line.c_str());
+      }
+    }
+  }
+  close(fds[0]);
+  for (pid_t pid : pids) {
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+  }
+  cr_assert(injected, "the ranks never all finished a first allreduce");
+  return outcomes;
+}
+
+bool contains(const std::string &text, const std::string &needle) {
+  return text.find(needle) != std::string::npos;
+}
+
+void check_failed_in_time(const Outcome &o, int rank) {
+  cr_expect(o.failed, "rank %d never failed", rank);
+  cr_expect(o.code == DDL_ERR_REMOTE, "rank %d: %s: %s", rank,
+            ddl_result_string(static_cast<ddl_result_t>(o.code)), o.message.c_str());
+  cr_expect(o.detected_s >= 0 && o.detected_s < kLimitS, "rank %d took %.2f s", rank, o.detected_s);
+  cr_expect(o.destroyed && o.destroy_s < 7.0, "rank %d: destroy returned: %d, after %.2f s", rank,
+            o.destroyed, o.destroy_s);
+}
+
+}  // namespace
+
+TestSuite(host_failure, .fini = teardown_hosts);
+
+// No RST ever comes: only silence tells. Both sides of the cut fail, each naming the ranks
+// on the other side, all of them.
+Test(host_failure, a_link_down_is_named_on_every_rank_within_10_s) {
+  skip_unless_hosts();
+  const std::vector<Outcome> outcomes = run_with_fault(Fault::kLinkDown);
+  for (int r = 0; r < kRanks; ++r) {
+    check_failed_in_time(outcomes[r], r);
+    const char other = r < 2 ? 'b' : 'a';
+    const int first = r < 2 ? 2 : 0;
+    for (int lost = first; lost < first + 2; ++lost)
+      cr_expect(
+          contains(outcomes[r].message, "rank " + std::to_string(lost) + " (host " + other + ")"),
+          "rank %d does not name rank %d: %s", r, lost, outcomes[r].message.c_str());
+  }
+}
+
+// A killed process's connections are reset by its kernel: the survivors know at once.
+Test(host_failure, a_killed_host_is_named_on_the_survivors_within_10_s) {
+  skip_unless_hosts();
+  const std::vector<Outcome> outcomes = run_with_fault(Fault::kHostKilled);
+  for (int r = 0; r < 2; ++r) {
+    check_failed_in_time(outcomes[r], r);
+    cr_expect(contains(outcomes[r].message, "rank 2") || contains(outcomes[r].message, "rank 3"),
+              "rank %d names neither killed rank: %s", r, outcomes[r].message.c_str());
+  }
+}
