@@ -147,6 +147,13 @@ class Communicator {
   ddl_comm_t handle() const noexcept { return comm_; }
   // Unblocks every waiter; the communicator can then only be destroyed.
   void abort() noexcept { ddl_comm_abort(comm_); }
+  // ddl_comm_split: the ranks passing the same color form a new communicator, ranked by key.
+  // Collective. A rank passing DDL_SPLIT_NOCOLOR gets an empty one (handle() == nullptr).
+  Communicator split(int color, int key = 0) const {
+    ddl_comm_t sub = nullptr;
+    check(ddl_comm_split(comm_, color, key, &sub));
+    return Communicator(sub);
+  }
 
   template <typename T>
   void allreduce(const T *send, T *recv, size_t count, ddl_op_t op = DDL_SUM) const {

@@ -42,7 +42,7 @@ static const char *const kFunctions[] = {
     "ddl_comm_abort",    "ddl_comm_rank",          "ddl_comm_size",      "ddl_allreduce",
     "ddl_broadcast",     "ddl_allgather",          "ddl_reduce_scatter", "ddl_barrier",
     "ddl_result_string", "ddl_comm_last_error",    "ddl_datatype_size",  "ddl_datatype_name",
-    "ddl_op_name",       "ddl_mem_alloc",          "ddl_mem_free",
+    "ddl_op_name",       "ddl_mem_alloc",          "ddl_mem_free",       "ddl_comm_split",
 };
 
 /* libddl.so.0 of this build, as a framework would load it. */
