@@ -26,7 +26,7 @@ const std::vector<AlgorithmInfo> &algorithm_table();
 
 // Whether `name` is an algorithm of some collective ("" counts: automatic choice).
 bool known_algorithm(const std::string &name);
-// "ring, rd, rhd, tree, chain, dissemination" for error messages.
+// "ring, rd, rhd, tree, hier, chain, dissemination" for error messages.
 std::string algorithm_names();
 
 // The algorithm for args: args.algorithm when it names one for this collective (a name for
