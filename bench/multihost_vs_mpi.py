@@ -44,6 +44,10 @@ import subprocess
 import sys
 import time
 
+# One way to run a command with a deadline and clean up its process group, shared with the
+# one-host bench.
+from allreduce_vs_mpi import Failure, log, run_command
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EMUHOSTS = os.path.join(REPO, "tools", "emuhosts", "emuhosts")
 M = 1 << 20
@@ -58,14 +62,6 @@ SETUPS = {
 }
 ORDER = ["2x2", "lat", "2x4", "4x1", "2x2r2"]
 ALGOS = ["default", "hier", "ring"]
-
-
-class Failure(Exception):
-    pass
-
-
-def log(message):
-    print(message, file=sys.stderr, flush=True)
 
 
 def rate_bytes(text):
@@ -127,30 +123,6 @@ def setup_params(name, args):
     return dict(name=name, hosts=hosts, per_host=per_host, rails=rails, sizes=sizes, iters=iters,
                 warmup=warmup, what=what)
 
-
-def run_command(cmd, what, timeout, env=None):
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, env=env)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except BaseException as exc:
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            try:
-                os.killpg(proc.pid, sig)
-                proc.wait(timeout=5)
-                break
-            except (ProcessLookupError, subprocess.TimeoutExpired):
-                pass
-        if isinstance(exc, subprocess.TimeoutExpired):
-            raise Failure("%s timed out after %d s: %s" % (what, timeout, " ".join(cmd)))
-        raise
-    if proc.returncode != 0:
-        tail = "\n".join(((err or "") + (out or "")).strip().splitlines()[-15:])
-        raise Failure("%s failed (exit status %d): %s\n%s" % (what, proc.returncode, " ".join(cmd), tail))
-    return out
-
-
-# ---------------------------------------------------------------- inside `emuhosts run`
 
 def nic_tx_bytes(setup):
     """{host: {ethK: tx bytes}} read from each host's /proc/net/dev."""
