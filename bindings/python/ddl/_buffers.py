@@ -1,0 +1,158 @@
+"""Turning the objects users pass (numpy arrays, PyTorch CPU tensors, anything with the
+buffer protocol) into (address, element count, ddl datatype) for the C calls.
+
+numpy and torch are never imported here: numpy arrays are recognised through
+`__array_interface__` and tensors by their methods, so that `import ddl` costs nothing and
+works without either installed.
+"""
+
+import ctypes
+import enum
+
+
+class DataType(enum.IntEnum):
+    """ddl_datatype_t."""
+    INT8 = 0
+    UINT8 = 1
+    INT32 = 2
+    UINT32 = 3
+    INT64 = 4
+    UINT64 = 5
+    FLOAT16 = 6
+    BFLOAT16 = 7
+    FLOAT32 = 8
+    FLOAT64 = 9
+
+
+_ITEMSIZE = {
+    DataType.INT8: 1, DataType.UINT8: 1, DataType.INT32: 4, DataType.UINT32: 4,
+    DataType.INT64: 8, DataType.UINT64: 8, DataType.FLOAT16: 2, DataType.BFLOAT16: 2,
+    DataType.FLOAT32: 4, DataType.FLOAT64: 8,
+}
+
+# numpy dtype names and torch dtype names (without "torch.") share these spellings;
+# numpy's bfloat16 comes from ml_dtypes.
+_BY_NAME = {t.name.lower(): t for t in DataType}
+
+SUPPORTED = ", ".join(_BY_NAME)
+
+
+class Buffer:
+    """A resolved buffer. `keep` holds whatever must stay alive while ddl uses the memory."""
+
+    __slots__ = ("address", "count", "dtype", "keep")
+
+    def __init__(self, address, count, dtype, keep):
+        self.address = address
+        self.count = count
+        self.dtype = dtype
+        self.keep = keep
+
+
+def _is_tensor(obj):
+    # Duck typing: torch.Tensor has all of these; numpy arrays and memoryviews do not.
+    return (hasattr(obj, "data_ptr") and hasattr(obj, "numel")
+            and hasattr(obj, "element_size") and hasattr(obj, "is_contiguous"))
+
+
+def _from_tensor(t, what, writable):
+    device = getattr(getattr(t, "device", None), "type", "cpu")
+    if device != "cpu":
+        raise ValueError(f"{what}: a {device} tensor; ddl's Python package takes CPU tensors "
+                         "only (move it with .cpu())")
+    layout = str(getattr(t, "layout", "torch.strided"))
+    if layout != "torch.strided":
+        raise ValueError(f"{what}: a tensor with layout {layout}; only dense (strided) "
+                         "tensors are supported")
+    name = str(t.dtype).replace("torch.", "")
+    dtype = _BY_NAME.get(name)
+    if dtype is None:
+        raise TypeError(f"{what}: tensor dtype {t.dtype} is not supported (ddl takes {SUPPORTED})")
+    if not t.is_contiguous():
+        raise ValueError(f"{what}: tensor is not contiguous; pass .contiguous() (and copy "
+                         "the result back if it is an output)")
+    if t.element_size() != _ITEMSIZE[dtype]:
+        raise TypeError(f"{what}: element size {t.element_size()} does not match {name}")
+    return Buffer(t.data_ptr(), t.numel(), dtype, t)
+
+
+def _from_numpy(a, what, writable):
+    dt = a.dtype
+    dtype = _BY_NAME.get(dt.name)
+    if dtype is None or dt.itemsize != _ITEMSIZE[dtype]:
+        hint = " (numpy's bfloat16 needs the ml_dtypes package)" if "bfloat" in dt.name else ""
+        raise TypeError(f"{what}: numpy dtype {dt} is not supported (ddl takes "
+                        f"{SUPPORTED}){hint}")
+    if dt.byteorder == ">":
+        raise TypeError(f"{what}: numpy dtype {dt} is big-endian; convert it with "
+                        ".astype(dtype.newbyteorder('='))")
+    if not a.flags.c_contiguous:
+        raise ValueError(f"{what}: numpy array is not C-contiguous; pass "
+                         "numpy.ascontiguousarray(...) (and copy the result back if it is an "
+                         "output)")
+    if writable and not a.flags.writeable:
+        raise ValueError(f"{what}: numpy array is read-only, but ddl writes its result there")
+    address = a.__array_interface__["data"][0]
+    return Buffer(address, a.size, dtype, a)
+
+
+# Buffer-protocol format codes (native byte order) -> ddl type, by kind and item size.
+_SIGNED = {1: DataType.INT8, 4: DataType.INT32, 8: DataType.INT64}
+_UNSIGNED = {1: DataType.UINT8, 4: DataType.UINT32, 8: DataType.UINT64}
+_FLOAT = {"e": DataType.FLOAT16, "f": DataType.FLOAT32, "d": DataType.FLOAT64}
+
+
+def _format_dtype(fmt, itemsize):
+    code = fmt
+    if code[:1] in ("@", "=", "<"):  # native / little-endian on the platforms ddl runs on
+        code = code[1:]
+    if len(code) != 1:
+        return None
+    if code in _FLOAT:
+        return _FLOAT[code]
+    if code in "bhilq":
+        return _SIGNED.get(itemsize)
+    if code in "BHILQc":
+        return _UNSIGNED.get(itemsize)
+    return None
+
+
+def _from_buffer_protocol(obj, what, writable):
+    try:
+        view = memoryview(obj)
+    except TypeError:
+        raise TypeError(f"{what}: {type(obj).__name__} is not a buffer: pass a numpy array, "
+                        "a PyTorch CPU tensor or an object with the buffer protocol "
+                        "(bytearray, memoryview, array.array)") from None
+    dtype = _format_dtype(view.format, view.itemsize)
+    if dtype is None:
+        raise TypeError(f"{what}: buffer format {view.format!r} (item size {view.itemsize}) is "
+                        f"not supported (ddl takes {SUPPORTED})")
+    if not view.c_contiguous:
+        raise ValueError(f"{what}: buffer is not C-contiguous")
+    count = view.nbytes // view.itemsize
+    if view.readonly:
+        if writable:
+            raise ValueError(f"{what}: buffer is read-only ({type(obj).__name__}), but ddl "
+                             "writes its result there")
+        # ctypes can only take the address of writable memory; an input may be a copy.
+        holder = (ctypes.c_char * view.nbytes).from_buffer_copy(view)
+    else:
+        # Holding this array keeps the exporter pinned (a bytearray cannot be resized).
+        holder = (ctypes.c_char * view.nbytes).from_buffer(view)
+    return Buffer(ctypes.addressof(holder), count, dtype, (obj, holder))
+
+
+def as_buffer(obj, what, writable):
+    """Resolves obj; `what` names the argument in errors; `writable`: ddl writes into it."""
+    if _is_tensor(obj):
+        return _from_tensor(obj, what, writable)
+    if hasattr(obj, "__array_interface__") and hasattr(obj, "flags") and hasattr(obj, "dtype"):
+        return _from_numpy(obj, what, writable)
+    return _from_buffer_protocol(obj, what, writable)
+
+
+def check_same_dtype(a, a_name, b, b_name):
+    if a.dtype != b.dtype:
+        raise TypeError(f"{b_name} is {b.dtype.name.lower()} but {a_name} is "
+                        f"{a.dtype.name.lower()}: they must have the same dtype")

@@ -1,0 +1,102 @@
+"""Shared pieces of the ddl package's tests: where the checkout and its build are, and
+`run_ranks`, which starts a job of real processes (one per rank) and collects them.
+
+The tests import the package from this checkout's bindings/python (not whatever `ddl` is
+installed), and load the library of $DDL_BUILD_DIR (CTest sets it) or the checkout's build/.
+"""
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import secrets
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PACKAGE_DIR = os.path.join(REPO, "bindings", "python")
+BUILD_DIR = os.environ.get("DDL_BUILD_DIR") or os.path.join(REPO, "build")
+RANK_MAIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "rank_main.py")
+
+sys.path.insert(0, PACKAGE_DIR)
+os.environ["DDL_BUILD_DIR"] = BUILD_DIR  # for this process's own `import ddl` too
+
+SKIP = 77  # a rank exits with this to say "skip" (printing why)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def rank_env(nranks, rank, port, token, extra=None):
+    env = dict(os.environ)
+    env.update({
+        "DDL_RANK": str(rank),
+        "DDL_WORLD_SIZE": str(nranks),
+        "DDL_ROOT": f"127.0.0.1:{port}",
+        "DDL_JOB_TOKEN": token,
+        # A lost peer or a mismatch must end as an error well before the harness's timeout.
+        "DDL_TIMEOUT_MS": "20000",
+        "DDL_BUILD_DIR": BUILD_DIR,
+        "PYTHONPATH": os.pathsep.join(filter(None, [PACKAGE_DIR, env.get("PYTHONPATH")])),
+    })
+    env.update(extra or {})
+    return env
+
+
+class Rank:
+    def __init__(self, rank, returncode, out):
+        self.rank, self.returncode, self.out = rank, returncode, out
+
+    def __repr__(self):
+        return f"--- rank {self.rank} (exit {self.returncode}) ---\n{self.out}"
+
+
+def run_ranks(nranks, scenario, *args, timeout=90, env=None, expect=None):
+    """Runs `rank_main.py scenario args...` as nranks processes of one job; fails the test
+    (with every rank's output) unless each rank's exit status is as expected (default 0).
+    `expect` maps rank -> exit status. Returns the Ranks. A rank exiting with SKIP skips."""
+    port, token = free_port(), secrets.token_hex(8)
+    procs = []
+    for r in range(nranks):
+        procs.append(subprocess.Popen(
+            [sys.executable, RANK_MAIN, scenario, *map(str, args)],
+            env=rank_env(nranks, r, port, token, env), stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True))
+    deadline = time.monotonic() + timeout
+    results, timed_out = [], False
+    for r, p in enumerate(procs):
+        try:
+            out, _ = p.communicate(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            for q in procs:
+                q.kill()
+            out, _ = p.communicate()
+        results.append(Rank(r, p.returncode, out))
+    report = "\n".join(map(repr, results))
+    if timed_out:
+        pytest.fail(f"{scenario} on {nranks} ranks did not finish in {timeout} s:\n{report}")
+    if all(x.returncode == SKIP for x in results):
+        pytest.skip(results[0].out.strip().splitlines()[-1])
+    expect = expect or {}
+    wrong = [x for x in results if x.returncode != expect.get(x.rank, 0)]
+    if wrong:
+        pytest.fail(f"{scenario} on {nranks} ranks: unexpected exit status of rank(s) "
+                    f"{[x.rank for x in wrong]}:\n{report}")
+    return results
+
+
+def has_module(name):
+    import importlib.util
+    return importlib.util.find_spec(name) is not None
+
+
+@pytest.fixture
+def requires_torch():
+    if not has_module("torch"):
+        pytest.skip("torch is not importable in this Python; scripts/python-env.sh makes a "
+                    "virtual environment with it")
