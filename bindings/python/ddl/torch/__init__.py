@@ -1,0 +1,192 @@
+"""torch.distributed backend "ddl": `import ddl.torch`, then
+`torch.distributed.init_process_group("ddl")`.
+
+CPU tensors only. Supported: all_reduce (SUM, PRODUCT, MIN, MAX, AVG, PREMUL_SUM), broadcast,
+all_gather, all_gather_into_tensor, reduce_scatter, reduce_scatter_tensor, barrier, their
+coalesced forms (allreduce_coalesced, all_gather_into_tensor / reduce_scatter_tensor under
+_coalescing_manager) and new_group. Asynchronous calls (async_op=True, DDP's buckets) run on
+ddl's progress thread and return a Work whose Future completes without anyone waiting on it.
+
+The collectives are a C++ c10d::Backend (backend.cpp), compiled against the installed torch
+on first use with torch.utils.cpp_extension and cached (~/.cache/torch_extensions, or
+$TORCH_EXTENSIONS_DIR); it needs a C++ compiler and ninja the first time.
+
+Rendezvous: every process group (the default one and each new_group) makes its own ddl
+communicator. Its rank 0 picks a free port on an address the others can reach and a fresh
+random job token, publishes both through the group's torch store (so any init_method works:
+env://, tcp://, file://), and every member calls ddl.Communicator(size, rank, addr, token,
+timeout_ms=the group's timeout).
+
+Launchers: torchrun sets what env:// needs. Under ddlrun (DDL_RANK, DDL_WORLD_SIZE, DDL_ROOT)
+or Open MPI's mpirun (OMPI_COMM_WORLD_RANK/SIZE), importing this module fills in RANK,
+WORLD_SIZE, MASTER_ADDR and MASTER_PORT when they are not set, so that
+init_process_group("ddl") (or "gloo") works there too; see _env_from_launcher.
+"""
+
+import datetime
+import hashlib
+import os
+import secrets
+import socket
+import threading
+
+import torch
+import torch.distributed as dist
+
+import ddl
+
+__all__ = ["BACKEND", "extension", "nonblocking"]
+
+BACKEND = "ddl"
+
+_ext = None
+_ext_lock = threading.Lock()
+
+
+def extension():
+    """The compiled backend module (built on first use, then loaded from torch's cache)."""
+    global _ext
+    with _ext_lock:
+        if _ext is None:
+            from torch.utils import cpp_extension
+
+            here = os.path.dirname(os.path.abspath(__file__))
+            # The torch version is in the name: an extension built against one torch must not
+            # be loaded by another (C++ ABI), and torch's cache keys only on sources and flags.
+            tag = torch.__version__.split("+")[0].replace(".", "_")
+            _ext = cpp_extension.load(
+                name=f"ddl_torch_backend_{tag}",
+                sources=[os.path.join(here, "backend.cpp")],
+                extra_cflags=["-O2"],
+                extra_ldflags=["-ldl"],
+                verbose=os.environ.get("DDL_TORCH_VERBOSE_BUILD") == "1",
+            )
+    return _ext
+
+
+def nonblocking():
+    """Whether the loaded libddl has nonblocking collectives (else every call blocks)."""
+    return all(getattr(ddl._library.lib(), name) is not None
+               for name in ("ddl_iallreduce", "ddl_wait", "ddl_group_start"))
+
+
+# ---- rendezvous through the torch store ----------------------------------------------------
+
+def _store_host(store):
+    """The host of the TCPStore under store (PrefixStores unwrapped), or None."""
+    while store is not None:
+        host = getattr(store, "host", None)
+        if isinstance(host, str) and host:
+            return host
+        store = getattr(store, "underlying_store", None)
+    return None
+
+
+def _local_address_toward(host):
+    """This machine's address on the route to host (no packet is sent: a UDP connect only
+    picks the route). Loopback when host is this machine."""
+    try:
+        infos = socket.getaddrinfo(host, 1, socket.AF_INET, socket.SOCK_DGRAM)
+    except OSError:
+        return None
+    for *_, addr in infos:
+        if addr[0].startswith("127."):
+            return "127.0.0.1"
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            try:
+                s.connect((addr[0], 1))
+                return s.getsockname()[0]
+            except OSError:
+                continue
+    return None
+
+
+def _root_address(store):
+    """An address of this machine (rank 0's) that the group's other ranks can reach:
+    DDL_TORCH_ADDR if set; else the address on the route toward the host every rank already
+    reached (the TCPStore's, MASTER_ADDR, DDL_ROOT's host); else this host's name."""
+    explicit = os.environ.get("DDL_TORCH_ADDR")
+    if explicit:
+        return explicit
+    for host in (_store_host(store), os.environ.get("MASTER_ADDR"),
+                 os.environ.get("DDL_ROOT", "").rpartition(":")[0] or None):
+        if host:
+            addr = _local_address_toward(host)
+            if addr:
+                return addr
+    name = socket.gethostname()
+    return _local_address_toward(name) or "127.0.0.1"
+
+
+def _free_port(addr):
+    # The port is free now; ddl's rendezvous binds it a moment later (a small race, as with
+    # torchrun's own free-port choice).
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((addr if not addr.startswith("127.") else "127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _create_backend(store, rank, size, timeout):
+    """torch's backend constructor: (PrefixStore of this group, group rank, group size,
+    timeout) -> the C++ backend. Called once per process group, by its members only."""
+    ext = extension()  # build before the rendezvous, so that its time does not count
+    if rank == 0:
+        addr = _root_address(store)
+        root = f"{addr}:{_free_port(addr)}"
+        token = secrets.token_hex(16)
+        store.set("ddl/root", root)
+        store.set("ddl/token", token)
+    else:
+        # store.get waits (up to the store's timeout) for rank 0's keys.
+        root = store.get("ddl/root").decode()
+        token = store.get("ddl/token").decode()
+    if isinstance(timeout, datetime.timedelta):
+        timeout_ms = int(timeout.total_seconds() * 1000)
+    else:
+        timeout_ms = int(timeout) if timeout else None
+    timeout_ms = min(timeout_ms, 2**31 - 1) if timeout_ms else None
+    comm = ddl.Communicator(size, rank, root, job_token=token, timeout_ms=timeout_ms)
+    # The backend keeps `comm` alive and uses its C handle directly.
+    return ext.DdlBackend(rank, size, comm._handle.value, ddl.library_path(), comm)
+
+
+# ---- launchers -----------------------------------------------------------------------------
+
+def _env_from_launcher(env=os.environ):
+    """Makes env:// work under ddlrun and mpirun: sets RANK, WORLD_SIZE, MASTER_ADDR and
+    MASTER_PORT from the launcher's variables, leaving any already set alone.
+
+    ddlrun: DDL_RANK, DDL_WORLD_SIZE; the store goes to DDL_ROOT's host:port (ddlrun picked
+    that port for rank 0; the torch backend does not use ddl's own env bootstrap, so it is
+    free). mpirun: OMPI_COMM_WORLD_RANK/SIZE; MASTER_ADDR defaults to 127.0.0.1 (on several
+    hosts pass -x MASTER_ADDR=host0) and MASTER_PORT to a port derived from the job id, so
+    that every rank picks the same one without talking."""
+    if "RANK" in env and "WORLD_SIZE" in env:
+        return
+    if "DDL_RANK" in env and "DDL_WORLD_SIZE" in env:
+        env.setdefault("RANK", env["DDL_RANK"])
+        env.setdefault("WORLD_SIZE", env["DDL_WORLD_SIZE"])
+        env.setdefault("LOCAL_RANK", env.get("DDL_LOCAL_RANK", env["DDL_RANK"]))
+        host, _, port = env.get("DDL_ROOT", "").rpartition(":")
+        if host and port:
+            env.setdefault("MASTER_ADDR", host)
+            env.setdefault("MASTER_PORT", port)
+        return
+    if "OMPI_COMM_WORLD_RANK" in env and "OMPI_COMM_WORLD_SIZE" in env:
+        env.setdefault("RANK", env["OMPI_COMM_WORLD_RANK"])
+        env.setdefault("WORLD_SIZE", env["OMPI_COMM_WORLD_SIZE"])
+        env.setdefault("LOCAL_RANK", env.get("OMPI_COMM_WORLD_LOCAL_RANK", env["RANK"]))
+        env.setdefault("MASTER_ADDR", "127.0.0.1")
+        job = env.get("OMPI_MCA_ess_base_jobid") or env.get("OMPI_MCA_orte_hnp_uri") or "ompi"
+        digest = int(hashlib.sha1(job.encode()).hexdigest(), 16)
+        env.setdefault("MASTER_PORT", str(20000 + digest % 10000))
+
+
+def _register():
+    if "ddl" in dist.Backend.backend_list:
+        return
+    dist.Backend.register_backend(BACKEND, _create_backend, devices=["cpu"])
+
+
+_env_from_launcher()
+_register()
