@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-namespace ddl_test {
+namespace ddltest {
 
 // A socket listening on 127.0.0.1:want_port (0: an ephemeral port); -1 on failure. *port
 // gets the port.
@@ -41,4 +41,4 @@ inline int free_port() {
   return port;
 }
 
-}  // namespace ddl_test
+}  // namespace ddltest

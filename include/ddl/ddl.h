@@ -145,6 +145,60 @@ DDL_API ddl_result_t ddl_mem_free(void *ptr);
  * may run collectives in turn with comm and is destroyed separately (before or after comm). */
 DDL_API ddl_result_t ddl_comm_split(ddl_comm_t comm, int color, int key, ddl_comm_t *newcomm);
 
+/* ---- Nonblocking collectives ------------------------------------------------------------
+ *
+ * ddl_i<collective> checks its arguments, queues the collective on the communicator and
+ * returns at once with a request; a progress thread of the communicator runs queued
+ * collectives one after another, in call order, while the caller goes on. Every rank must
+ * issue the same collectives on a communicator in the same order, blocking and nonblocking
+ * alike (a blocking call waits for the ones queued before it). The buffers belong to ddl until
+ * the request completes: do not read the output or write the input before then.
+ *
+ * An invalid argument fails the call itself (no request is made). A failure while running
+ * (a dead peer, mismatched calls, the deadline) is returned by ddl_test/ddl_wait of that
+ * request, and every later collective on the communicator fails too, as for blocking calls.
+ * The words of a failure of ddl_test or ddl_wait are in ddl_comm_last_error(NULL) of the
+ * thread that called it (a request may outlive its communicator). */
+typedef struct ddl_request *ddl_request_t;
+
+DDL_API ddl_result_t ddl_iallreduce(const void *sendbuf, void *recvbuf, size_t count,
+                                    ddl_datatype_t dtype, ddl_op_t op, ddl_comm_t comm,
+                                    ddl_request_t *request);
+DDL_API ddl_result_t ddl_ibroadcast(void *buf, size_t count, ddl_datatype_t dtype, int root,
+                                    ddl_comm_t comm, ddl_request_t *request);
+DDL_API ddl_result_t ddl_iallgather(const void *sendbuf, void *recvbuf, size_t sendcount,
+                                    ddl_datatype_t dtype, ddl_comm_t comm,
+                                    ddl_request_t *request);
+DDL_API ddl_result_t ddl_ireduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                         ddl_datatype_t dtype, ddl_op_t op, ddl_comm_t comm,
+                                         ddl_request_t *request);
+DDL_API ddl_result_t ddl_ibarrier(ddl_comm_t comm, ddl_request_t *request);
+
+/* *done = 1 and the collective's result once it has finished, else *done = 0 and
+ * DDL_SUCCESS. Never blocks. The request stays valid until ddl_request_free. */
+DDL_API ddl_result_t ddl_test(ddl_request_t request, int *done);
+
+/* Blocks until the collective has finished and returns its result. It cannot wait forever:
+ * each queued collective has the communicator's deadline from the moment it starts. */
+DDL_API ddl_result_t ddl_wait(ddl_request_t request);
+
+/* Releases the request. One not yet finished still runs to its end (as MPI_Request_free);
+ * its buffers stay in use until then. NULL is accepted and ignored. */
+DDL_API ddl_result_t ddl_request_free(ddl_request_t request);
+
+/* ---- Groups (NCCL semantics) -----------------------------------------------------------
+ *
+ * Between ddl_group_start() and ddl_group_end() on one thread, collectives (blocking or not,
+ * on any communicators) are only recorded: blocking calls return DDL_SUCCESS at once after
+ * checking their arguments, nonblocking ones return their request. ddl_group_end() issues
+ * them together, in order; consecutive allreduces on one communicator with the same datatype
+ * and op, each at most DDL_FUSION_BYTES (default 64 KiB), are fused into one allreduce of one
+ * buffer. ddl_group_end() returns once the blocking calls of the group have finished, with the
+ * first failure among them; the requests of nonblocking ones complete on their own. Groups
+ * nest: only the outermost end issues. Every rank must group the same calls. */
+DDL_API ddl_result_t ddl_group_start(void);
+DDL_API ddl_result_t ddl_group_end(void);
+
 /* Static text for a result code ("DDL_ERR_TIMEOUT: ..."); never NULL. */
 DDL_API const char *ddl_result_string(ddl_result_t result);
 

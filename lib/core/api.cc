@@ -1,7 +1,10 @@
 // The C ABI: every ddl_* entry point. Each one checks its handle and arguments, runs, and
 // leaves the words of any failure in ddl_comm_last_error.
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <unordered_set>
 
 #include "ddl/ddl.h"
 #include "lib/bootstrap/launch_env.h"
@@ -9,6 +12,8 @@
 #include "lib/common/log.h"
 #include "lib/core/collectives.h"
 #include "lib/core/comm.h"
+#include "lib/core/group.h"
+#include "lib/core/progress.h"
 #include "lib/core/split.h"
 #include "transports/shm/shared_buffers.h"
 
@@ -68,10 +73,77 @@ class CommCall {
   std::optional<ddl::LogRank> log_rank_;
 };
 
+// Before a call runs on the caller's thread: the nonblocking collectives queued before it
+// must have run (ranks match calls in order). A communicator that never queued one has no
+// progress thread and pays nothing here.
+Status wait_for_queued(ddl_comm *comm) {
+  if (!comm->progress || comm->progress->idle()) return Status::Ok();
+  return comm->progress->drain();
+}
+
 ddl_result_t run(ddl_comm_t comm, const ddl::CollectiveCall &call) {
   CommCall guard(comm, ddl::collective_name(call.collective));
   if (!guard.ok()) return guard.fail();
+  if (ddl::in_group()) {
+    Status s = ddl::check_collective(comm, call);
+    if (s.ok()) ddl::group_record(comm, call, nullptr);
+    return guard.finish(s);
+  }
+  Status s = wait_for_queued(comm);
+  if (!s.ok()) return guard.finish(s);
   return guard.finish(ddl::run_collective(comm, call));
+}
+
+}  // namespace
+
+// The handle behind ddl_request_t: the caller's share of the request.
+struct ddl_request {
+  std::shared_ptr<ddl::RequestState> state;
+};
+
+namespace {
+
+// Live request handles: a freed or foreign one is an error, not a crash.
+std::mutex g_requests_mu;
+std::unordered_set<ddl_request *> g_requests;
+
+std::shared_ptr<ddl::RequestState> live_request(ddl_request *request) {
+  std::lock_guard<std::mutex> lock(g_requests_mu);
+  return g_requests.count(request) ? request->state : nullptr;
+}
+
+// Checks the call, then queues it (or records it in the open group) and returns its request.
+ddl_result_t start(ddl_comm_t comm, const ddl::CollectiveCall &call, ddl_request_t *request,
+                   const char *what) {
+  if (!request) return fail_without_comm(ddl::invalid_argument("%s: request is NULL", what));
+  *request = nullptr;
+  CommCall guard(comm, what);
+  if (!guard.ok()) return guard.fail();
+  Status s = ddl::check_collective(comm, call);
+  if (!s.ok()) return guard.finish(s);
+  std::shared_ptr<ddl::RequestState> state = ddl::new_request(comm, call);
+  if (ddl::in_group()) {
+    ddl::group_record(comm, call, state);
+  } else {
+    ddl::Job job;
+    job.calls.push_back(call);
+    job.requests.push_back(state);
+    ddl::progress_of(comm).submit(std::move(job));
+  }
+  auto *handle = new ddl_request{std::move(state)};
+  {
+    std::lock_guard<std::mutex> lock(g_requests_mu);
+    g_requests.insert(handle);
+  }
+  *request = handle;
+  return DDL_SUCCESS;
+}
+
+// A finished request's result; its words go to the calling thread's last error.
+ddl_result_t request_result(const Status &s) {
+  if (s.ok()) return DDL_SUCCESS;
+  t_last_error = s.message();
+  return s.code();
 }
 
 ddl_result_t init(const ddl::BootstrapOptions &options, const ddl::CommConfig &config,
@@ -148,17 +220,17 @@ ddl_result_t ddl_comm_destroy(ddl_comm_t comm) {
         comm->rank));
   ddl::LogRank log_rank(comm->rank);
   ddl::unregister_comm(comm);
-  ddl::destroy_comm(comm);
+  ddl::destroy_comm(comm);  // queued collectives run to their end (or deadline) first
   return DDL_SUCCESS;
 }
 
 ddl_result_t ddl_comm_split(ddl_comm_t comm, int color, int key, ddl_comm_t *newcomm) {
-  if (!newcomm)
-    return fail_without_comm(ddl::invalid_argument("ddl_comm_split: newcomm is NULL"));
+  if (!newcomm) return fail_without_comm(ddl::invalid_argument("ddl_comm_split: newcomm is NULL"));
   *newcomm = nullptr;
   CommCall guard(comm, "ddl_comm_split");
   if (!guard.ok()) return guard.fail();
-  Status s = ddl::split_comm(comm, color, key, newcomm);
+  Status s = wait_for_queued(comm);
+  if (s.ok()) s = ddl::split_comm(comm, color, key, newcomm);
   if (!s.ok()) s.prefix(ddl::strprintf("rank %d: ddl_comm_split: ", comm->rank));
   return guard.finish(s);
 }
@@ -215,6 +287,90 @@ ddl_result_t ddl_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvc
 
 ddl_result_t ddl_barrier(ddl_comm_t comm) {
   return run(comm, {ddl::Collective::kBarrier, nullptr, nullptr, 0, DDL_UINT8, DDL_SUM, 0});
+}
+
+ddl_result_t ddl_iallreduce(const void *sendbuf, void *recvbuf, size_t count, ddl_datatype_t dtype,
+                            ddl_op_t op, ddl_comm_t comm, ddl_request_t *request) {
+  return start(comm,
+               {ddl::Collective::kAllreduce, sendbuf, recvbuf, count, ddl::raw_enum_value(dtype),
+                ddl::raw_enum_value(op), 0},
+               request, "ddl_iallreduce");
+}
+
+ddl_result_t ddl_ibroadcast(void *buf, size_t count, ddl_datatype_t dtype, int root,
+                            ddl_comm_t comm, ddl_request_t *request) {
+  return start(
+      comm,
+      {ddl::Collective::kBroadcast, buf, buf, count, ddl::raw_enum_value(dtype), DDL_SUM, root},
+      request, "ddl_ibroadcast");
+}
+
+ddl_result_t ddl_iallgather(const void *sendbuf, void *recvbuf, size_t sendcount,
+                            ddl_datatype_t dtype, ddl_comm_t comm, ddl_request_t *request) {
+  return start(comm,
+               {ddl::Collective::kAllgather, sendbuf, recvbuf, sendcount,
+                ddl::raw_enum_value(dtype), DDL_SUM, 0},
+               request, "ddl_iallgather");
+}
+
+ddl_result_t ddl_ireduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                 ddl_datatype_t dtype, ddl_op_t op, ddl_comm_t comm,
+                                 ddl_request_t *request) {
+  return start(comm,
+               {ddl::Collective::kReduceScatter, sendbuf, recvbuf, recvcount,
+                ddl::raw_enum_value(dtype), ddl::raw_enum_value(op), 0},
+               request, "ddl_ireduce_scatter");
+}
+
+ddl_result_t ddl_ibarrier(ddl_comm_t comm, ddl_request_t *request) {
+  return start(comm, {ddl::Collective::kBarrier, nullptr, nullptr, 0, DDL_UINT8, DDL_SUM, 0},
+               request, "ddl_ibarrier");
+}
+
+ddl_result_t ddl_test(ddl_request_t request, int *done) {
+  if (!done) return fail_without_comm(ddl::invalid_argument("ddl_test: done is NULL"));
+  *done = 0;
+  std::shared_ptr<ddl::RequestState> state = live_request(request);
+  if (!state)
+    return fail_without_comm(ddl::invalid_usage(
+        "ddl_test: %p is not a live request (freed, or never returned by a ddl_i* call)",
+        static_cast<void *>(request)));
+  if (!state->done()) return DDL_SUCCESS;
+  *done = 1;
+  return request_result(state->status());
+}
+
+ddl_result_t ddl_wait(ddl_request_t request) {
+  std::shared_ptr<ddl::RequestState> state = live_request(request);
+  if (!state)
+    return fail_without_comm(ddl::invalid_usage(
+        "ddl_wait: %p is not a live request (freed, or never returned by a ddl_i* call)",
+        static_cast<void *>(request)));
+  return request_result(state->wait());
+}
+
+ddl_result_t ddl_request_free(ddl_request_t request) {
+  if (!request) return DDL_SUCCESS;
+  {
+    std::lock_guard<std::mutex> lock(g_requests_mu);
+    if (!g_requests.erase(request))
+      return fail_without_comm(
+          ddl::invalid_usage("ddl_request_free: %p is not a live request (freed twice?)",
+                             static_cast<void *>(request)));
+  }
+  delete request;  // the queue keeps its share until the collective has run
+  return DDL_SUCCESS;
+}
+
+ddl_result_t ddl_group_start(void) {
+  ddl::group_start();
+  return DDL_SUCCESS;
+}
+
+ddl_result_t ddl_group_end(void) {
+  Status s = ddl::group_end();
+  if (!s.ok()) return fail_without_comm(s);
+  return DDL_SUCCESS;
 }
 
 const char *ddl_result_string(ddl_result_t result) {

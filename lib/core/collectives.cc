@@ -178,6 +178,13 @@ CallSignature signature_of(const CollectiveCall &call, uint32_t seq) {
   return signature;
 }
 
+Status check_collective(const ddl_comm *comm, const CollectiveCall &call) {
+  bool in_place = false;
+  Status s = check_call(comm, call, &in_place);
+  if (!s.ok()) s.prefix(strprintf("rank %d: %s: ", comm->rank, collective_name(call.collective)));
+  return s;
+}
+
 std::string describe_call(const ddl_comm *comm, const CollectiveCall &call, uint32_t seq) {
   return strprintf("rank %d: ", comm->rank) + describe_signature(signature_of(call, seq));
 }

@@ -24,6 +24,10 @@ struct CollectiveCall {
 // Validates and runs one collective on comm (a live communicator owned by this thread).
 Status run_collective(ddl_comm *comm, const CollectiveCall &call);
 
+// The argument checks of run_collective alone, for calls queued to run later (nonblocking
+// calls, groups): they fail at the call, naming the rank and the collective.
+Status check_collective(const ddl_comm *comm, const CollectiveCall &call);
+
 // Builds this rank's plan for args, every step tag raised by tag_offset (for plans that run
 // beside another one within the same call); *why tells how the algorithm was chosen.
 Status make_comm_plan(const ddl_comm *comm, const CollectiveArgs &args, uint32_t tag_offset,

@@ -12,6 +12,7 @@
 #include "lib/algorithms/schedule.h"
 #include "lib/common/log.h"
 #include "lib/common/params.h"
+#include "lib/core/progress.h"
 
 namespace ddl {
 namespace {
@@ -331,6 +332,7 @@ void send_failure_notice(ddl_comm *comm, const Status &why) {
 }
 
 void destroy_comm(ddl_comm *comm) {
+  comm->progress.reset();
   if (comm->transport) {
     comm->transport->cancel(&comm->notice_recv);
     for (TransferRequest &send : comm->notice_sends) comm->transport->cancel(&send);

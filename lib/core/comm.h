@@ -27,6 +27,10 @@
 #include "transports/shm/write_gates.h"
 #include "transports/ucx/ucx_transport.h"
 
+namespace ddl {
+class ProgressQueue;  // lib/core/progress.h
+}  // namespace ddl
+
 struct ddl_comm {
   int rank = 0;
   int nranks = 1;
@@ -72,6 +76,10 @@ struct ddl_comm {
   ddl::FailureNotice notice_in, notice_out;
   ddl::TransferRequest notice_recv;
   std::vector<ddl::TransferRequest> notice_sends;
+
+  // Runs queued nonblocking collectives in call order; made by the first one (progress.h).
+  // Destroyed first: it finishes what is queued while everything it uses is still there.
+  std::unique_ptr<ddl::ProgressQueue> progress;
 
   std::atomic<bool> aborted{false};
   std::atomic<bool> busy{false};  // a call is running: a second thread is an error

@@ -69,6 +69,14 @@ Status resolve_config(const ddl_config_t *config, CommConfig *out) {
                               static_cast<unsigned long long>(bytes));
     out->chunk_bytes = bytes;
   }
+  env = env_string("DDL_FUSION_BYTES");
+  if (!env.empty()) {
+    uint64_t fusion = 0;
+    if (!parse_bytes(env, &fusion) || fusion > kMaxChunkBytes)
+      return invalid_argument(
+          "DDL_FUSION_BYTES=%s: expected a size up to 1G like 64K (0: no fusion)", env.c_str());
+    out->fusion_bytes = fusion;
+  }
   out->algorithm = env_string("DDL_ALGO");
   // "direct" and "flat" are no schedules but allreduces of their own
   // (lib/core/direct_allreduce.h, lib/core/flat_collectives.h).

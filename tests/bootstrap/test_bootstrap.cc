@@ -38,7 +38,7 @@ void sleep_ms(int ms) {
   std::this_thread::sleep_for(std::chrono::milliseconds(ms));
 }
 
-using ddl_test::free_port;
+using ddltest::free_port;
 
 BootstrapOptions opts_for(int rank, int nranks, const std::string &root, int timeout_ms = 5000) {
   BootstrapOptions o;

@@ -40,7 +40,7 @@ int expected_ack(const std::string &in) {
 
 extern "C" int LLVMFuzzerInitialize(int *, char ***) {
   ddl::set_log_level(ddl::LogLevel::kError);
-  g_listen = ddl_test::listen_loopback(0, &g_port);
+  g_listen = ddltest::listen_loopback(0, &g_port);
   if (g_listen < 0) std::abort();
   fcntl(g_listen, F_SETFL, fcntl(g_listen, F_GETFL) | O_NONBLOCK);  // accept_peers expects it
   return 0;

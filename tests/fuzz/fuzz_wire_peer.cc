@@ -81,7 +81,7 @@ size_t expected_successes(const std::vector<Op> &ops, int nranks, const std::str
 
 extern "C" int LLVMFuzzerInitialize(int *, char ***) {
   ddl::set_log_level(ddl::LogLevel::kError);
-  g_listen = ddl_test::listen_loopback(0, &g_port);
+  g_listen = ddltest::listen_loopback(0, &g_port);
   std::atexit([] {
     std::fprintf(stderr, "fuzz_wire_peer: %ld runs, %ld tolerated slow-machine timeouts\n", g_runs,
                  g_slow);

@@ -53,7 +53,7 @@ size_t expected_successes(const std::vector<Op> &ops, const std::string &in) {
 
 extern "C" int LLVMFuzzerInitialize(int *, char ***) {
   ddl::set_log_level(ddl::LogLevel::kError);
-  g_port = ddl_test::free_port();
+  g_port = ddltest::free_port();
   return g_port > 0 ? 0 : 1;
 }
 

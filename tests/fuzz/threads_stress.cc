@@ -38,7 +38,7 @@ std::atomic<int> g_failures{0};
     }                                                                               \
   } while (0)
 
-using ddl_test::free_port;
+using ddltest::free_port;
 
 ddl_comm_t init_rank(int nranks, int rank, const std::string &root) {
   ddl_config_t config = DDL_CONFIG_INITIALIZER;

@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-namespace ddl_test {
+namespace ddltest {
 
 namespace {
 
@@ -91,4 +91,4 @@ std::string run_ranks(int nranks, const RankBody &body, const RunOptions &option
   return failures;
 }
 
-}  // namespace ddl_test
+}  // namespace ddltest

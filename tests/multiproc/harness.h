@@ -10,7 +10,7 @@
 
 #include "ddl/ddl.h"
 
-namespace ddl_test {
+namespace ddltest {
 
 // A body returns 0 on success; on failure it prints why (to stderr) and returns non-zero.
 using RankBody = std::function<int(ddl_comm_t comm, int rank, int nranks)>;
@@ -25,7 +25,7 @@ struct RunOptions {
 // "" when every rank returned 0; else one line per failed rank.
 std::string run_ranks(int nranks, const RankBody &body, const RunOptions &options = RunOptions());
 
-}  // namespace ddl_test
+}  // namespace ddltest
 
 // For bodies: print and return 1 when cond is false.
 #define RANK_CHECK(cond, ...)                                                  \

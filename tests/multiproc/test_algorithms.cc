@@ -25,7 +25,7 @@
 #include "lib/common/log.h"
 #include "typed_values.h"
 
-using namespace ddl_test;
+using namespace ddltest;
 
 namespace {
 

@@ -11,7 +11,7 @@
 #include "lib/common/datatype.h"
 #include "typed_values.h"
 
-using namespace ddl_test;
+using namespace ddltest;
 
 namespace {
 

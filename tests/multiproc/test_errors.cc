@@ -19,7 +19,7 @@
 #include "lib/bootstrap/bootstrap.h"
 #include "transports/ucx/ucx_transport.h"
 
-using namespace ddl_test;
+using namespace ddltest;
 
 namespace {
 

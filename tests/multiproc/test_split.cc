@@ -10,7 +10,7 @@
 
 #include "harness.h"
 
-using namespace ddl_test;
+using namespace ddltest;
 
 namespace {
 

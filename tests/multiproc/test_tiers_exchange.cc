@@ -8,7 +8,7 @@
 #include "harness.h"
 #include "lib/core/comm.h"
 
-using namespace ddl_test;
+using namespace ddltest;
 using ddl::topo::TierLevel;
 
 Test(tiers_exchange, four_ranks_on_two_emulated_hosts) {

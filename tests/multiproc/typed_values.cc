@@ -5,7 +5,7 @@
 
 #include "lib/reduce/reduce.h"
 
-namespace ddl_test {
+namespace ddltest {
 
 void store_value(ddl_datatype_t dtype, void *buf, size_t i, double v) {
   switch (dtype) {
@@ -161,4 +161,4 @@ void fill_inputs(ddl_datatype_t dtype, ddl_op_t op, int rank, void *buf, size_t 
     store_value(dtype, buf, i, input_value(dtype, op, rank, index_base + i));
 }
 
-}  // namespace ddl_test
+}  // namespace ddltest

@@ -6,7 +6,7 @@
 
 #include "ddl/ddl.h"
 
-namespace ddl_test {
+namespace ddltest {
 
 void store_value(ddl_datatype_t dtype, void *buf, size_t i, double value);
 double load_value(ddl_datatype_t dtype, const void *buf, size_t i);
@@ -23,4 +23,4 @@ bool value_matches(ddl_datatype_t dtype, ddl_op_t op, double got, double expecte
 void fill_inputs(ddl_datatype_t dtype, ddl_op_t op, int rank, void *buf, size_t count,
                  size_t index_base = 0);
 
-}  // namespace ddl_test
+}  // namespace ddltest

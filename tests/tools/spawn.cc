@@ -15,7 +15,7 @@
 #include <sstream>
 #include <thread>
 
-namespace ddl_test {
+namespace ddltest {
 namespace {
 
 std::set<pid_t> &spawned_groups() {
@@ -148,4 +148,4 @@ std::string read_file(const std::string &path) {
   return text.str();
 }
 
-}  // namespace ddl_test
+}  // namespace ddltest

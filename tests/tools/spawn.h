@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace ddl_test {
+namespace ddltest {
 
 // A child process in its own process group, with stdout and stderr captured in files.
 // The destructor (and kill_all_spawned, for tests that abort mid-way) SIGKILLs the group.
@@ -56,4 +56,4 @@ std::string make_temp_dir();
 void remove_dir(const std::string &path);
 std::string read_file(const std::string &path);
 
-}  // namespace ddl_test
+}  // namespace ddltest

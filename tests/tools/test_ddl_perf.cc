@@ -10,8 +10,8 @@
 
 #include "spawn.h"
 
-using ddl_test::run_command;
-using ddl_test::RunResult;
+using ddltest::run_command;
+using ddltest::RunResult;
 
 namespace {
 
@@ -66,7 +66,7 @@ void expect_clean_run(int nranks, std::vector<std::string> args, size_t expected
 
 }  // namespace
 
-TestSuite(ddl_perf, .fini = ddl_test::kill_all_spawned, .timeout = 300);
+TestSuite(ddl_perf, .fini = ddltest::kill_all_spawned, .timeout = 300);
 
 Test(ddl_perf, bad_options_are_reported_clearly) {
   struct Case {
@@ -123,11 +123,11 @@ Test(ddl_perf, other_collectives) {
 }
 
 Test(ddl_perf, json_output) {
-  std::string dir = ddl_test::make_temp_dir();
+  std::string dir = ddltest::make_temp_dir();
   std::string path = dir + "/results.json";
   expect_clean_run(2, {"-b", "8", "-e", "64", "-J", path}, 4);
-  std::string json = ddl_test::read_file(path);
-  ddl_test::remove_dir(dir);
+  std::string json = ddltest::read_file(path);
+  ddltest::remove_dir(dir);
   cr_assert(contains(json, "\"collective\": \"allreduce\"") && contains(json, "\"nranks\": 2") &&
                 contains(json, "\"size\": 64") && contains(json, "\"out_of_bounds\": 0"),
             "%s", json.c_str());

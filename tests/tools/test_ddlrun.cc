@@ -14,8 +14,8 @@
 
 #include "spawn.h"
 
-using ddl_test::run_command;
-using ddl_test::RunResult;
+using ddltest::run_command;
+using ddltest::RunResult;
 
 namespace {
 
@@ -23,11 +23,11 @@ const std::string kDdlrun = DDLRUN_PATH;
 std::string g_dir;  // per-test scratch directory
 
 void setup() {
-  g_dir = ddl_test::make_temp_dir();
+  g_dir = ddltest::make_temp_dir();
 }
 void teardown() {
-  ddl_test::kill_all_spawned();
-  ddl_test::remove_dir(g_dir);
+  ddltest::kill_all_spawned();
+  ddltest::remove_dir(g_dir);
 }
 
 std::vector<std::string> ddlrun(std::vector<std::string> options, const std::string &script) {
@@ -54,7 +54,7 @@ std::vector<pid_t> wait_for_pid_files(const std::string &prefix, int nranks, dou
   for (int tries = 0; tries < static_cast<int>(seconds * 100); ++tries) {
     pids.clear();
     for (int rank = 0; rank < nranks; ++rank) {
-      std::string text = ddl_test::read_file(g_dir + "/" + prefix + "." + std::to_string(rank));
+      std::string text = ddltest::read_file(g_dir + "/" + prefix + "." + std::to_string(rank));
       if (!text.empty() && text.back() == '\n') pids.push_back(std::stoi(text));
     }
     if (static_cast<int>(pids.size()) == nranks) return pids;
@@ -65,7 +65,7 @@ std::vector<pid_t> wait_for_pid_files(const std::string &prefix, int nranks, dou
 
 void assert_all_gone(const std::vector<pid_t> &pids) {
   for (pid_t pid : pids) {
-    cr_assert(ddl_test::wait_until_gone(pid, 5), "process %d outlived ddlrun",
+    cr_assert(ddltest::wait_until_gone(pid, 5), "process %d outlived ddlrun",
               static_cast<int>(pid));
   }
 }
@@ -85,7 +85,7 @@ Test(ddlrun, sets_the_environment_of_each_rank) {
             r.err.c_str());
   std::set<std::string> roots, tokens;
   for (int rank = 0; rank < 3; ++rank) {
-    std::istringstream in(ddl_test::read_file(g_dir + "/env." + std::to_string(rank)));
+    std::istringstream in(ddltest::read_file(g_dir + "/env." + std::to_string(rank)));
     int r_rank = -1, world = -1, local_rank = -1, local_size = -1;
     std::string root, token, extra1, extra2;
     in >> r_rank >> world >> local_rank >> local_size >> root >> token >> extra1 >> extra2;
@@ -161,7 +161,7 @@ Test(ddlrun, a_killed_rank_is_named_and_gives_128_plus_signal) {
 }
 
 Test(ddlrun, sigterm_reaches_every_rank_and_their_children) {
-  ddl_test::Spawned job(ddlrun({"-n", "3"}, "echo $$ > " + g_dir + "/pid.$DDL_RANK; sleep 60 & " +
+  ddltest::Spawned job(ddlrun({"-n", "3"}, "echo $$ > " + g_dir + "/pid.$DDL_RANK; sleep 60 & " +
                                                 "echo $! > " + g_dir + "/child.$DDL_RANK; wait"));
   std::vector<pid_t> ranks = wait_for_pid_files("pid", 3, 10);
   std::vector<pid_t> children = wait_for_pid_files("child", 3, 10);
@@ -176,7 +176,7 @@ Test(ddlrun, sigterm_reaches_every_rank_and_their_children) {
 }
 
 Test(ddlrun, ranks_die_with_a_killed_ddlrun) {
-  ddl_test::Spawned job(
+  ddltest::Spawned job(
       ddlrun({"-n", "2"}, "echo $$ > " + g_dir + "/pid.$DDL_RANK; exec sleep 60"));
   std::vector<pid_t> ranks = wait_for_pid_files("pid", 2, 10);
   cr_assert_eq(ranks.size(), 2u, "the ranks did not start");
@@ -250,7 +250,7 @@ Test(ddlrun, hosts_go_through_the_launch_agent) {
        {"[0] 0/3 0/2" + tail, "[1] 1/3 1/2" + tail, "[2] 2/3 0/1" + tail}) {
     cr_assert(contains(r.out, want + "\n"), "no '%s' in:\n%s", want.c_str(), r.out.c_str());
   }
-  std::vector<std::string> hosts = lines_of(ddl_test::read_file(g_dir + "/agent_hosts"));
+  std::vector<std::string> hosts = lines_of(ddltest::read_file(g_dir + "/agent_hosts"));
   std::multiset<std::string> got(hosts.begin(), hosts.end());
   cr_assert(got == std::multiset<std::string>({"hostA", "hostA", "hostB"}), "one agent per rank");
 

@@ -13,8 +13,8 @@
 
 #include "spawn.h"
 
-using ddl_test::run_command;
-using ddl_test::RunResult;
+using ddltest::run_command;
+using ddltest::RunResult;
 
 namespace {
 
@@ -36,13 +36,13 @@ bool exists(const std::string &path) {
 
 void setup() {
   g_name = "ddltest" + std::to_string(getpid());
-  g_dir = ddl_test::make_temp_dir();
+  g_dir = ddltest::make_temp_dir();
 }
 
 void teardown() {
-  ddl_test::kill_all_spawned();
+  ddltest::kill_all_spawned();
   run_command({kEmuhosts, "down", "--name", g_name}, 30);
-  ddl_test::remove_dir(g_dir);
+  ddltest::remove_dir(g_dir);
 }
 
 // The namespaces, /etc/netns entries and state of this test's setup that exist now.
@@ -130,7 +130,7 @@ Test(emuhosts, run_cleans_up_when_terminated) {
   cr_assert(contains(twice.err, "exists already"), "%s", twice.err.c_str());
   run_command({kEmuhosts, "down", "--name", g_name}, 30);
 
-  ddl_test::Spawned run({kEmuhosts, "run", "--name", g_name, "--hosts", "2", "--", "sh", "-c",
+  ddltest::Spawned run({kEmuhosts, "run", "--name", g_name, "--hosts", "2", "--", "sh", "-c",
                          "\"$EMUHOSTS_AGENT\" h1 sleep 60"});
   for (int i = 0; i < 200 && !exists("/run/emuhosts/" + g_name + "/agent"); ++i) usleep(50000);
   usleep(300000);  // let the command start on h1
@@ -226,10 +226,10 @@ Test(emuhosts, a_failing_rank_on_one_host_stops_the_job) {
             "stderr: %s", r.err.c_str());
   // Stopping an agent stopped its rank: nothing runs on the hosts any more.
   for (int rank = 0; rank < 4; ++rank) {
-    std::string text = ddl_test::read_file(g_dir + "/pid." + std::to_string(rank));
+    std::string text = ddltest::read_file(g_dir + "/pid." + std::to_string(rank));
     cr_assert(!text.empty(), "rank %d never started", rank);
     pid_t pid = std::stoi(text);
-    cr_assert(ddl_test::wait_until_gone(pid, 5), "rank %d (pid %d) outlived ddlrun", rank,
+    cr_assert(ddltest::wait_until_gone(pid, 5), "rank %d (pid %d) outlived ddlrun", rank,
               static_cast<int>(pid));
   }
 }

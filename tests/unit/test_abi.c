@@ -43,6 +43,9 @@ static const char *const kFunctions[] = {
     "ddl_broadcast",     "ddl_allgather",          "ddl_reduce_scatter", "ddl_barrier",
     "ddl_result_string", "ddl_comm_last_error",    "ddl_datatype_size",  "ddl_datatype_name",
     "ddl_op_name",       "ddl_mem_alloc",          "ddl_mem_free",       "ddl_comm_split",
+    "ddl_iallreduce",    "ddl_ibroadcast",         "ddl_iallgather",     "ddl_ireduce_scatter",
+    "ddl_ibarrier",      "ddl_test",               "ddl_wait",           "ddl_request_free",
+    "ddl_group_start",   "ddl_group_end",
 };
 
 /* libddl.so.0 of this build, as a framework would load it. */

@@ -1,0 +1,106 @@
+#include "lib/core/group.h"
+
+#include <utility>
+#include <vector>
+
+#include "lib/common/datatype.h"
+
+namespace ddl {
+namespace {
+
+struct Recorded {
+  ddl_comm *comm;
+  CollectiveCall call;
+  std::shared_ptr<RequestState> request;
+  bool blocking;  // the group's end waits for it
+};
+
+struct Group {
+  int depth = 0;
+  std::vector<Recorded> calls;
+};
+
+thread_local Group t_group;
+
+bool fusible(const Recorded &r) {
+  return r.call.collective == Collective::kAllreduce && r.call.count > 0 &&
+         r.call.count * datatype_size(r.call.dtype) <= r.comm->config.fusion_bytes;
+}
+
+// Whether b can join a fused job that a started: same communicator, datatype and op.
+bool fuses_with(const Recorded &a, const Recorded &b) {
+  return fusible(a) && fusible(b) && a.comm == b.comm && a.call.dtype == b.call.dtype &&
+         a.call.op == b.call.op;
+}
+
+}  // namespace
+
+bool in_group() {
+  return t_group.depth > 0;
+}
+
+void group_start() {
+  ++t_group.depth;
+}
+
+void group_record(ddl_comm *comm, const CollectiveCall &call,
+                  std::shared_ptr<RequestState> request) {
+  const bool blocking = !request;
+  if (!request) request = new_request(comm, call);
+  t_group.calls.push_back(Recorded{comm, call, std::move(request), blocking});
+}
+
+Status group_end() {
+  if (t_group.depth == 0) return invalid_usage("ddl_group_end: no ddl_group_start before it");
+  if (--t_group.depth > 0) return Status::Ok();
+  std::vector<Recorded> calls = std::move(t_group.calls);
+  t_group.calls.clear();
+  // Each communicator's calls keep their order; a job is a call, or a run of consecutive
+  // fusible allreduces of one communicator. Consecutive among that communicator's calls: a
+  // call on another communicator between two allreduces does not stop their fusion, as the
+  // communicators' queues are independent.
+  std::vector<bool> issued(calls.size(), false);
+  for (size_t i = 0; i < calls.size(); ++i) {
+    if (issued[i]) continue;
+    Job job;
+    for (size_t j = i; j < calls.size(); ++j) {
+      if (issued[j] || calls[j].comm != calls[i].comm) continue;
+      if (!comm_is_live(calls[j].comm)) break;  // destroyed inside the group: failed below
+      if (j != i && !fuses_with(calls[i], calls[j])) break;
+      job.calls.push_back(calls[j].call);
+      job.requests.push_back(calls[j].request);
+      issued[j] = true;
+      if (!fusible(calls[i])) break;
+    }
+    if (job.calls.empty()) {
+      const Status gone = invalid_usage(
+          "ddl_group_end: a collective of the group was called on communicator %p, which was "
+          "destroyed before the group ended",
+          static_cast<void *>(calls[i].comm));
+      calls[i].request->finish(gone);
+      issued[i] = true;
+      continue;
+    }
+    progress_of(calls[i].comm).submit(std::move(job));
+  }
+  Status first;
+  for (const Recorded &r : calls) {
+    if (!r.blocking) continue;
+    const Status s = r.request->wait();
+    if (first.ok() && !s.ok()) first = s;
+  }
+  return first;
+}
+
+ProgressQueue &progress_of(ddl_comm *comm) {
+  if (!comm->progress) comm->progress.reset(new ProgressQueue(comm));
+  return *comm->progress;
+}
+
+std::shared_ptr<RequestState> new_request(ddl_comm *comm, const CollectiveCall &call) {
+  std::string what = strprintf("rank %d: %s (count %zu)", comm->rank,
+                               collective_name(call.collective), call.count);
+  return std::make_shared<RequestState>(std::move(what));
+}
+
+}  // namespace ddl

@@ -1,0 +1,92 @@
+// Nonblocking collectives: requests, and the progress thread that runs a communicator's
+// queued collectives one after another, in call order, while the caller computes.
+//
+// Why one thread per communicator, running whole collectives: the executor already overlaps
+// every step of one collective, and ranks must match collectives in call order anyway, so a
+// FIFO of collectives is what MPI's and NCCL's ordering rules give users. The progress
+// thread is started by the first nonblocking call; a communicator that never makes one has
+// none and its blocking calls run as before, on the caller's thread, with no locking.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "lib/common/status.h"
+#include "lib/core/collectives.h"
+
+namespace ddl {
+
+// What a ddl_request_t stands for. Shared by the caller's handle and the queue, so that a
+// request freed early still runs to its end and one kept after its communicator still says
+// how it ended.
+class RequestState {
+ public:
+  // `what` names the call in the stuck-thread error ("rank 1: allreduce (count 8, ...)").
+  explicit RequestState(std::string what) : what_(std::move(what)) {}
+  // Set when queued: when a waiter stops trusting the progress thread and calls it stuck.
+  void set_latest(std::chrono::steady_clock::time_point latest);
+  void finish(const Status &status);
+  bool done() const { return done_.load(std::memory_order_acquire); }
+  // Meaningful once done().
+  const Status &status() const { return status_; }
+  // Blocks until done (returns its status) or until `latest` has passed (a timeout error).
+  // Before it is queued (a group still open on another thread) it waits without a bound.
+  Status wait();
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::atomic<bool> done_{false};
+  Status status_;
+  std::atomic<int64_t> latest_ns_{0};  // steady_clock, 0 until queued
+  const std::string what_;
+};
+
+// One unit of the queue: a collective, or several allreduces fused into one buffer (a group,
+// see group.h), and the requests that finish with it (one per call).
+struct Job {
+  std::vector<CollectiveCall> calls;
+  std::vector<std::shared_ptr<RequestState>> requests;
+};
+
+class ProgressQueue {
+ public:
+  explicit ProgressQueue(ddl_comm *comm);
+  // Lets every queued job run to its end (each has its deadline), then stops the thread.
+  ~ProgressQueue();
+  ProgressQueue(const ProgressQueue &) = delete;
+  ProgressQueue &operator=(const ProgressQueue &) = delete;
+
+  // Queues a job; its requests finish when it has run. Sets their `latest`.
+  void submit(Job job);
+  // Nothing queued or running: the caller may run a collective on its own thread.
+  bool idle() const { return outstanding_.load(std::memory_order_acquire) == 0; }
+  // Waits until every job submitted so far has finished. Error only if one is stuck past
+  // its deadline; the jobs' own failures are their requests' (and the communicator's).
+  Status drain();
+
+ private:
+  void loop();
+
+  ddl_comm *comm_;
+  std::mutex mu_;
+  std::condition_variable wake_;
+  std::deque<Job> jobs_;
+  std::shared_ptr<RequestState> last_;  // the request of the last job submitted
+  bool stop_ = false;
+  std::atomic<size_t> outstanding_{0};  // submitted and not yet finished
+  std::vector<unsigned char> fusion_buffer_;
+  std::thread thread_;
+};
+
+// Runs one job on comm (on the progress thread, or inline): a single collective as it is, a
+// fused one packed into one buffer, allreduced, and unpacked.
+Status run_job(ddl_comm *comm, Job &job, std::vector<unsigned char> *fusion_buffer);
+
+}  // namespace ddl
