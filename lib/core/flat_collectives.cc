@@ -135,8 +135,8 @@ std::string why_flat_collective(const ddl_comm *comm, const CollectiveCall &call
                    kFlatReadBudget);
 }
 
-Status run_flat_collective(ddl_comm *comm, const CollectiveCall &call, const ExecArgs &exec,
-                           uint64_t call_number, bool *found_failure) {
+Status flat_join(ddl_comm *comm, const ExecArgs &exec, uint64_t call_number, const void *data,
+                 size_t bytes, bool *found_failure) {
   *found_failure = false;
   FlatSlots &slots = *comm->flat;
   const CallStamp stamp = stamp_of(*exec.signature);
@@ -150,7 +150,7 @@ Status run_flat_collective(ddl_comm *comm, const CollectiveCall &call, const Exe
     if (!s.ok()) return s;
     slots.peers_finished(needed);
   }
-  slots.publish(call_number, stamp, exec.input, bytes_published(comm, call, comm->rank));
+  slots.publish(call_number, stamp, data, bytes);
   Status s = wait_for_peers(
       comm, exec, "to join the call", [&](int peer) { return slots.published(peer, call_number); },
       found_failure);
@@ -161,6 +161,25 @@ Status run_flat_collective(ddl_comm *comm, const CollectiveCall &call, const Exe
     *found_failure = true;
     return stamp_mismatch_error(peer, theirs, exec.rank, *exec.signature);
   }
+  return Status::Ok();
+}
+
+Status flat_leave(ddl_comm *comm, const ExecArgs &exec, uint64_t call_number, bool *found_failure) {
+  *found_failure = false;
+  FlatSlots &slots = *comm->flat;
+  slots.finish(call_number);
+  Status s = wait_for_peers(
+      comm, exec, "to finish reading this rank's buffers",
+      [&](int peer) { return slots.peer_finished(peer, call_number); }, found_failure);
+  if (s.ok()) slots.peers_finished(call_number);
+  return s;
+}
+
+Status run_flat_collective(ddl_comm *comm, const CollectiveCall &call, const ExecArgs &exec,
+                           uint64_t call_number, bool *found_failure) {
+  FlatSlots &slots = *comm->flat;
+  DDL_RETURN_IF_ERROR(flat_join(comm, exec, call_number, exec.input,
+                                bytes_published(comm, call, comm->rank), found_failure));
   const size_t bytes = call.count * datatype_size(exec.dtype);
   char *output = static_cast<char *>(exec.output);
   switch (call.collective) {

@@ -38,4 +38,15 @@ std::string why_flat_collective(const ddl_comm *comm, const CollectiveCall &call
 Status run_flat_collective(ddl_comm *comm, const CollectiveCall &call, const ExecArgs &exec,
                            uint64_t call_number, bool *found_failure);
 
+// The slots' handshake, for other one-host paths that need one (the single-copy broadcast
+// and allgather, lib/core/direct_copy.h): publishes `bytes` (<= FlatSlots::kCapacity) of
+// `data` in this rank's slot for call `call_number` (once every peer has finished reading
+// what it held before), then waits until every peer has published the same call, with the
+// same stamp. Afterwards FlatSlots::data() gives what each peer published.
+Status flat_join(ddl_comm *comm, const ExecArgs &exec, uint64_t call_number, const void *data,
+                 size_t bytes, bool *found_failure);
+// This rank is done with call `call_number` (slots and whatever they pointed to); returns
+// once every peer is too: a barrier that costs one line written and one read per peer.
+Status flat_leave(ddl_comm *comm, const ExecArgs &exec, uint64_t call_number, bool *found_failure);
+
 }  // namespace ddl

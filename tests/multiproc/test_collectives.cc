@@ -5,14 +5,17 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <new>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "harness.h"
 #include "typed_values.h"
 
-using namespace ddltest;
+using namespace ddl_test;
 
 namespace {
 
@@ -110,7 +113,124 @@ void expect_all_ranks_pass(int nranks) {
   cr_assert(failures.empty(), "%d ranks:\n%s", nranks, failures.c_str());
 }
 
+// The single-copy broadcast and allgather (lib/core/direct_copy.h) and the paths they sit
+// between (shared slots, schedules), around their thresholds: every datatype, odd counts,
+// every root, in place and not. Each rank's data differs, so a block read from the wrong
+// rank or offset shows.
+const size_t kPathCounts[] = {1, 7, 4095, 4097, 16385, 65537, 300007};
+
+int check_paths(ddl_comm_t comm, int rank, int nranks) {
+  for (int d = 0; d < DDL_DATATYPE_COUNT; ++d) {
+    const ddl_datatype_t dtype = static_cast<ddl_datatype_t>(d);
+    const size_t elem = ddl_datatype_size(dtype);
+    for (size_t count : kPathCounts) {
+      // The largest count for three datatypes (1, 2 and 8 bytes) keeps the test short.
+      if (count > 100000 && dtype != DDL_UINT8 && dtype != DDL_FLOAT16 && dtype != DDL_FLOAT64)
+        continue;
+      for (int root = 0; root < nranks; ++root) {
+        std::vector<unsigned char> buf(count * elem + 1, 0xEE);
+        if (rank == root) fill_inputs(dtype, DDL_SUM, root, buf.data(), count);
+        RANK_OK(ddl_broadcast(buf.data(), count, dtype, root, comm));
+        for (size_t i = 0; i < count; ++i)
+          RANK_CHECK(load_value(dtype, buf.data(), i) == input_value(dtype, DDL_SUM, root, i),
+                     "rank %d: broadcast %s root %d count %zu: element %zu wrong", rank,
+                     ddl_datatype_name(dtype), root, count, i);
+        RANK_CHECK(buf.back() == 0xEE, "rank %d: broadcast wrote past the end", rank);
+      }
+      for (bool in_place : {false, true}) {
+        std::vector<unsigned char> recv(count * nranks * elem + 1, 0xEE), send(count * elem);
+        fill_inputs(dtype, DDL_SUM, rank, send.data(), count, rank * count);
+        const void *src = send.data();
+        if (in_place) {
+          std::memcpy(recv.data() + rank * count * elem, send.data(), count * elem);
+          src = recv.data() + rank * count * elem;
+        }
+        RANK_OK(ddl_allgather(src, recv.data(), count, dtype, comm));
+        for (int r = 0; r < nranks; ++r)
+          for (size_t i = 0; i < count; ++i) {
+            const size_t at = r * count + i;
+            RANK_CHECK(load_value(dtype, recv.data(), at) == input_value(dtype, DDL_SUM, r, at),
+                       "rank %d: allgather %s count %zu%s: block %d element %zu wrong", rank,
+                       ddl_datatype_name(dtype), count, in_place ? " in place" : "", r, i);
+          }
+        RANK_CHECK(recv.back() == 0xEE, "rank %d: allgather wrote past the end", rank);
+      }
+    }
+  }
+  return 0;
+}
+
+// Runs check_paths with `variable`=`value` set in every rank (value null: unset).
+void expect_paths_pass(int nranks, const char *variable, const char *value) {
+  RunOptions options;
+  options.before_init = [variable, value](int) {
+    unsetenv("DDL_ALGO");
+    if (value)
+      setenv(variable, value, 1);
+    else
+      unsetenv(variable);
+  };
+  const std::string failures = run_ranks(nranks, check_paths, options);
+  cr_assert(failures.empty(), "%d ranks, %s=%s:\n%s", nranks, variable, value ? value : "(unset)",
+            failures.c_str());
+}
+
 }  // namespace
+
+// Default choice: slots, single copy and schedules by size, with ranks sharing cores or not.
+Test(collectives, broadcast_allgather_every_path) {
+  for (int nranks : {2, 3, 4, 8}) expect_paths_pass(nranks, "DDL_ALGO", nullptr);
+}
+// The single copy at every size.
+Test(collectives, broadcast_allgather_direct_forced) {
+  for (int nranks : {2, 3, 5}) expect_paths_pass(nranks, "DDL_ALGO", "direct");
+}
+// No cross-memory attach: slots and schedules only (what a restricted kernel gets).
+Test(collectives, broadcast_allgather_without_cma) {
+  for (int nranks : {2, 5}) expect_paths_pass(nranks, "DDL_CMA", "0");
+}
+// DDL_ALGO naming the schedules keeps the single copy off for their collectives.
+Test(collectives, broadcast_allgather_schedules_forced) {
+  expect_paths_pass(3, "DDL_ALGO", "ring");
+  expect_paths_pass(3, "DDL_ALGO", "chain");
+}
+
+// Mismatched calls through the single copy fail on every rank, before anyone reads another
+// rank's memory: both ranks claiming the root of 256 KB, and a large allgather against a
+// small one (single copy against the slots).
+Test(collectives, direct_copy_mismatch_fails_every_rank) {
+  using Call = ddl_result_t (*)(ddl_comm_t, int, float *);
+  const std::pair<Call, const char *> cases[] = {
+      {[](ddl_comm_t comm, int rank, float *buf) {
+         return ddl_broadcast(buf, 1 << 16, DDL_FLOAT32, rank, comm);
+       },
+       "root 1"},
+      {[](ddl_comm_t comm, int rank, float *buf) {
+         return ddl_allgather(buf, buf + (1 << 17), rank == 0 ? 1 << 16 : 64, DDL_FLOAT32, comm);
+       },
+       "count 65536"},
+  };
+  for (const auto &c : cases) {
+    RunOptions options;
+    options.comm_timeout_ms = 3000;
+    options.before_init = [](int) { unsetenv("DDL_ALGO"); };
+    const std::string failures = run_ranks(
+        2,
+        [&c](ddl_comm_t comm, int rank, int) {
+          std::vector<float> buf(1 << 19);
+          const ddl_result_t r = c.first(comm, rank, buf.data());
+          const std::string error = ddl_comm_last_error(comm);
+          RANK_CHECK(r == DDL_ERR_INVALID_USAGE, "rank %d got %s: %s", rank, ddl_result_string(r),
+                     error.c_str());
+          RANK_CHECK(error.find("mismatched collective calls") != std::string::npos &&
+                         error.find(c.second) != std::string::npos,
+                     "rank %d: %s", rank, error.c_str());
+          return 0;
+        },
+        options);
+    cr_assert(failures.empty(), "%s:\n%s", c.second, failures.c_str());
+  }
+}
 
 Test(collectives, one_rank) {
   expect_all_ranks_pass(1);

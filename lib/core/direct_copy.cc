@@ -1,0 +1,120 @@
+#include "lib/core/direct_copy.h"
+
+#include <cstring>
+
+#include "lib/algorithms/registry.h"
+#include "lib/common/datatype.h"
+#include "lib/core/flat_collectives.h"
+#include "transports/shm/cma.h"
+#include "transports/shm/flat_slots.h"
+
+namespace ddl {
+namespace {
+
+// What a rank reads from its peers (the root's buffer; the P - 1 other blocks), from which
+// one kernel copy beats the alternatives when every rank has a core: the slots' two
+// copies up to here, the cells' two copies with a handshake per 32 KB above.
+constexpr size_t kDirectMinRead = 16 << 10;
+
+// Where a rank's buffer is, as published in its slot: the broadcast's buffer (read only at
+// the root), the allgather's input block.
+struct PublishedBuffer {
+  uint64_t address = 0;
+};
+
+size_t call_bytes(const CollectiveCall &call) {
+  return call.count * datatype_size(static_cast<ddl_datatype_t>(call.dtype));
+}
+
+// A DDL_ALGO that names one of this collective's schedules (chain, ring) wants that schedule.
+bool schedule_forced(const ddl_comm *comm, const CollectiveCall &call) {
+  const std::string &forced = comm->config.algorithm;
+  if (forced.empty()) return false;
+  for (const AlgorithmInfo &info : algorithm_table())
+    if (info.collective == call.collective && forced == info.name) return true;
+  return false;
+}
+
+// Broadcast: reads the root's buffer (not at the root).
+Status read_broadcast(ddl_comm *comm, const CollectiveCall &call, const ExecArgs &exec,
+                      uint64_t call_number) {
+  if (comm->rank == call.root) return Status::Ok();
+  PublishedBuffer root;
+  std::memcpy(&root, comm->flat->data(call.root, call_number), sizeof root);
+  const size_t bytes = call_bytes(call);
+  Status s = cma_read(comm->pids[call.root], reinterpret_cast<const void *>(root.address),
+                      exec.output, bytes);
+  return s.ok() ? s : s.prefix(strprintf("reading root %d's buffer (%zu B): ", call.root, bytes));
+}
+
+// Allgather: each peer's block into its place, then this rank's own (out of place).
+Status read_allgather(ddl_comm *comm, const CollectiveCall &call, const ExecArgs &exec,
+                      uint64_t call_number, int *failed_peer) {
+  const size_t block = call_bytes(call);
+  char *output = static_cast<char *>(exec.output);
+  for (int k = 1; k < comm->nranks; ++k) {
+    const int peer = (comm->rank + k) % comm->nranks;
+    PublishedBuffer theirs;
+    std::memcpy(&theirs, comm->flat->data(peer, call_number), sizeof theirs);
+    Status s = cma_read(comm->pids[peer], reinterpret_cast<const void *>(theirs.address),
+                        output + block * static_cast<size_t>(peer), block);
+    if (!s.ok()) {
+      *failed_peer = peer;
+      return s.prefix(strprintf("reading rank %d's block (%zu B): ", peer, block));
+    }
+  }
+  char *mine = output + block * static_cast<size_t>(comm->rank);
+  if (exec.input != mine) std::memcpy(mine, exec.input, block);
+  return Status::Ok();
+}
+
+}  // namespace
+
+bool direct_copy_applies(const ddl_comm *comm, const CollectiveCall &call) {
+  if (!comm->cma || !comm->flat || call.count == 0) return false;
+  if (call.collective != Collective::kBroadcast && call.collective != Collective::kAllgather)
+    return false;
+  if (comm->config.algorithm == "direct") return true;
+  if (schedule_forced(comm, call)) return false;
+  const size_t bytes = call_bytes(call);
+  // With ranks sharing cores, the slots' single handshake wins for all they hold.
+  if (comm->oversubscribed) return bytes > FlatSlots::kCapacity;
+  const size_t read = call.collective == Collective::kBroadcast
+                          ? bytes
+                          : bytes * static_cast<size_t>(comm->nranks - 1);
+  return read >= kDirectMinRead;
+}
+
+std::string why_direct_copy(const ddl_comm *comm, const CollectiveCall &call) {
+  (void)call;
+  if (comm->config.algorithm == "direct") return "direct (forced by DDL_ALGO)";
+  if (comm->oversubscribed)
+    return strprintf(
+        "direct (single copy, every rank on this host, > %zu B with ranks sharing "
+        "cores)",
+        FlatSlots::kCapacity);
+  return strprintf("direct (single copy, every rank on this host, >= %zu B read per rank)",
+                   kDirectMinRead);
+}
+
+Status run_direct_copy(ddl_comm *comm, const CollectiveCall &call, const ExecArgs &exec,
+                       uint64_t call_number, bool *found_failure) {
+  PublishedBuffer mine;
+  mine.address = reinterpret_cast<uintptr_t>(exec.input);
+  // Joining checks every rank's call stamp: ranks that disagree about the call fail here,
+  // before anyone reads another's memory.
+  DDL_RETURN_IF_ERROR(flat_join(comm, exec, call_number, &mine, sizeof mine, found_failure));
+  int failed_peer = call.root;
+  Status s = call.collective == Collective::kBroadcast
+                 ? read_broadcast(comm, call, exec, call_number)
+                 : read_allgather(comm, call, exec, call_number, &failed_peer);
+  if (!s.ok()) return explain_peer_failure(comm, exec, failed_peer, s, found_failure);
+  // Nobody reads a broadcast's non-root buffers: those ranks need not wait for the others.
+  if (call.collective == Collective::kBroadcast && comm->rank != call.root) {
+    comm->flat->finish(call_number);
+    return Status::Ok();
+  }
+  return flat_leave(comm, exec, call_number, found_failure);
+}
+
+}  // namespace ddl
