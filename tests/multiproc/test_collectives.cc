@@ -15,7 +15,7 @@
 #include "harness.h"
 #include "typed_values.h"
 
-using namespace ddl_test;
+using namespace ddltest;
 
 namespace {
 
