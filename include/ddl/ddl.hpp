@@ -8,6 +8,7 @@
 //   comm.allreduce(in.data(), out.data(), n, DDL_MAX); // out of place
 //   ddl::SharedBuffer<float> fast(n);                  // ddl_mem_alloc: faster on one host
 //   comm.allreduce(fast.data(), n);
+//   ddl::Request r = comm.iallreduce(grad.data(), n);  // nonblocking; r.wait() later
 #ifndef DDL_DDL_HPP
 #define DDL_DDL_HPP
 
@@ -105,6 +106,60 @@ class SharedBuffer {
   size_t size_ = 0;
 };
 
+// An owning nonblocking request (ddl_i*): wait() throws on failure; the destructor frees it
+// (a request not waited for still runs to its end, its buffers in use until then).
+class Request {
+ public:
+  Request() = default;
+  explicit Request(ddl_request_t request) noexcept : request_(request) {}
+  Request(Request &&other) noexcept : request_(std::exchange(other.request_, nullptr)) {}
+  Request &operator=(Request &&other) noexcept {
+    if (this != &other) {
+      ddl_request_free(request_);
+      request_ = std::exchange(other.request_, nullptr);
+    }
+    return *this;
+  }
+  Request(const Request &) = delete;
+  Request &operator=(const Request &) = delete;
+  ~Request() { ddl_request_free(request_); }
+
+  void wait() const { check(ddl_wait(request_)); }
+  // True once finished (and successful; a failure throws).
+  bool test() const {
+    int done = 0;
+    check(ddl_test(request_, &done));
+    return done != 0;
+  }
+  ddl_request_t handle() const noexcept { return request_; }
+
+ private:
+  static void check(ddl_result_t r) {
+    if (r != DDL_SUCCESS) throw Error(r, ddl_comm_last_error(nullptr));
+  }
+  ddl_request_t request_ = nullptr;
+};
+
+// ddl_group_start() for the scope; the end issues the group (NCCL's semantics, fusing small
+// allreduces). end() throws on failure; the destructor ends a group left by an exception.
+class Group {
+ public:
+  Group() { ddl_group_start(); }
+  Group(const Group &) = delete;
+  Group &operator=(const Group &) = delete;
+  ~Group() {
+    if (open_) ddl_group_end();
+  }
+  void end() {
+    open_ = false;
+    const ddl_result_t r = ddl_group_end();
+    if (r != DDL_SUCCESS) throw Error(r, ddl_comm_last_error(nullptr));
+  }
+
+ private:
+  bool open_ = true;
+};
+
 class Communicator {
  public:
   // ddl_comm_init_from_env: DDL_*, mpirun, srun or torchrun variables.
@@ -181,6 +236,41 @@ class Communicator {
     check(ddl_reduce_scatter(send, recv, recvcount, datatype_of<T>::value, op, comm_));
   }
   void barrier() const { check(ddl_barrier(comm_)); }
+
+  // Nonblocking forms (ddl_i*): the buffers belong to ddl until the request has finished.
+  template <typename T>
+  Request iallreduce(const T *send, T *recv, size_t count, ddl_op_t op = DDL_SUM) const {
+    ddl_request_t r = nullptr;
+    check(ddl_iallreduce(send, recv, count, datatype_of<T>::value, op, comm_, &r));
+    return Request(r);
+  }
+  template <typename T>
+  Request iallreduce(T *data, size_t count, ddl_op_t op = DDL_SUM) const {
+    return iallreduce(data, data, count, op);
+  }
+  template <typename T>
+  Request ibroadcast(T *data, size_t count, int root) const {
+    ddl_request_t r = nullptr;
+    check(ddl_ibroadcast(data, count, datatype_of<T>::value, root, comm_, &r));
+    return Request(r);
+  }
+  template <typename T>
+  Request iallgather(const T *send, T *recv, size_t sendcount) const {
+    ddl_request_t r = nullptr;
+    check(ddl_iallgather(send, recv, sendcount, datatype_of<T>::value, comm_, &r));
+    return Request(r);
+  }
+  template <typename T>
+  Request ireduce_scatter(const T *send, T *recv, size_t recvcount, ddl_op_t op = DDL_SUM) const {
+    ddl_request_t r = nullptr;
+    check(ddl_ireduce_scatter(send, recv, recvcount, datatype_of<T>::value, op, comm_, &r));
+    return Request(r);
+  }
+  Request ibarrier() const {
+    ddl_request_t r = nullptr;
+    check(ddl_ibarrier(comm_, &r));
+    return Request(r);
+  }
 
  private:
   explicit Communicator(ddl_comm_t comm) : comm_(comm) {}

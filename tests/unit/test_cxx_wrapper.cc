@@ -57,3 +57,30 @@ Test(cxx_wrapper, shared_buffer_owns_ddl_mem_alloc_memory) {
   cr_assert_eq(ddl_mem_free(old), DDL_ERR_INVALID_ARGUMENT, "the old allocation was not freed");
   cr_assert_eq(moved.size(), 4u);
 }
+
+Test(cxx_wrapper, requests_and_groups) {
+  ddl::Communicator comm = ddl::Communicator::create(1, 0, "");
+  std::vector<double> a = {1, 2}, b(2, 0.0), all(2, 0.0);
+  ddl::Request r = comm.iallreduce(a.data(), b.data(), a.size(), DDL_SUM);
+  ddl::Request g = comm.iallgather(a.data(), all.data(), a.size());
+  g.wait();
+  r.wait();
+  cr_assert(r.test());
+  cr_assert_eq(b[1], 2.0);
+  cr_assert_eq(all[0], 1.0);
+  {
+    ddl::Group group;
+    comm.allreduce(a.data(), a.size());
+    ddl::Request in_group = comm.ibarrier();
+    group.end();
+    in_group.wait();
+  }
+  ddl::Request moved = std::move(r);
+  cr_assert_null(r.handle());
+  try {
+    comm.ibroadcast(a.data(), a.size(), 2);
+    cr_assert_fail("a bad root did not throw");
+  } catch (const ddl::Error &e) {
+    cr_assert_eq(e.code(), DDL_ERR_INVALID_ARGUMENT);
+  }
+}
