@@ -35,7 +35,7 @@ import torch.distributed as dist
 
 import ddl
 
-__all__ = ["BACKEND", "extension", "nonblocking"]
+__all__ = ["BACKEND", "communicator_from_store", "extension", "nonblocking"]
 
 BACKEND = "ddl"
 
@@ -48,6 +48,11 @@ def extension():
     global _ext
     with _ext_lock:
         if _ext is None:
+            import logging
+
+            # Importing cpp_extension warns that there is no CUDA runtime on CPU-only
+            # machines; the backend compiles no CUDA code, so that warning is only noise.
+            logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
             from torch.utils import cpp_extension
 
             here = os.path.dirname(os.path.abspath(__file__))
@@ -126,26 +131,34 @@ def _free_port(addr):
         return s.getsockname()[1]
 
 
-def _create_backend(store, rank, size, timeout):
-    """torch's backend constructor: (PrefixStore of this group, group rank, group size,
-    timeout) -> the C++ backend. Called once per process group, by its members only."""
-    ext = extension()  # build before the rendezvous, so that its time does not count
+def communicator_from_store(store, rank, size, timeout_ms=None, key="ddl"):
+    """A ddl.Communicator for the `size` processes sharing torch store `store` (each passing
+    its rank): rank 0 picks a free port on a reachable address and a fresh random job token,
+    and publishes them under `key` in the store; the others read them (waiting up to the
+    store's timeout). Each process group's backend makes its own this way; so can a program
+    that wants a raw ddl communicator beside torch's (bench/torch_vs_gloo.py does)."""
     if rank == 0:
         addr = _root_address(store)
         root = f"{addr}:{_free_port(addr)}"
         token = secrets.token_hex(16)
-        store.set("ddl/root", root)
-        store.set("ddl/token", token)
+        store.set(f"{key}/root", root)
+        store.set(f"{key}/token", token)
     else:
-        # store.get waits (up to the store's timeout) for rank 0's keys.
-        root = store.get("ddl/root").decode()
-        token = store.get("ddl/token").decode()
+        root = store.get(f"{key}/root").decode()
+        token = store.get(f"{key}/token").decode()
+    return ddl.Communicator(size, rank, root, job_token=token, timeout_ms=timeout_ms)
+
+
+def _create_backend(store, rank, size, timeout):
+    """torch's backend constructor: (PrefixStore of this group, group rank, group size,
+    timeout) -> the C++ backend. Called once per process group, by its members only."""
+    ext = extension()  # build before the rendezvous, so that its time does not count
     if isinstance(timeout, datetime.timedelta):
         timeout_ms = int(timeout.total_seconds() * 1000)
     else:
         timeout_ms = int(timeout) if timeout else None
     timeout_ms = min(timeout_ms, 2**31 - 1) if timeout_ms else None
-    comm = ddl.Communicator(size, rank, root, job_token=token, timeout_ms=timeout_ms)
+    comm = communicator_from_store(store, rank, size, timeout_ms)
     # The backend keeps `comm` alive and uses its C handle directly.
     return ext.DdlBackend(rank, size, comm._handle.value, ddl.library_path(), comm)
 

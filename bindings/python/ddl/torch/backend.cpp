@@ -563,6 +563,9 @@ class DdlBackend : public c10d::Backend {
       int rc = blocking();
       if (rc) throw_failure(rc, type);
       if (after) after();
+      // torch's Python API treats a null Work of a call made with asyncOp false as "already
+      // synchronised" and skips work.wait(): one Python-to-C++ call less per collective.
+      if (!async) return {};
       return DdlWork::finished(rank_, type, std::move(outputs));
     }
     Req req = nullptr;
@@ -607,7 +610,10 @@ class DdlBackend : public c10d::Backend {
     }
     w->keep = std::move(keep);
     w->after = std::move(after);
-    if (!async) w->wait(std::chrono::milliseconds(0));
+    if (!async) {
+      w->wait(std::chrono::milliseconds(0));
+      return {};
+    }
     return w;
   }
 
