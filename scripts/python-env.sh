@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Makes (once) the Python environment the tests and examples use, and prints its python.
+#
+#   scripts/python-env.sh            -> prints e.g. /root/.cache/ddl/venv/bin/python
+#
+# The virtual environment lives outside the clone, at ${DDL_VENV:-$HOME/.cache/ddl/venv}, so
+# that torch (large) is downloaded once per machine and reused by every later run and clone.
+# It gets the current torch from PyPI, numpy and pytest, and this checkout's bindings/python
+# (editable: the package runs from this checkout and finds its build/, or $DDL_BUILD_DIR).
+# Progress goes to stderr; stdout carries only the interpreter's path.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+venv=${DDL_VENV:-$HOME/.cache/ddl/venv}
+python=$venv/bin/python
+log() { echo "python-env: $*" >&2; }
+
+if [ ! -x "$python" ]; then
+  base=${DDL_BASE_PYTHON:-python3}
+  log "creating $venv with $($base --version 2>&1)"
+  mkdir -p "$(dirname "$venv")"
+  if ! "$base" -m venv "$venv" >&2; then
+    # Debian's python3 needs python3-venv for `-m venv`.
+    log "installing python3-venv"
+    sudo=""
+    [ "$(id -u)" -ne 0 ] && sudo="sudo"
+    $sudo apt-get install -y -qq --no-install-recommends python3-venv >&2
+    rm -rf "$venv"
+    "$base" -m venv "$venv" >&2
+  fi
+fi
+
+# Only what is missing: a present torch is never downloaded again.
+missing=()
+for module in torch numpy pytest setuptools; do
+  "$python" -c "import $module" 2> /dev/null || missing+=("$module")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  log "installing ${missing[*]} from PyPI into $venv"
+  "$python" -m pip install --quiet --upgrade pip >&2
+  "$python" -m pip install --quiet "${missing[@]}" >&2
+fi
+
+# The package itself: editable, from this checkout (cheap; redone when the venv's ddl is
+# another checkout's or absent).
+installed=$("$python" -c "import ddl, os; print(os.path.dirname(os.path.dirname(ddl.__file__)))" \
+              2> /dev/null || true)
+if [ "$installed" != "$root/bindings/python" ]; then
+  log "installing bindings/python (editable) from $root"
+  "$python" -m pip install --quiet --no-deps --no-build-isolation --editable \
+    "$root/bindings/python" >&2
+fi
+echo "$python"
