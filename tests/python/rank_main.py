@@ -422,12 +422,25 @@ def scenario_mismatch(comm, kind):
                 comm.allreduce(np.ones(16))
             else:
                 comm.broadcast(np.ones(16))
+        elif kind == "async":
+            req = comm.allreduce(np.ones(10 + me, dtype=np.float32), async_=True)
+            try:
+                req.wait()
+            finally:
+                assert req.done
+            raise AssertionError("mismatched counts: wait() did not raise")
         raise AssertionError(f"mismatched {kind} did not raise")
     except ddl.Error as e:
         assert e.code == 2 and e.name == "DDL_ERR_INVALID_USAGE", (e.code, e.name, str(e))
         assert "allreduce" in e.message or "broadcast" in e.message, e.message
         assert str(e).startswith("DDL_ERR_INVALID_USAGE: "), str(e)
         print(f"rank {me}: {e}")
+        if kind == "async":  # the error stays with the request
+            try:
+                req.test()
+                raise AssertionError("test() after a failure did not raise")
+            except ddl.Error as again:
+                assert again.code == e.code
     # The communicator only answers with errors now; it can still be destroyed.
     try:
         comm.barrier()

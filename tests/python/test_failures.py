@@ -7,7 +7,7 @@ import pytest
 from conftest import run_ranks
 
 
-@pytest.mark.parametrize("kind", ["count", "dtype", "collective"])
+@pytest.mark.parametrize("kind", ["count", "dtype", "collective", "async"])
 def test_mismatched_calls_fail_on_every_rank(kind):
     ranks = run_ranks(2, "mismatch", kind)
     for r in ranks:
