@@ -204,8 +204,10 @@ def library_command(library, ranks, args, bins, flags):
     return cmd + [bins["mpi_allreduce"]] + flags
 
 
-def run_library(library, ranks, args, bins, run_sizes):
-    """One run of one library over every size; returns (report, {size: out-of-place time_us})."""
+def run_library(library, ranks, args, bins, run_sizes, extra_flags=()):
+    """One run of one library over every size; returns (report, {size: out-of-place time_us}).
+
+    extra_flags go to both programs (collectives_vs_mpi.py passes -C NAME)."""
     times, report = {}, None
     tiny = [s for s in run_sizes if s < min(args.tiny_split, args.split)]
     small = [s for s in run_sizes if min(args.tiny_split, args.split) <= s < args.split]
@@ -216,9 +218,10 @@ def run_library(library, ranks, args, bins, run_sizes):
         with tempfile.NamedTemporaryFile(suffix=".json") as tmp:
             flags = ["-b", str(part[0]), "-e", str(part[-1]), "-f", str(args.factor), "-n", str(iters),
                      "-w", str(args.warmup), "-c", "0", "-d", args.datatype, "-J", tmp.name,
-                     "-R", "1" if args.library_memory else "0"]
+                     "-R", "1" if args.library_memory else "0"] + list(extra_flags)
             cmd = library_command(library, ranks, args, bins, flags)
-            run_command(cmd, "%s run with %d ranks" % (library, ranks), args.timeout + 30)
+            what = "%s %srun with %d ranks" % (library, " ".join(extra_flags) + " " if extra_flags else "", ranks)
+            run_command(cmd, what, args.timeout + 30)
             try:
                 with open(tmp.name) as f:
                     report = json.load(f)

@@ -116,6 +116,9 @@ class MpiBackend : public ddl_perf::CollectiveBackend {
         if (recv_bytes == static_cast<const unsigned char *>(send) + rank_ * block) return false;
         rc = MPI_Reduce_scatter_block(send, recv, n, type, mpi_op(op), MPI_COMM_WORLD);
         break;
+      case Collective::kBarrier:
+        rc = MPI_Barrier(MPI_COMM_WORLD);
+        break;
     }
     check(rc, ddl_perf::collective_name(collective));
     return true;

@@ -60,6 +60,10 @@ class DdlBackend : public ddl_perf::CollectiveBackend {
         call = "ddl_reduce_scatter";
         result = ddl_reduce_scatter(send, recv, count, dtype, op, comm_);
         break;
+      case ddl_perf::Collective::kBarrier:
+        call = "ddl_barrier";
+        result = ddl_barrier(comm_);
+        break;
     }
     if (result == DDL_ERR_UNSUPPORTED) return false;
     if (result == DDL_SUCCESS) return true;  // the message below is built only on failure

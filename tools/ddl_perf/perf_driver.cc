@@ -27,6 +27,7 @@ using Buffer = std::unique_ptr<unsigned char, BufferDeleter>;
 
 // The count argument of one call for a message of `bytes` (at least one element per rank).
 size_t call_count(Collective collective, uint64_t bytes, ddl_datatype_t dtype, int nranks) {
+  if (collective == Collective::kBarrier) return 0;
   size_t elements = static_cast<size_t>(bytes / ddl::datatype_size(dtype));
   if (collective == Collective::kAllgather || collective == Collective::kReduceScatter) {
     elements /= static_cast<size_t>(nranks);
@@ -98,7 +99,7 @@ int PerfRun::run() {
   if (!allocate()) return 1;
   if (rank_ == 0) report_.print_header(stdout, notes);
   for (const auto &combo : combos) {
-    uint64_t last_bytes = 0;
+    uint64_t last_bytes = UINT64_MAX;  // a barrier's one row has 0 bytes
     for (uint64_t bytes : perf_sizes(options_)) {
       measure_size(combo.first, combo.second, bytes, &last_bytes);
     }
@@ -126,6 +127,7 @@ bool PerfRun::allocate() {
       largest = std::max(largest, whole ? per_call * static_cast<size_t>(nranks_) : per_call);
     }
   }
+  largest = std::max<size_t>(largest, 64);  // a barrier needs none, but allocators want > 0
   void *send = nullptr, *recv = nullptr;
   CollectiveBackend *library = options_.library_memory ? &backend_ : nullptr;
   if (library) {

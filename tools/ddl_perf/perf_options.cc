@@ -23,6 +23,7 @@ const CollectiveInfo kCollectives[] = {
     {Collective::kBroadcast, "broadcast", "bcast"},
     {Collective::kAllgather, "allgather", "all_gather"},
     {Collective::kReduceScatter, "reduce_scatter", "reducescatter"},
+    {Collective::kBarrier, "barrier", "barrier"},
 };
 
 bool parse_int_option(const char *text, int64_t min, int64_t max, int64_t *value) {
@@ -99,7 +100,8 @@ Run one process per rank (ddlrun -n N, mpirun -np N).
   -d, --datatype TYPE      float, half, bfloat16, double, int8, uint8, int32, uint32, int64,
                            uint64 (also float16, float32, float64, bf16...), or all
   -o, --op OP              sum, prod, min, max, avg, or all (default sum)
-  -C, --collective NAME    allreduce (default), broadcast, allgather, reduce_scatter
+  -C, --collective NAME    allreduce (default), broadcast, allgather, reduce_scatter,
+                           barrier (latency: one row of 0 bytes)
   -r, --root RANK          root of broadcast (default 0)
   -J, --json FILE          also write the results as JSON
   -a, --algorithm NAME     force an algorithm (sets DDL_ALGO: ring, rd, ...); default: the
@@ -213,7 +215,7 @@ ParseOutcome parse_perf_options(int argc, char **argv, PerfOptions *options, std
         }
         if (!found) {
           *error = "unknown collective " + quoted(arg) +
-                   "; use allreduce, broadcast, allgather or reduce_scatter";
+                   "; use allreduce, broadcast, allgather, reduce_scatter or barrier";
           return ParseOutcome::kError;
         }
         break;

@@ -9,7 +9,8 @@
 
 namespace ddl_perf {
 
-enum class Collective { kAllreduce, kBroadcast, kAllgather, kReduceScatter };
+// kBarrier moves no data: every size is one row of 0 bytes (its latency).
+enum class Collective { kAllreduce, kBroadcast, kAllgather, kReduceScatter, kBarrier };
 
 const char *collective_name(Collective collective);
 // Whether the collective reduces (and so has an op and a redop column value).

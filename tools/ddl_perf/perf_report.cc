@@ -68,6 +68,8 @@ double bus_factor(Collective collective, int nranks) {
       return (n - 1) / n;
     case Collective::kBroadcast:
       return 1;
+    case Collective::kBarrier:
+      return 0;
   }
   return 1;
 }
