@@ -120,6 +120,10 @@ Test(ddl_perf, other_collectives) {
   expect_clean_run(3, {"-C", "broadcast", "-r", "1", "-b", "8", "-e", "256K", "-f", "8"});
   expect_clean_run(3, {"-C", "allgather", "-b", "8", "-e", "256K", "-f", "8", "-d", "half"});
   expect_clean_run(3, {"-C", "reduce_scatter", "-b", "8", "-e", "256K", "-f", "8", "-o", "max"});
+  // Past the single copy's threshold on 2 ranks (direct_copy.h), with every size checked.
+  expect_clean_run(2, {"-C", "broadcast", "-r", "1", "-b", "16K", "-e", "4M", "-f", "16"});
+  expect_clean_run(2, {"-C", "allgather", "-b", "16K", "-e", "4M", "-f", "16", "-d", "double"});
+  expect_clean_run(2, {"-C", "barrier", "-n", "50"}, 1);  // one row: 0 bytes
 }
 
 Test(ddl_perf, json_output) {
