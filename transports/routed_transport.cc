@@ -22,23 +22,43 @@ RoutedTransport::RoutedTransport(Transport *network, Transport *local, std::vect
   all_local_ = local_ && served + 1 >= via_local_.size();
 }
 
+void RoutedTransport::add_rail(Transport *rail, std::vector<bool> via_rail) {
+  rail_ = rail;
+  via_rail_ = std::move(via_rail);
+}
+
 bool RoutedTransport::local_peer(int peer, uint32_t tag) const {
   return tag != kNoticeTag && peer >= 0 && static_cast<size_t>(peer) < via_local_.size() &&
          via_local_[peer];
 }
 
+RoutedTransport::Route RoutedTransport::route_of(int peer, uint32_t tag) const {
+  if (local_peer(peer, tag)) return kLocal;
+  if (rail_ && tag != kNoticeTag && peer >= 0 && static_cast<size_t>(peer) < via_rail_.size() &&
+      via_rail_[peer])
+    return kRail;
+  return kNetwork;
+}
+
+Transport *RoutedTransport::transport_of(Route route) const {
+  return route == kLocal ? local_ : route == kRail ? rail_ : network_;
+}
+
 Status RoutedTransport::post_send(int peer, uint32_t seq, uint32_t tag, const void *buf,
                                   size_t bytes, TransferRequest *req) {
-  const bool local = local_peer(peer, tag);
-  req->route = local ? kLocal : kNetwork;
-  return (local ? local_ : network_)->post_send(peer, seq, tag, buf, bytes, req);
+  const Route route = route_of(peer, tag);
+  // Set after the transport's post: it starts by resetting *req.
+  Status s = transport_of(route)->post_send(peer, seq, tag, buf, bytes, req);
+  req->route = route;
+  return s;
 }
 
 Status RoutedTransport::post_recv(int peer, uint32_t seq, uint32_t tag, void *buf, size_t bytes,
                                   TransferRequest *req) {
-  const bool local = local_peer(peer, tag);
-  req->route = local ? kLocal : kNetwork;
-  return (local ? local_ : network_)->post_recv(peer, seq, tag, buf, bytes, req);
+  const Route route = route_of(peer, tag);
+  Status s = transport_of(route)->post_recv(peer, seq, tag, buf, bytes, req);
+  req->route = route;
+  return s;
 }
 
 Status RoutedTransport::post_recv_any(uint32_t tag, void *buf, size_t bytes, TransferRequest *req) {
@@ -53,9 +73,10 @@ bool RoutedTransport::reduces_on_receive(int peer) const {
 Status RoutedTransport::post_recv_reduce(int peer, uint32_t seq, uint32_t tag, void *dst,
                                          const void *src, size_t bytes, const ReduceSpec &spec,
                                          TransferRequest *req) {
-  const bool local = local_peer(peer, tag);
-  req->route = local ? kLocal : kNetwork;
-  return (local ? local_ : network_)->post_recv_reduce(peer, seq, tag, dst, src, bytes, spec, req);
+  const Route route = route_of(peer, tag);
+  Status s = transport_of(route)->post_recv_reduce(peer, seq, tag, dst, src, bytes, spec, req);
+  req->route = route;
+  return s;
 }
 
 bool RoutedTransport::carries_stamps(int peer) const {
@@ -76,24 +97,26 @@ bool RoutedTransport::stamp_seen(int peer) const {
 
 bool RoutedTransport::progress() {
   bool any = local_ && local_->progress();
+  if (rail_) any = rail_->progress() || any;
   if (!all_local_ || ++polls_ % kNetworkPollEvery == 0) any = network_->progress() || any;
   return any;
 }
 
 bool RoutedTransport::progress_all() {
-  const bool local = local_ && local_->progress();
-  return network_->progress() || local;
+  bool any = local_ && local_->progress();
+  if (rail_) any = rail_->progress() || any;
+  return network_->progress() || any;
 }
 
 void RoutedTransport::cancel(TransferRequest *req) {
-  if (req->route == kLocal)
-    local_->cancel(req);
-  else
-    network_->cancel(req);
+  transport_of(req->route == kLocal ? kLocal : req->route == kRail ? kRail : kNetwork)->cancel(req);
 }
 
 Status RoutedTransport::peer_status(int peer) const {
-  if (local_peer(peer, 0)) return local_->peer_status(peer);
+  const Route route = route_of(peer, 0);
+  if (route == kLocal) return local_->peer_status(peer);
+  // A rail peer is also watched by the main transport's heartbeats.
+  if (route == kRail) DDL_RETURN_IF_ERROR(rail_->peer_status(peer));
   return network_->peer_status(peer);
 }
 

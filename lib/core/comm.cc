@@ -179,6 +179,72 @@ Status connect_shm(ddl_comm *comm) {
   return Status::Ok();
 }
 
+std::vector<std::string> split_string(const std::string &text, char separator) {
+  std::vector<std::string> parts(1);
+  for (char c : text) {
+    if (c == separator)
+      parts.emplace_back();
+    else
+      parts.back() += c;
+  }
+  return parts;
+}
+
+// DDL_RAILS="eth0,eth1": the NICs of every host, by rail. A rank of local index i (its place
+// among its host's ranks) drives rail i mod R: a UCX transport of its own, bound to that NIC,
+// carries its messages to the ranks of other hosts on the same rail. hier's cross-host step
+// runs between ranks of the same local index, so each host's ranks then drive all its NICs
+// at once; everything else keeps the main transport (UCX's choice of devices). A rank whose
+// rail transport cannot be made says so and keeps the main one; both ends must have one.
+Status connect_rails(ddl_comm *comm) {
+  std::vector<std::string> nics;
+  for (const std::string &nic : split_string(env_string("DDL_RAILS"), ','))
+    if (!nic.empty()) nics.push_back(nic);
+  const topo::Tier &hosts = comm->tiers.at(topo::TierLevel::kHost);
+  const bool several_hosts =
+      std::any_of(hosts.group_of.begin(), hosts.group_of.end(),
+                  [&](int group) { return group != hosts.group_of[comm->rank]; });
+  if (nics.empty() || !several_hosts) return Status::Ok();  // the same on every rank
+  std::vector<int> local_index(comm->nranks, 0), rail_of(comm->nranks, 0);
+  std::map<int, int> seen;  // ranks per host so far
+  for (int r = 0; r < comm->nranks; ++r) {
+    local_index[r] = seen[hosts.group_of[r]]++;
+    rail_of[r] = local_index[r] % static_cast<int>(nics.size());
+  }
+  const std::string &nic = nics[rail_of[comm->rank]];
+  UcxOptions options;
+  options.net_device = nic;
+  options.heartbeats = false;  // the main transport watches every peer
+  Status made = UcxTransport::create(comm->rank, comm->nranks, &comm->rail, options);
+  if (!made.ok()) {
+    DDL_WARN("rail %d (NIC %s): %s; this rank's traffic to other hosts stays on UCX's choice",
+             rail_of[comm->rank], nic.c_str(), made.message().c_str());
+    comm->rail.reset();
+  }
+  std::vector<std::string> all;
+  Status s = comm->bootstrap->allgather(comm->rail ? comm->rail->worker_address() : "", &all);
+  if (!s.ok()) return s.prefix("exchanging rail addresses: ");
+  std::vector<UcxTransport::Peer> peers(comm->nranks);
+  std::vector<bool> via_rail(comm->nranks, false);
+  std::string served;
+  for (int r = 0; r < comm->nranks; ++r) {
+    peers[r].address = all[r];
+    peers[r].pid = comm->pids[r];
+    via_rail[r] = comm->rail && !all[r].empty() && rail_of[r] == rail_of[comm->rank] &&
+                  hosts.group_of[r] != hosts.group_of[comm->rank];
+    peers[r].wanted = via_rail[r];
+    if (via_rail[r]) served += strprintf("%s%d", served.empty() ? "" : ",", r);
+  }
+  if (!comm->rail) return Status::Ok();
+  s = comm->rail->connect(peers);
+  if (!s.ok())
+    return s.prefix(strprintf("connecting rail %d (NIC %s): ", rail_of[comm->rank], nic.c_str()));
+  comm->routes->add_rail(comm->rail.get(), via_rail);
+  DDL_INFO("rail %d of %zu: NIC %s carries this rank's traffic to ranks %s", rail_of[comm->rank],
+           nics.size(), nic.c_str(), served.empty() ? "(none)" : served.c_str());
+  return Status::Ok();
+}
+
 bool all_on_one_host(const ddl_comm *comm) {
   const topo::Tier &hosts = comm->tiers.at(topo::TierLevel::kHost);
   return std::all_of(hosts.group_of.begin(), hosts.group_of.end(),
@@ -293,6 +359,7 @@ Status create_comm(const BootstrapOptions &options, const CommConfig &config, dd
   if (!s.ok()) return s.prefix("creating the UCX transport: ");
   DDL_RETURN_IF_ERROR(connect_transport(comm.get()));
   DDL_RETURN_IF_ERROR(connect_shm(comm.get()));
+  DDL_RETURN_IF_ERROR(connect_rails(comm.get()));
   DDL_RETURN_IF_ERROR(connect_cma(comm.get()));
   connect_slots(comm.get());
   choose_waiting(comm.get());
@@ -338,7 +405,9 @@ void destroy_comm(ddl_comm *comm) {
     for (TransferRequest &send : comm->notice_sends) comm->transport->cancel(&send);
     comm->transport->close(kCloseTimeoutMs);
   }
+  if (comm->rail) comm->rail->close(kCloseTimeoutMs);
   comm->routes.reset();
+  comm->rail.reset();
   comm->shm.reset();
   comm->transport.reset();
   comm->bootstrap.reset();

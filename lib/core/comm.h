@@ -38,7 +38,8 @@ struct ddl_comm {
   std::unique_ptr<ddl::Bootstrap> bootstrap;
   std::unique_ptr<ddl::UcxTransport> transport;  // every peer; notices
   std::unique_ptr<ddl::ShmTransport> shm;        // peers on this host, when it works here
-  std::unique_ptr<ddl::RoutedTransport> routes;  // what collectives use: shm, else UCX
+  std::unique_ptr<ddl::UcxTransport> rail;       // this rank's own NIC (DDL_RAILS), or null
+  std::unique_ptr<ddl::RoutedTransport> routes;  // what collectives use: shm, rail, else UCX
   ddl::Executor executor;
   std::vector<pid_t> pids;  // by rank
   // Every rank shares this host and may read and write its peers' memory directly

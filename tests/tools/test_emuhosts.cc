@@ -131,7 +131,7 @@ Test(emuhosts, run_cleans_up_when_terminated) {
   run_command({kEmuhosts, "down", "--name", g_name}, 30);
 
   ddltest::Spawned run({kEmuhosts, "run", "--name", g_name, "--hosts", "2", "--", "sh", "-c",
-                         "\"$EMUHOSTS_AGENT\" h1 sleep 60"});
+                        "\"$EMUHOSTS_AGENT\" h1 sleep 60"});
   for (int i = 0; i < 200 && !exists("/run/emuhosts/" + g_name + "/agent"); ++i) usleep(50000);
   usleep(300000);  // let the command start on h1
   kill(run.pid(), SIGTERM);
@@ -231,5 +231,82 @@ Test(emuhosts, a_failing_rank_on_one_host_stops_the_job) {
     pid_t pid = std::stoi(text);
     cr_assert(ddltest::wait_until_gone(pid, 5), "rank %d (pid %d) outlived ddlrun", rank,
               static_cast<int>(pid));
+  }
+}
+
+namespace {
+
+// Bytes sent so far by each NIC of an emulated host ({"eth0", n}, ...), from /proc/net/dev.
+std::vector<std::pair<std::string, long long>> nic_tx_bytes(const std::string &host) {
+  RunResult r = on_host(host, "cat /proc/net/dev");
+  std::vector<std::pair<std::string, long long>> nics;
+  size_t at = 0;
+  while (at < r.out.size()) {
+    size_t end = r.out.find('\n', at);
+    if (end == std::string::npos) end = r.out.size();
+    const std::string line = r.out.substr(at, end - at);
+    at = end + 1;
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::string name = line.substr(0, colon);
+    name.erase(0, name.find_first_not_of(' '));
+    if (name.rfind("eth", 0) != 0) continue;
+    long long fields[9] = {};
+    if (sscanf(line.c_str() + colon + 1, "%lld %lld %lld %lld %lld %lld %lld %lld %lld", &fields[0],
+               &fields[1], &fields[2], &fields[3], &fields[4], &fields[5], &fields[6], &fields[7],
+               &fields[8]) == 9)
+      nics.emplace_back(name, fields[8]);  // the 9th number: bytes transmitted
+  }
+  return nics;
+}
+
+}  // namespace
+
+// DDL_RAILS: each local rank drives its own NIC, so hier's cross-host traffic leaves every
+// host over both rails about equally (without it, UCX sends everything over one NIC).
+Test(emuhosts, rails_drive_every_nic_of_a_host) {
+  up_or_skip({"--hosts", "2", "--rails", "2"});
+  std::vector<std::vector<std::pair<std::string, long long>>> before;
+  for (const char *host : {"h0", "h1"}) before.push_back(nic_tx_bytes(host));
+  RunResult r = run_command({kDdlrun,
+                             "-H",
+                             "h0:2,h1:2",
+                             "--launch-agent",
+                             agent(),
+                             "--timeout",
+                             "90",
+                             "-x",
+                             "DDL_RAILS=eth0,eth1",
+                             "-x",
+                             "DDL_LOG_LEVEL=info",
+                             "--",
+                             kDdlPerf,
+                             "-a",
+                             "hier",
+                             "-b",
+                             "16M",
+                             "-e",
+                             "16M",
+                             "-n",
+                             "2",
+                             "-w",
+                             "0",
+                             "-c",
+                             "1"},
+                            110);
+  cr_assert_eq(r.exit_status, 0, "stdout:\n%s\nstderr:\n%s", r.out.c_str(), r.err.c_str());
+  cr_assert(contains(r.out, "# Out of bounds values : 0 OK"), "%s", r.out.c_str());
+  cr_assert(contains(r.out + r.err, "rail 1 of 2: NIC eth1 carries this rank's traffic to ranks 3"),
+            "rank 1's log does not name its rail:\n%s", r.err.c_str());
+  int host = 0;
+  for (const char *name : {"h0", "h1"}) {
+    const auto after = nic_tx_bytes(name);
+    cr_assert_eq(after.size(), 2u, "%s has %zu NICs", name, after.size());
+    for (size_t nic = 0; nic < after.size(); ++nic) {
+      const long long sent = after[nic].second - before[host][nic].second;
+      // Each host sends 16 MB per allreduce, half over each rail; at least 4 allreduces ran.
+      cr_assert(sent > 16ll << 20, "%s %s sent only %lld B", name, after[nic].first.c_str(), sent);
+    }
+    ++host;
   }
 }

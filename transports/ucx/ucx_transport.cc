@@ -165,7 +165,8 @@ void on_endpoint_error_cb(void *arg, ucp_ep_h /*ep*/, ucs_status_t status) {
 
 }  // namespace
 
-Status UcxTransport::create(int rank, int nranks, std::unique_ptr<UcxTransport> *out) {
+Status UcxTransport::create(int rank, int nranks, std::unique_ptr<UcxTransport> *out,
+                            const UcxOptions &options) {
   std::unique_ptr<UcxTransport> t(new UcxTransport(rank, nranks));
   ucp_config_t *config = nullptr;
   ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
@@ -179,6 +180,14 @@ Status UcxTransport::create(int rank, int nranks, std::unique_ptr<UcxTransport> 
       return ucx_error(st, strprintf("setting UCX_%s=%s", setting.name, setting.value).c_str());
     }
   }
+  if (!options.net_device.empty()) {
+    st = ucp_config_modify(config, "NET_DEVICES", options.net_device.c_str());
+    if (st != UCS_OK) {
+      ucp_config_release(config);
+      return ucx_error(st,
+                       strprintf("setting UCX_NET_DEVICES=%s", options.net_device.c_str()).c_str());
+    }
+  }
   ucp_params_t params = {};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_REQUEST_SIZE |
                       UCP_PARAM_FIELD_REQUEST_INIT | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS |
@@ -188,7 +197,7 @@ Status UcxTransport::create(int rank, int nranks, std::unique_ptr<UcxTransport> 
   params.request_init = request_init;
   params.estimated_num_eps = static_cast<size_t>(nranks);
   // The heartbeat worker is driven by a thread of its own.
-  const int timeout_ms = nranks > 1 ? peer_timeout_ms() : 0;
+  const int timeout_ms = nranks > 1 && options.heartbeats ? peer_timeout_ms() : 0;
   params.mt_workers_shared = timeout_ms > 0 ? 1 : 0;
   st = ucp_init(&params, config, &t->context_);
   ucp_config_release(config);
@@ -230,6 +239,7 @@ Status UcxTransport::connect(const std::vector<Peer> &peers) {
   std::vector<std::string> addresses(nranks_), beats(nranks_);
   hosts_.assign(nranks_, std::string());
   for (int peer = 0; peer < nranks_; ++peer) {
+    if (!peers[peer].wanted) continue;
     size_t at = 0;
     if (!take_field(peers[peer].address, &at, &addresses[peer]) ||
         !take_field(peers[peer].address, &at, &beats[peer]) ||
@@ -241,7 +251,7 @@ Status UcxTransport::connect(const std::vector<Peer> &peers) {
     if (peers[peer].same_host || !heartbeat_) beats[peer].clear();
   }
   for (int peer = 0; peer < nranks_; ++peer) {
-    if (peer == rank_) continue;
+    if (peer == rank_ || !peers[peer].wanted) continue;
     ucp_ep_params_t ep = {};
     ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                     UCP_EP_PARAM_FIELD_ERR_HANDLER;
@@ -346,6 +356,9 @@ Status UcxTransport::post_send(int peer, uint32_t seq, uint32_t tag, const void 
                                TransferRequest *req) {
   *req = TransferRequest();
   DDL_RETURN_IF_ERROR(peer_status(peer));
+  if (!endpoints_[peer])
+    return internal_error("rank %d: no UCX endpoint to rank %d on this transport (%s)", rank_, peer,
+                          name());
   ucp_request_param_t param = {};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
   param.cb.send = on_send_done;

@@ -17,11 +17,21 @@
 
 namespace ddl {
 
+struct UcxOptions {
+  // UCX_NET_DEVICES of this transport alone ("eth1", "mlx5_1:1"): a rail's transport drives
+  // one NIC. Empty: UCX's choice (the UCX_* variables).
+  std::string net_device;
+  // Heartbeats to peers on other hosts (DDL_PEER_TIMEOUT_MS). One transport per
+  // communicator watches them; a rail's transport leaves it to the main one.
+  bool heartbeats = true;
+};
+
 class UcxTransport : public Transport {
  public:
   // Creates the context and worker. Step 1 of 2: then exchange worker_address() with the
   // peers (through the bootstrap) and call connect().
-  static Status create(int rank, int nranks, std::unique_ptr<UcxTransport> *out);
+  static Status create(int rank, int nranks, std::unique_ptr<UcxTransport> *out,
+                       const UcxOptions &options = UcxOptions());
   ~UcxTransport() override;
 
   // What to send to every peer: this worker's address, the heartbeat worker's (when
@@ -32,6 +42,7 @@ class UcxTransport : public Transport {
     std::string address;     // its worker_address()
     bool same_host = false;  // shares this host's memory
     pid_t pid = 0;           // its process id, meaningful when same_host
+    bool wanted = true;      // false: no endpoint (this transport never carries its messages)
   };
   // Creates an endpoint to every peer. A same-host peer that has died gets none and is
   // marked dead (peer_status), so that the error names it and comes from every rank's next
