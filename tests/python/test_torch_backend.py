@@ -265,7 +265,12 @@ def _main(scenario):
 
     # A short deadline for the failure scenarios: an error must come well before pytest's.
     timeout = datetime.timedelta(seconds=15 if scenario in ("mismatch", "dead") else 120)
-    dist.init_process_group("ddl", timeout=timeout)
+    init = os.environ.get("DDL_TEST_INIT_METHOD")  # tcp://... or file://...; else env://
+    if init:
+        dist.init_process_group("ddl", init_method=init, rank=int(os.environ["RANK"]),
+                                world_size=int(os.environ["WORLD_SIZE"]), timeout=timeout)
+    else:
+        dist.init_process_group("ddl", timeout=timeout)
     rank, size = dist.get_rank(), dist.get_world_size()
     globals()["scenario_" + scenario](torch, dist, rank, size)
     dist.destroy_process_group()
@@ -286,7 +291,7 @@ if __name__ != "__main__":
         env.setdefault("OMP_NUM_THREADS", "1")
         return env
 
-    def _run(launcher, nranks, scenario, timeout):
+    def _run(launcher, nranks, scenario, timeout, env=None):
         script = os.path.abspath(__file__)
         if launcher == "torchrun":
             cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node",
@@ -297,7 +302,7 @@ if __name__ != "__main__":
             cmd = [DDLRUN, "-n", str(nranks), "--tag-output", "--", sys.executable, script,
                    scenario]
         try:
-            p = subprocess.run(cmd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            p = subprocess.run(cmd, env=dict(_env(), **(env or {})), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                stdin=subprocess.DEVNULL, text=True, timeout=timeout)
         except subprocess.TimeoutExpired as e:
             out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
@@ -328,6 +333,17 @@ if __name__ != "__main__":
         rc, out = _run(launcher, nranks, scenario, timeout=300)
         assert rc == 0, f"{scenario} under {launcher} -n {nranks} failed:\n{out}"
         assert out.count(f"{scenario} ok") == nranks, out
+
+    @pytest.mark.parametrize("how", ["tcp", "file"])
+    def test_init_methods(tmp_path, how):
+        """init_method tcp:// and file:// (env:// is every other test's)."""
+        if how == "tcp":
+            init = f"tcp://127.0.0.1:{_free_port()}"
+        else:
+            init = f"file://{tmp_path / 'store'}"
+        rc, out = _run("torchrun", 2, "async", timeout=120,
+                       env={"DDL_TEST_INIT_METHOD": init})
+        assert rc == 0 and out.count("async ok") == 2, out
 
     @pytest.mark.parametrize("launcher", LAUNCHERS)
     @pytest.mark.parametrize("scenario", ["mismatch", "dead"])
