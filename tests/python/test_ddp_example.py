@@ -45,7 +45,7 @@ def train(tmp_path, nprocs, launcher="torchrun", *extra):
     else:
         if not os.access(DDLRUN, os.X_OK):
             pytest.skip(f"no ddlrun at {DDLRUN} (build ddl first)")
-        cmd = [DDLRUN, "-n", str(nprocs), "--", sys.executable] + args
+        cmd = [DDLRUN, "-n", str(nprocs), "--tag-output", "--", sys.executable] + args
     env = dict(os.environ, DDL_BUILD_DIR=BUILD_DIR, OMP_NUM_THREADS="1")
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [PACKAGE_DIR, env.get("PYTHONPATH")]))
     for var in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
@@ -57,7 +57,7 @@ def train(tmp_path, nprocs, launcher="torchrun", *extra):
         pytest.fail(f"{' '.join(cmd)} hung:\n{e.stdout}")
     assert p.returncode == 0, f"{' '.join(cmd)} failed:\n{p.stdout}"
     # Every process ends with the same parameters.
-    sums = re.findall(r"param checksum (\S+)", p.stdout)
+    sums = re.findall(r"param checksum ([-+0-9.eE]+)", p.stdout)
     assert len(sums) == nprocs, p.stdout
     assert len(set(sums)) == 1, f"processes disagree on the parameters: {sums}\n{p.stdout}"
     with open(out) as f:
