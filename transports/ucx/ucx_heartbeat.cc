@@ -249,6 +249,24 @@ void UcxHeartbeat::close_endpoints() {
     if (r) ucp_request_free(r);
 }
 
+void UcxHeartbeat::drain_unexpected() {
+  // Beats and goodbyes that arrived after the standing receive was cancelled: received into
+  // a sink, or UCX warns "unexpected tag-receive descriptor was not matched" for each one
+  // when the worker is destroyed.
+  Beat sink;
+  for (int left = 4 * nranks_ + 16; left > 0; --left) {
+    ucp_worker_progress(worker_);
+    ucp_tag_recv_info_t info = {};
+    ucp_tag_message_h message = ucp_tag_probe_nb(worker_, kBeatTag, 0, 1, &info);
+    if (!message) break;
+    ucp_request_param_t param = {};
+    ucs_status_ptr_t r = ucp_tag_msg_recv_nbx(worker_, &sink, sizeof sink, message, &param);
+    if (r == nullptr || UCS_PTR_IS_ERR(r)) continue;
+    wait_request(worker_, r, std::chrono::steady_clock::now() + kPoll);
+    ucp_request_free(r);
+  }
+}
+
 UcxHeartbeat::~UcxHeartbeat() {
   if (thread_.joinable()) {
     {
@@ -269,6 +287,7 @@ UcxHeartbeat::~UcxHeartbeat() {
       receive_ = nullptr;
     }
     close_endpoints();
+    drain_unexpected();
     ucp_worker_destroy(worker_);
   }
 }

@@ -60,6 +60,7 @@ class UcxHeartbeat {
   void send_all(uint32_t kind);
   void check_silence(std::chrono::steady_clock::time_point now);
   void close_endpoints();
+  void drain_unexpected();
   static void on_receive(void *request, ucs_status_t status, const ucp_tag_recv_info_t *info,
                          void *user_data);
   static void on_error(void *arg, ucp_ep_h ep, ucs_status_t status);
