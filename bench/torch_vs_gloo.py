@@ -14,8 +14,13 @@ place, ranks started together by a barrier.
 For all_reduce at small sizes it also shows where the time goes:
   ddl pkg   the same tensor through the ddl Python package (comm.allreduce), no torch;
   ctypes    ddl_allreduce called through ctypes with ready arguments (the least Python can do);
-  floor     torch's own dispatch: dist.all_reduce on the "fake" backend, which does nothing.
-The backend's own cost is (ddl - ctypes) minus what torch costs anyway (floor).
+  direct    the ddl backend's allreduce called from Python without torch's dispatch
+            (backend.allreduce([t], opts)): pybind11's call, the backend's C++, ddl;
+  py noop   dist.all_reduce on a Python subclass of torch's Backend that does nothing and
+            returns no Work: the least a backend written in Python can cost per call;
+  floor     dist.all_reduce on torch's "fake" ProcessGroup, which does nothing (it is a
+            ProcessGroup, so this skips the dispatcher that every Backend goes through).
+The backend's own cost is about direct - ctypes; dist.all_reduce - direct is torch's.
 
 Then the DDP example's training step (examples/ddp_train.py's model and data), DDP over ddl
 vs over gloo, and the same step without DDP (compute only) for the communication share.
@@ -84,6 +89,22 @@ def _free_port():
 
 # ---- the processes' side ---------------------------------------------------------------------
 
+def _register_pynoop():
+    """A backend written in Python that does nothing (for the "py noop" row)."""
+    import torch.distributed as dist
+    from torch._C._distributed_c10d import Backend
+
+    class PyNoop(Backend):
+        def allreduce(self, tensors, opts):
+            return None  # as if it had synchronised: torch then skips work.wait()
+
+        def getBackendName(self):
+            return "pynoop"
+
+    dist.Backend.register_backend("pynoop", lambda store, rank, size, timeout:
+                                  PyNoop(rank, size), devices=["cpu"])
+
+
 class Bench:
     def __init__(self, args):
         import torch
@@ -93,6 +114,7 @@ class Bench:
         import ddl.torch
 
         self.torch, self.dist, self.args = torch, dist, args
+        _register_pynoop()
         dist.init_process_group("ddl")
         self.rank, self.size = dist.get_rank(), dist.get_world_size()
         self.gloo = dist.new_group(backend="gloo")
@@ -109,6 +131,9 @@ class Bench:
             if self.rank == 0:
                 print(f"(no 'fake' backend for the floor row: {e})")
             self.fake = None
+        self.pynoop = dist.new_group(backend="pynoop")
+        self.backend = dist.distributed_c10d._get_default_group()._get_backend(
+            torch.device("cpu"))
         self.samples = {}  # (case, size, who) -> [per-call seconds per round]
 
     def sync_max(self, seconds):
@@ -153,6 +178,10 @@ class Bench:
                         t.numel(), 8, 0, self.comm._handle)
                 fn = self.lib.ddl_allreduce
                 rows["ctypes"] = lambda fn=fn, args=args: fn(*args)
+                opts = dist.AllreduceOptions()
+                opts.asyncOp = False
+                rows["direct"] = lambda t=t, o=opts: self.backend.allreduce([t], o)
+                rows["py noop"] = lambda t=t: dist.all_reduce(t, group=self.pynoop)
                 if self.fake is not None:
                     rows["floor"] = lambda t=t: dist.all_reduce(t, group=self.fake)
             yield "all_reduce", nbytes, rows
@@ -230,8 +259,8 @@ class Bench:
               "medians (per call: slowest rank's mean); ratio = gloo / ddl")
         print(f"{'case':24} {'bytes':>9} {'ddl us':>10} {'gloo us':>10} {'ratio':>7} "
               f"{'ddl GB/s':>9} {'gloo GB/s':>9}   more")
-        keys = sorted({(c, b) for c, b, _ in med}, key=lambda k: (list(SIZES) + ["ddp step"])
-                      .index(k[0]) if k[0] in SIZES or k[0] == "ddp step" else 99)
+        order = list(SIZES) + ["ddp step"]
+        keys = sorted({(c, b) for c, b, _ in med}, key=lambda k: (order.index(k[0]), k[1]))
         for case, nbytes in keys:
             if case == "ddp step":
                 continue
@@ -243,7 +272,7 @@ class Bench:
             us = lambda s: f"{s * 1e6:10.1f}" if s else f"{'-':>10}"
             ratio = f"{g / d:7.2f}" if d and g else f"{'-':>7}"
             more = "  ".join(f"{w} {med[(case, nbytes, w)] * 1e6:.1f}"
-                             for w in ("ddl pkg", "ctypes", "floor")
+                             for w in ("ddl pkg", "ctypes", "direct", "py noop", "floor")
                              if (case, nbytes, w) in med)
             print(f"{case:24} {nbytes:>9} {us(d)} {us(g)} {ratio} {bw(d)} {bw(g)}   {more}")
         ddp = {k[2]: v for k, v in med.items() if k[0] == "ddp step"}
