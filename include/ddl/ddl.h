@@ -194,8 +194,9 @@ DDL_API ddl_result_t ddl_request_free(ddl_request_t request);
  * them together, in order; consecutive allreduces on one communicator with the same datatype
  * and op, each at most DDL_FUSION_BYTES (default 64 KiB), are fused into one allreduce of one
  * buffer. ddl_group_end() returns once the blocking calls of the group have finished, with the
- * first failure among them; the requests of nonblocking ones complete on their own. Groups
- * nest: only the outermost end issues. Every rank must group the same calls. */
+ * first failure among them (its words in ddl_comm_last_error(NULL) of this thread); the
+ * requests of nonblocking ones complete on their own. Groups nest: only the outermost end
+ * issues. Every rank must group the same calls. */
 DDL_API ddl_result_t ddl_group_start(void);
 DDL_API ddl_result_t ddl_group_end(void);
 
