@@ -207,6 +207,50 @@ def scenario_async(torch, dist, rank, size):
             dist.reduce_scatter_tensor(o, torch.full((o.numel() * size,), float(rank + 1)))
     for o in outs:
         assert torch.all(o == sum(r + 1 for r in range(size))), "coalesced reduce_scatter"
+    _ddp_with_hooks(torch, dist, rank, size)
+
+
+def _ddp_with_hooks(torch, dist, rank, size):
+    """DDP with small buckets (several allreduces in flight during backward, completed through
+    their Futures) and with a Python comm hook that chains on the Future (fp16 compression):
+    after a few steps on different data, every rank holds the same parameters, and they equal
+    one process's training on the whole batch."""
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    def model():
+        torch.manual_seed(0)
+        return torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.ReLU(),
+                                   torch.nn.Linear(64, 64), torch.nn.ReLU(),
+                                   torch.nn.Linear(64, 4))
+
+    g = torch.Generator().manual_seed(5)
+    x, y = torch.randn(3, 8 * size, 16, generator=g), torch.randint(0, 4, (3, 8 * size),
+                                                                     generator=g)
+    for hook in (None, default_hooks.fp16_compress_hook):
+        ddp = DDP(model(), bucket_cap_mb=0.01)  # ~10 KB buckets: 3+ allreduces per backward
+        if hook is not None:
+            ddp.register_comm_hook(None, hook)
+        ref = model()
+        opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+        ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+        for step in range(3):
+            mine = slice(rank * 8, rank * 8 + 8)
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(ddp(x[step][mine]), y[step][mine]).backward()
+            opt.step()
+            ref_opt.zero_grad()
+            torch.nn.functional.cross_entropy(ref(x[step]), y[step]).backward()
+            ref_opt.step()
+        flat = torch.cat([p.detach().flatten() for p in ddp.parameters()])
+        every = [torch.zeros_like(flat) for _ in range(size)]
+        dist.all_gather(every, flat)
+        for r in range(size):
+            assert torch.equal(every[r], flat), f"DDP ({hook}): rank {r}'s parameters differ"
+        want = torch.cat([p.detach().flatten() for p in ref.parameters()])
+        tol = 1e-5 if hook is None else 1e-2  # fp16 gradients
+        assert torch.allclose(flat, want, rtol=tol, atol=tol), \
+            f"DDP ({hook}) differs from one process: {(flat - want).abs().max()}"
 
 
 def scenario_groups(torch, dist, rank, size):
