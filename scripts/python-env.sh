@@ -5,7 +5,8 @@
 #
 # The virtual environment lives outside the clone, at ${DDL_VENV:-$HOME/.cache/ddl/venv}, so
 # that torch (large) is downloaded once per machine and reused by every later run and clone.
-# It gets the current torch from PyPI, numpy, pytest and ml_dtypes (numpy's bfloat16), and
+# It gets the current torch from PyPI, numpy, pytest, ml_dtypes (numpy's bfloat16) and ninja
+# (torch.utils.cpp_extension builds ddl.torch's backend with it), and
 # this checkout's bindings/python (editable: the package runs from this checkout and finds its
 # build/, or $DDL_BUILD_DIR).
 # Progress goes to stderr; stdout carries only the interpreter's path.
@@ -32,7 +33,7 @@ fi
 
 # Only what is missing: a present torch is never downloaded again.
 missing=()
-for module in torch numpy pytest setuptools ml_dtypes; do
+for module in torch numpy pytest setuptools ml_dtypes ninja; do
   "$python" -c "import $module" 2> /dev/null || missing+=("$module")
 done
 if [ ${#missing[@]} -gt 0 ]; then
