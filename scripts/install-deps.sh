@@ -7,7 +7,7 @@ packages=(
   build-essential cmake pkg-config
   libucx-dev ucx-utils libhwloc-dev hwloc libibverbs-dev librdmacm-dev
   libcriterion-dev
-  openmpi-bin libopenmpi-dev
+  openmpi-bin libopenmpi-dev libpmix-dev
   graphviz python3
 )
 

@@ -9,8 +9,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
+#include <mutex>
 
 #include "lib/bootstrap/handshake.h"
+#include "lib/bootstrap/pmix.h"
+#include "lib/bootstrap/token.h"
 #include "lib/bootstrap/wire.h"
 #include "lib/common/log.h"
 
@@ -29,7 +32,12 @@ BootstrapOptions bootstrap_options_from(const LaunchInfo &info, int timeout_ms) 
   opts.nranks = info.nranks;
   opts.root_addr = info.root_addr;
   opts.rendezvous_file = info.rendezvous_file;
+  opts.pmix = info.pmix;
   opts.job_token = info.job_token;
+  // Where rank 0 publishes its address it can publish a secret too: DDL_JOB_TOKEN, when given,
+  // still wins.
+  opts.fresh_token = info.root_addr.empty() && info.job_token.empty();
+  opts.listen_host = info.root_host;
   opts.timeout_ms = timeout_ms;
   opts.all_local = info.local_size > 0 && info.local_size == info.nranks;
   return opts;
@@ -57,10 +65,79 @@ Status validate(const BootstrapOptions &o) {
     if (port == 0 && o.rendezvous_file.empty())
       return invalid_argument("bootstrap: rank %d: root address %s: port 0 needs a rendezvous file",
                               o.rank, o.root_addr.c_str());
-  } else if (o.rendezvous_file.empty()) {
-    return invalid_argument("bootstrap: rank %d: neither a root address nor a rendezvous file",
-                            o.rank);
+  } else if (o.rendezvous_file.empty() && !o.pmix) {
+    return invalid_argument(
+        "bootstrap: rank %d: neither a root address nor a rendezvous file nor PMIx", o.rank);
   }
+  return Status::Ok();
+}
+
+// How rank 0's address reaches the others.
+enum class Publish { kNone, kPmix, kFile };
+
+// The same answer on every rank of a job (the same options, the same libddl and libpmix).
+Publish publish_mode(const BootstrapOptions &o) {
+  std::string host;
+  int port = 0;
+  // root_addr with a real port is announced by the launcher: nothing to publish.
+  if (!o.root_addr.empty() && bootstrap::parse_host_port(o.root_addr, &host, &port).ok() &&
+      port != 0)
+    return Publish::kNone;
+  if (o.pmix && o.root_addr.empty()) {
+    Status loaded = bootstrap::pmix_load();
+    if (loaded.ok()) return Publish::kPmix;
+    if (o.rendezvous_file.empty()) return Publish::kNone;  // validate() let it through: kPmix
+    static std::once_flag warned;
+    std::call_once(warned, [&] {
+      DDL_WARN(
+          "bootstrap: the launcher runs a PMIx server, but %s; rank 0 publishes its "
+          "address in %s instead (on several hosts that needs a shared directory: "
+          "DDL_RENDEZVOUS_DIR, or DDL_ROOT)",
+          loaded.message().c_str(), o.rendezvous_file.c_str());
+    });
+    return Publish::kFile;
+  }
+  return o.rendezvous_file.empty() ? Publish::kNone : Publish::kFile;
+}
+
+// Rank 0 serving without a secret: once per process, say so and how to fix it.
+void warn_open_rendezvous(const std::string &addr) {
+  static std::once_flag warned;
+  std::call_once(warned, [&] {
+    DDL_WARN(
+        "bootstrap: rank 0: the rendezvous at %s is open: it takes any connection that "
+        "names a rank (no job token). Set DDL_JOB_TOKEN to the same secret on every "
+        "rank (config.job_token), or, under mpirun or srun, leave DDL_ROOT unset so that "
+        "rank 0 makes a token and sends it through PMIx or the rendezvous file.",
+        addr.c_str());
+  });
+}
+
+// Ranks other than 0 under PMIx: rank 0's address (and token) from the exchange.
+Status root_from_pmix(BootstrapOptions *o, const Deadline &deadline) {
+  std::string text;
+  Status st = bootstrap::pmix_exchange(o->rank, deadline, &text);
+  if (!st.ok()) return st.prefix("bootstrap: ");
+  if (!text.empty() && text[0] == '!')
+    return remote_error("bootstrap: rank %d: rank 0 could not open its rendezvous: %s", o->rank,
+                        text.c_str() + 1);
+  std::string addr, token, why;
+  bool has_token = false;
+  if (!bootstrap::parse_published(text, &addr, &token, &has_token, &why))
+    return remote_error("bootstrap: rank %d: rank 0's rendezvous through PMIx, '%s', %s", o->rank,
+                        text.substr(0, 200).c_str(), why.c_str());
+  if (o->fresh_token && !has_token)
+    return invalid_argument(
+        "bootstrap: rank %d: rank 0 published its rendezvous %s through PMIx without a job "
+        "token: DDL_JOB_TOKEN is set on rank 0 and not on this rank (set it on every rank, or "
+        "on none)",
+        o->rank, addr.c_str());
+  DDL_INFO("bootstrap: rank %d: rank 0's rendezvous %s came through PMIx%s", o->rank, addr.c_str(),
+           o->fresh_token ? ", with a fresh job token" : "");
+  o->root_addr = addr;
+  if (o->fresh_token) o->job_token = token;
+  o->rendezvous_file.clear();
+  o->pmix = false;
   return Status::Ok();
 }
 
@@ -79,36 +156,55 @@ Status Bootstrap::create(const BootstrapOptions &opts, std::unique_ptr<Bootstrap
     return Status::Ok();
   }
   Deadline deadline(opts.timeout_ms);
+  const Publish mode = publish_mode(opts);
+  if (opts.pmix && opts.root_addr.empty() && mode == Publish::kNone) {
+    if (opts.listen_fd >= 0) ::close(opts.listen_fd);
+    return bootstrap::pmix_load().prefix(strprintf("bootstrap: rank %d: ", opts.rank));
+  }
   if (opts.rank != 0) {
+    BootstrapOptions peer = opts;
+    if (mode == Publish::kPmix) DDL_RETURN_IF_ERROR(root_from_pmix(&peer, deadline));
     int fd = -1;
-    DDL_RETURN_IF_ERROR(bootstrap::connect_to_root(opts, deadline, &fd, &b->root_addr_));
+    DDL_RETURN_IF_ERROR(bootstrap::connect_to_root(peer, deadline, &fd, &b->root_addr_));
     b->peers_.assign(1, fd);
     *out = std::move(b);
     return Status::Ok();
   }
+  // Rank 0. Under PMIx it takes part in the exchange whatever happens here, so that the others
+  // hear why it failed instead of waiting for their deadline.
+  Status opened;
   if (opts.listen_fd >= 0) {
     b->listen_fd_ = opts.listen_fd;
     b->root_addr_ = opts.root_addr;
   } else {
-    DDL_RETURN_IF_ERROR(bootstrap::open_listener(opts, &b->listen_fd_, &b->root_addr_));
+    opened = bootstrap::open_listener(opts, &b->listen_fd_, &b->root_addr_);
   }
-  bool file_mode = !opts.rendezvous_file.empty();
-  if (file_mode) {
-    std::string host;
-    int port = 0;
-    // root_addr with a real port is announced by the launcher: nothing to publish.
-    if (!opts.root_addr.empty() && bootstrap::parse_host_port(opts.root_addr, &host, &port).ok() &&
-        port != 0)
-      file_mode = false;
+  const bool fresh = opts.fresh_token && mode != Publish::kNone;
+  if (opened.ok() && fresh) {
+    opened = random_token(&b->opts_.job_token);
+    if (!opened.ok()) opened.prefix("bootstrap: rank 0: making a job token: ");
   }
-  if (file_mode) {
-    DDL_RETURN_IF_ERROR(bootstrap::publish_address(opts.rendezvous_file, b->root_addr_));
+  const std::string published =
+      bootstrap::published_text(b->root_addr_, fresh ? b->opts_.job_token : std::string());
+  const char *secret = fresh ? ", with a fresh job token" : "";
+  if (mode == Publish::kPmix) {
+    std::string value = opened.ok() ? published : "!" + opened.message();
+    Status st = bootstrap::pmix_exchange(0, deadline, &value);
+    DDL_RETURN_IF_ERROR(opened);
+    if (!st.ok()) return st.prefix("bootstrap: ");
+    DDL_INFO("bootstrap: rank 0: serving at %s (published through PMIx%s)", b->root_addr_.c_str(),
+             secret);
+  }
+  DDL_RETURN_IF_ERROR(opened);
+  if (mode == Publish::kFile) {
+    DDL_RETURN_IF_ERROR(bootstrap::publish_address(opts.rendezvous_file, published));
     b->published_file_ = opts.rendezvous_file;
-    b->published_addr_ = b->root_addr_;
-    DDL_INFO("bootstrap: rank 0: serving at %s (published in %s)", b->root_addr_.c_str(),
-             opts.rendezvous_file.c_str());
+    b->published_addr_ = published;
+    DDL_INFO("bootstrap: rank 0: serving at %s (published in %s%s)", b->root_addr_.c_str(),
+             opts.rendezvous_file.c_str(), secret);
   }
-  Status st = bootstrap::accept_peers(b->listen_fd_, opts, deadline, &b->peers_);
+  if (b->opts_.job_token.empty()) warn_open_rendezvous(b->root_addr_);
+  Status st = bootstrap::accept_peers(b->listen_fd_, b->opts_, deadline, &b->peers_);
   // Every rank is in (or the job is off): neither the port nor the published address is
   // needed any more. Removing the file now, not at destruction, leaves no stale file behind
   // if this process dies later.

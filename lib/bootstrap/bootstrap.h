@@ -16,6 +16,7 @@
 // Not thread-safe: one thread drives a Bootstrap's collectives at a time.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -33,13 +34,23 @@ struct BootstrapOptions {
   // Port 0 is invalid unless rendezvous_file is used.
   std::string root_addr;
   // Used when root_addr is empty (or has port 0, then its host is the one bound): rank 0 binds
-  // an ephemeral port on listen_host, else on 127.0.0.1 when all_local, else on a non-loopback
-  // address of its hostname (or of its first up interface), writes host:port there atomically
+  // an ephemeral port on listen_host (an address, host name or interface name), else on
+  // 127.0.0.1 when all_local, else on a non-loopback address of its hostname (or of its first
+  // up interface, docker bridges skipped), writes "host:port[ token]" there atomically
   // (tmp + rename) and removes it once every rank has arrived (at the latest at destruction);
   // the others poll the file until the deadline, reading it again on every attempt (it may be
   // a stale file from an earlier job).
   std::string rendezvous_file;
+  // Used when root_addr is empty: rank 0's address goes through the launcher's PMIx server
+  // (pmix.h), the same way as to a rendezvous file but reaching every host. rendezvous_file,
+  // when set, is the fallback where libpmix cannot be loaded (every rank decides alike).
+  bool pmix = false;
   std::string job_token;  // shared secret (at most 256 bytes); "" is a valid (empty) token
+  // Rank 0 makes a fresh random token (token.h) and publishes it with its address (through
+  // PMIx, or in the rendezvous file, created 0600); the others use the published one and
+  // ignore job_token. Without either path it has no effect. A rank 0 that serves with an empty
+  // token warns once per process that its rendezvous is open.
+  bool fresh_token = false;
   // Deadline for the whole connect phase and for each later exchange. Ranks other than 0 wait
   // for an exchange a little longer (10%, at least 0.2 s, at most 5 s more), so that rank 0,
   // which sees every rank, times out first and tells them which ranks are missing.
@@ -49,6 +60,10 @@ struct BootstrapOptions {
   // Rank 0: a socket already listening at root_addr (from open_group_listener), which the
   // bootstrap serves on and closes. A new group's rank 0 binds it before announcing its port.
   int listen_fd = -1;
+  // Test hook (ranks other than 0): called with rank 0's address once it is known (from
+  // root_addr, PMIx or the file; again if the file changes) and before connecting to it, so
+  // that a test can play a stranger against the real rendezvous.
+  std::function<void(const std::string &root_addr)> on_root_found;
 };
 
 // Options for a job described by the launcher (launch_info_from_env).

@@ -16,10 +16,19 @@ namespace bootstrap {
 // other ranks should dial.
 Status open_listener(const BootstrapOptions &opts, int *fd, std::string *served);
 
-// Rank 0: writes addr to file atomically (a temporary file in the same directory, renamed).
-Status publish_address(const std::string &file, const std::string &addr);
-// Removes file if it still holds addr (a later job may have reused the name).
-void unpublish_address(const std::string &file, const std::string &addr);
+// What rank 0 publishes (in the rendezvous file, or through PMIx): "host:port", then " token"
+// when rank 0 made the job's token. published_text builds it; parse_published reads it back
+// (surrounding blanks and a final newline ignored). False with *why when it is not that.
+std::string published_text(const std::string &addr, const std::string &token);
+bool parse_published(const std::string &text, std::string *addr, std::string *token,
+                     bool *has_token, std::string *why);
+
+// Rank 0: writes `text` (published_text) and a newline to file atomically: a temporary file in
+// the same directory, created 0600 (it may hold the job's secret) and exclusively (never
+// through a link someone left there), then renamed.
+Status publish_address(const std::string &file, const std::string &text);
+// Removes file if it still holds text (a later job may have reused the name).
+void unpublish_address(const std::string &file, const std::string &text);
 
 // Rank 0: accepts connections until ranks 1..nranks-1 have each presented a valid hello, or the
 // deadline passes. (*peers)[r] receives rank r's fd as it arrives, on failure too, so that the

@@ -120,6 +120,26 @@ Status parse_root(const char *var, const std::string &text, std::string *root_ad
   return Status::Ok();
 }
 
+// Whether the launcher runs a PMIx server for this process: its namespace and rank, and the
+// server's address in one of the variables PMIx 2..5 servers export (mpirun sets all of them).
+// DDL_PMIX=0 turns the PMIx path off (the rendezvous file then); 1, the default, leaves it on.
+Status pmix_server(const Env &env, bool *found) {
+  *found = false;
+  if (env.has("DDL_PMIX")) {
+    const std::string v = env.get("DDL_PMIX");
+    if (v != "0" && v != "1")
+      return invalid_argument(
+          "DDL_PMIX='%s': expected 0 (no PMIx) or 1 (PMIx where there is a server)",
+          v.substr(0, 64).c_str());
+    if (v == "0") return Status::Ok();
+  }
+  if (!env.has("PMIX_NAMESPACE") || !env.has("PMIX_RANK")) return Status::Ok();
+  for (const char *uri : {"PMIX_SERVER_URI41", "PMIX_SERVER_URI4", "PMIX_SERVER_URI3",
+                          "PMIX_SERVER_URI21", "PMIX_SERVER_URI2", "PMIX_SERVER_URI"})
+    if (env.has(uri)) *found = true;
+  return Status::Ok();
+}
+
 Status from_ddl(const Env &env, LaunchInfo *info) {
   info->source = "DDL_*";
   std::string missing = missing_of(env, {"DDL_RANK", "DDL_WORLD_SIZE"});
@@ -139,6 +159,7 @@ Status from_mpirun(const Env &env, LaunchInfo *info) {
   DDL_RETURN_IF_ERROR(
       parse_local(env, "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE", info));
   if (env.has("DDL_ROOT")) return Status::Ok();
+  DDL_RETURN_IF_ERROR(pmix_server(env, &info->pmix));
   // Open MPI 4 exports its job id as an MCA parameter; Open MPI 5 (PRRTE) only the PMIx namespace.
   const char *var = env.has("OMPI_MCA_ess_base_jobid") ? "OMPI_MCA_ess_base_jobid"
                     : env.has("PMIX_NAMESPACE")        ? "PMIX_NAMESPACE"
@@ -168,12 +189,19 @@ Status from_slurm(const Env &env, LaunchInfo *info) {
                                                               : env.get("SLURM_TASKS_PER_NODE");
   if (node >= 0 && !per_node.empty()) info->local_size = slurm_tasks_on_node(per_node, node);
   if (env.has("DDL_ROOT")) return Status::Ok();
-  if (!env.has("SLURM_JOB_ID"))
+  DDL_RETURN_IF_ERROR(pmix_server(env, &info->pmix));
+  // The file's name: the job and step, or (srun --mpi=pmix without them) the PMIx namespace.
+  std::string jobid;
+  if (env.has("SLURM_JOB_ID")) {
+    jobid = env.get("SLURM_JOB_ID");
+    if (env.has("SLURM_STEP_ID")) jobid += "." + env.get("SLURM_STEP_ID");
+  } else if (info->pmix) {
+    jobid = env.get("PMIX_NAMESPACE");
+  } else {
     return invalid_argument(
         "no root address: set DDL_ROOT=host:port, or export SLURM_JOB_ID (to name the "
         "rendezvous file); it is missing");
-  std::string jobid = env.get("SLURM_JOB_ID");
-  if (env.has("SLURM_STEP_ID")) jobid += "." + env.get("SLURM_STEP_ID");
+  }
   return rendezvous_file_for(env, "slurm", jobid, &info->rendezvous_file);
 }
 
@@ -209,6 +237,17 @@ Status finish(const Env &env, LaunchInfo *info) {
   if (env.has("DDL_ROOT")) {
     DDL_RETURN_IF_ERROR(parse_root("DDL_ROOT", env.get("DDL_ROOT"), &info->root_addr));
     info->rendezvous_file.clear();
+    info->pmix = false;
+  }
+  if (env.has("DDL_ROOT_HOST")) {
+    // A name, an address or an interface; checked here as a host of host:port would be.
+    std::string host, text = env.get("DDL_ROOT_HOST");
+    int port = 0;
+    Status st = parse_host_port(join_host_port(text, 1), &host, &port);
+    if (!st.ok() || text.size() > 255)
+      return invalid_argument("DDL_ROOT_HOST='%s' is not a host name, address or interface",
+                              text.substr(0, 64).c_str());
+    info->root_host = text;
   }
   // One rank needs no rendezvous.
   if (info->root_addr.empty() && info->rendezvous_file.empty() && info->nranks > 1)

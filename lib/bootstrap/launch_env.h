@@ -13,9 +13,23 @@
 //
 // The root: DDL_ROOT ("host:port") overrides every launcher. Otherwise torchrun's root is
 // MASTER_ADDR:(MASTER_PORT + 1), because torchrun's agent (and torch.distributed's own
-// TCPStore) already listens on MASTER_PORT itself. mpirun and srun give no address: rank 0 then
-// publishes its own in the rendezvous file $DDL_RENDEZVOUS_DIR/ddl-<jobid>.root (default dir
-// /tmp, which works when all ranks share a host; point it at a shared file system otherwise).
+// TCPStore) already listens on MASTER_PORT itself. mpirun and srun give no address: rank 0
+// opens its rendezvous on an ephemeral port and publishes "host:port" itself,
+//   - through the launcher's PMIx server when the environment shows one (PMIX_NAMESPACE,
+//     PMIX_RANK and a PMIX_SERVER_URI* variable: Open MPI's mpirun, `srun --mpi=pmix`) and
+//     DDL_PMIX is not 0: every host is reached, no shared directory needed;
+//   - else in the rendezvous file $DDL_RENDEZVOUS_DIR/ddl-<jobid>.root (default dir /tmp, which
+//     works when all ranks share a host; point it at a shared file system otherwise). The file
+//     is also the fallback of a libddl that cannot load libpmix.
+// The address rank 0 publishes: DDL_ROOT_HOST (an address, a host name or an interface name)
+// when set, else 127.0.0.1 when the launcher says every rank is on this host, else an address
+// of this host that others can reach (see BootstrapOptions::listen_host).
+//
+// The secret: DDL_JOB_TOKEN, when set, is the token of every path. Otherwise, where rank 0
+// publishes its address (PMIx or the file), it makes a fresh random token and publishes it with
+// the address, so that the rendezvous is authenticated by default; the file is created 0600.
+// Only a root given from outside (DDL_ROOT, torchrun's MASTER_ADDR) without DDL_JOB_TOKEN
+// leaves the rendezvous open, and rank 0 warns once that it is.
 #pragma once
 
 #include <functional>
@@ -29,8 +43,12 @@ struct LaunchInfo {
   int rank = -1, nranks = -1;
   std::string root_addr;        // "host:port" of rank 0's rendezvous, or "" when unknown
   std::string rendezvous_file;  // when root_addr is unknown: where rank 0 publishes its address
-  std::string job_token;        // DDL_JOB_TOKEN or ""
-  std::string source;           // "DDL_*", "mpirun", "slurm", "torchrun"
+  std::string job_token;        // DDL_JOB_TOKEN or "" (then made by rank 0 where it publishes)
+  // root_addr is unknown and the launcher runs a PMIx server: rank 0's address and token go
+  // through PMIx (rendezvous_file is then the fallback where libpmix cannot be loaded).
+  bool pmix = false;
+  std::string root_host;  // DDL_ROOT_HOST, or "": where rank 0 listens when it publishes
+  std::string source;     // "DDL_*", "mpirun", "slurm", "torchrun"
   int local_rank = -1, local_size = -1;  // when the launcher says
 };
 

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <poll.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -26,9 +27,12 @@ constexpr int kFirstBackoffMs = 10;
 constexpr int kMaxBackoffMs = 250;
 constexpr int kRefusedBackoffMs = 1000;
 
-// Reads host:port from the rendezvous file. False with *why when it is not (yet) usable.
-bool read_rendezvous_file(const std::string &file, std::string *addr, std::string *why) {
-  int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+// Reads "host:port[ token]" from the rendezvous file. False with *why when it is not (yet)
+// usable. A file of another user is ignored: in a shared directory anybody could plant one
+// that sends this rank, with its token, elsewhere.
+bool read_rendezvous_file(const std::string &file, std::string *addr, std::string *token,
+                          bool *has_token, std::string *why) {
+  int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) {
     int err = errno;
     *why = err == ENOENT ? strprintf(
@@ -39,7 +43,15 @@ bool read_rendezvous_file(const std::string &file, std::string *addr, std::strin
                                      strerror(err), err);
     return false;
   }
-  char buf[1100];
+  struct stat st;
+  if (fstat(fd, &st) == 0 && st.st_uid != geteuid()) {
+    ::close(fd);
+    *why =
+        strprintf("rendezvous file %s belongs to uid %u, not to this user (uid %u): ignored",
+                  file.c_str(), static_cast<unsigned>(st.st_uid), static_cast<unsigned>(geteuid()));
+    return false;
+  }
+  char buf[1400];
   ssize_t n = ::read(fd, buf, sizeof buf);
   int err = errno;
   ::close(fd);
@@ -47,17 +59,13 @@ bool read_rendezvous_file(const std::string &file, std::string *addr, std::strin
     *why = strprintf("reading rendezvous file %s: %s (errno %d)", file.c_str(), strerror(err), err);
     return false;
   }
-  std::string text(buf, static_cast<size_t>(n));
-  while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' '))
-    text.pop_back();
-  std::string host;
-  int port = 0;
-  Status st = parse_host_port(text, &host, &port);
-  if (!st.ok() || port == 0 || static_cast<size_t>(n) == sizeof buf) {
-    *why = strprintf("rendezvous file %s does not hold a host:port", file.c_str());
+  std::string bad;
+  if (static_cast<size_t>(n) == sizeof buf ||
+      !parse_published(std::string(buf, static_cast<size_t>(n)), addr, token, has_token, &bad)) {
+    *why = strprintf("rendezvous file %s %s", file.c_str(),
+                     bad.empty() ? "is too long to be a rendezvous address" : bad.c_str());
     return false;
   }
-  *addr = join_host_port(host, port);
   return true;
 }
 
@@ -68,8 +76,10 @@ class Connector {
   Connector(const BootstrapOptions &opts, const Deadline &deadline)
       : opts_(opts), deadline_(deadline) {}
 
-  // Tries every address of addr once. kRetry leaves the reason in last_error_.
-  Attempt try_address(const std::string &addr, int *fd, Status *fatal) {
+  // Tries every address of addr once, presenting `token`. kRetry leaves the reason in
+  // last_error_.
+  Attempt try_address(const std::string &addr, const std::string &token, int *fd, Status *fatal) {
+    token_ = token;
     std::string host;
     int port = 0;
     Status st = parse_host_port(addr, &host, &port);
@@ -137,7 +147,7 @@ class Connector {
     }
     accepted_addr_ = addr;
     set_nodelay(fd);
-    std::string hello = wire::encode_hello(opts_.job_token, opts_.rank, opts_.nranks);
+    std::string hello = wire::encode_hello(token_, opts_.rank, opts_.nranks);
     uint8_t ack[wire::kAckBytes];
     IoStatus io = send_all(fd, hello.data(), hello.size(), attempt);
     if (io.ok()) io = recv_all(fd, ack, sizeof ack, attempt);
@@ -179,6 +189,7 @@ class Connector {
 
   const BootstrapOptions &opts_;
   const Deadline &deadline_;
+  std::string token_;
   std::string last_error_;
   bool refused_ = false;
   std::string refusal_;
@@ -194,8 +205,10 @@ Status connect_to_root(const BootstrapOptions &opts, const Deadline &deadline, i
   std::string file_error;
   int backoff = kFirstBackoffMs;
   int attempts = 0;
+  std::string hooked;  // the address on_root_found was last called with
   for (;;) {
     std::string addr = opts.root_addr;
+    std::string token = opts.job_token;
     bool have = true;
     // In rendezvous-file mode the file is read again on every attempt: the first read may
     // have found the previous job's stale file.
@@ -204,11 +217,29 @@ Status connect_to_root(const BootstrapOptions &opts, const Deadline &deadline, i
       int port = 0;
       if (parse_host_port(opts.root_addr, &host, &port).ok() && port == 0) addr.clear();
     }
-    if (addr.empty()) have = read_rendezvous_file(opts.rendezvous_file, &addr, &file_error);
+    if (addr.empty()) {
+      std::string published;
+      bool has_token = false;
+      have = read_rendezvous_file(opts.rendezvous_file, &addr, &published, &has_token, &file_error);
+      // Rank 0 made the token and wrote it beside its address; a file without one is an
+      // older job's, or rank 0 was given DDL_JOB_TOKEN and this rank was not.
+      if (have && opts.fresh_token && !has_token) {
+        have = false;
+        file_error = strprintf(
+            "rendezvous file %s holds no job token (a stale file, or DDL_JOB_TOKEN is set on "
+            "rank 0 and not on rank %d)",
+            opts.rendezvous_file.c_str(), opts.rank);
+      }
+      if (have && opts.fresh_token) token = published;
+    }
     if (have) {
       ++attempts;
+      if (opts.on_root_found && addr != hooked) {
+        hooked = addr;
+        opts.on_root_found(addr);
+      }
       Status fatal;
-      Attempt a = connector.try_address(addr, fd, &fatal);
+      Attempt a = connector.try_address(addr, token, fd, &fatal);
       if (a == Attempt::kConnected) {
         *root_addr = addr;
         return Status::Ok();

@@ -151,6 +151,26 @@ std::string auto_host() {
   return "127.0.0.1";
 }
 
+// The address of interface `name`: its first IPv4 address, else its first IPv6 one that is
+// not link-local; "" when it has none.
+std::string interface_address(const std::string &name) {
+  struct ifaddrs *ifs = nullptr;
+  std::string found;
+  if (getifaddrs(&ifs) != 0) return found;
+  for (int family : {AF_INET, AF_INET6}) {
+    for (struct ifaddrs *i = ifs; i && found.empty(); i = i->ifa_next) {
+      if (!i->ifa_addr || i->ifa_addr->sa_family != family || name != i->ifa_name) continue;
+      socklen_t len = family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
+      if (family == AF_INET6 &&
+          IN6_IS_ADDR_LINKLOCAL(&reinterpret_cast<struct sockaddr_in6 *>(i->ifa_addr)->sin6_addr))
+        continue;
+      found = numeric_host(i->ifa_addr, len);
+    }
+  }
+  freeifaddrs(ifs);
+  return found;
+}
+
 }  // namespace
 
 Status open_listener(const BootstrapOptions &opts, int *fd, std::string *served) {
@@ -168,8 +188,19 @@ Status open_listener(const BootstrapOptions &opts, int *fd, std::string *served)
     *served = join_host_port(host, port);
     return Status::Ok();
   }
-  // Rendezvous file: an ephemeral port on one concrete address, which is what gets published.
-  if (host.empty()) host = opts.listen_host;
+  // Rendezvous file or PMIx: an ephemeral port on one concrete address, which is what gets
+  // published.
+  if (host.empty() && !opts.listen_host.empty()) {
+    host = opts.listen_host;
+    // An interface name (DDL_ROOT_HOST=eth1) stands for its address.
+    if (if_nametoindex(host.c_str()) != 0) {
+      std::string addr = interface_address(host);
+      if (addr.empty())
+        return invalid_argument("bootstrap: rank %d: interface %s has no IP address", opts.rank,
+                                host.c_str());
+      host = addr;
+    }
+  }
   if (host.empty()) host = opts.all_local ? "127.0.0.1" : auto_host();
   DDL_RETURN_IF_ERROR(listen_on(host, 0, opts.rank, fd));
   struct sockaddr_storage ss;
@@ -183,11 +214,46 @@ Status open_listener(const BootstrapOptions &opts, int *fd, std::string *served)
   return Status::Ok();
 }
 
-Status publish_address(const std::string &file, const std::string &addr) {
+std::string published_text(const std::string &addr, const std::string &token) {
+  return token.empty() ? addr : addr + " " + token;
+}
+
+bool parse_published(const std::string &text, std::string *addr, std::string *token,
+                     bool *has_token, std::string *why) {
+  size_t begin = text.find_first_not_of(" \t\r\n");
+  size_t end = text.find_last_not_of(" \t\r\n");
+  std::string body = begin == std::string::npos ? "" : text.substr(begin, end - begin + 1);
+  const size_t space = body.find(' ');
+  std::string where = body.substr(0, space);
+  std::string secret = space == std::string::npos ? "" : body.substr(space + 1);
+  std::string host;
+  int port = 0;
+  if (!parse_host_port(where, &host, &port).ok() || port == 0) {
+    *why = "does not hold a host:port";
+    return false;
+  }
+  if (space != std::string::npos && (secret.empty() || secret.size() > wire::kMaxToken ||
+                                     secret.find_first_of(" \t\r\n") != std::string::npos)) {
+    *why = "holds a host:port followed by something that is not a job token";
+    return false;
+  }
+  *addr = join_host_port(host, port);
+  *token = secret;
+  *has_token = space != std::string::npos;
+  return true;
+}
+
+Status publish_address(const std::string &file, const std::string &text) {
   std::string tmp = strprintf("%s.tmp.%d", file.c_str(), static_cast<int>(getpid()));
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // O_EXCL | O_NOFOLLOW: in a shared directory (/tmp) a file or link planted under our name
+  // must not receive the secret. A leftover of our own (a crashed earlier run with this pid)
+  // is removed once and the creation retried.
+  const int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+  int fd = ::open(tmp.c_str(), flags, 0600);
+  if (fd < 0 && errno == EEXIST && ::unlink(tmp.c_str()) == 0)
+    fd = ::open(tmp.c_str(), flags, 0600);
   if (fd < 0) return system_error(errno, "bootstrap: rank 0: creating %s", tmp.c_str());
-  std::string line = addr + "\n";
+  std::string line = text + "\n";
   ssize_t n = ::write(fd, line.data(), line.size());
   int err = errno;
   ::close(fd);
@@ -204,13 +270,13 @@ Status publish_address(const std::string &file, const std::string &addr) {
   return Status::Ok();
 }
 
-void unpublish_address(const std::string &file, const std::string &addr) {
+void unpublish_address(const std::string &file, const std::string &text) {
   int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return;
-  char buf[1100];
+  char buf[1400];
   ssize_t n = ::read(fd, buf, sizeof buf);
   ::close(fd);
-  if (n > 0 && std::string(buf, static_cast<size_t>(n)) == addr + "\n") ::unlink(file.c_str());
+  if (n > 0 && std::string(buf, static_cast<size_t>(n)) == text + "\n") ::unlink(file.c_str());
 }
 
 std::string rank_list(const std::vector<int> &ranks) {

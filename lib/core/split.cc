@@ -1,6 +1,5 @@
 #include "lib/core/split.h"
 
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -8,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "lib/bootstrap/token.h"
 #include "lib/common/log.h"
 #include "lib/common/params.h"
 #include "lib/core/comm.h"
@@ -27,21 +27,6 @@ Status parse_member(const std::string &text, int rank, Member *member) {
       !parse_int(text.substr(space + 1), INT32_MIN, INT32_MAX, &key))
     return remote_error("rank %d sent a malformed split request \"%s\"", rank, text.c_str());
   *member = Member{static_cast<int>(color), static_cast<int>(key), rank};
-  return Status::Ok();
-}
-
-// 16 bytes from the kernel as 32 hex digits: the new group's rendezvous secret.
-Status random_token(std::string *token) {
-  unsigned char bytes[16];
-  const int fd = ::open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return system_error(errno, "opening /dev/urandom");
-  const ssize_t n = ::read(fd, bytes, sizeof bytes);
-  const int err = errno;
-  ::close(fd);
-  if (n != static_cast<ssize_t>(sizeof bytes))
-    return system_error(n < 0 ? err : EIO, "reading /dev/urandom");
-  token->clear();
-  for (unsigned char b : bytes) token->append(strprintf("%02x", b));
   return Status::Ok();
 }
 

@@ -20,8 +20,10 @@
 #include <vector>
 
 #include "lib/bootstrap/bootstrap.h"
+#include "lib/bootstrap/handshake.h"
 #include "lib/bootstrap/wire.h"
 #include "lib/common/log.h"
+#include "tests/bootstrap/stranger.h"
 #include "tests/loopback.h"
 
 using namespace ddl;
@@ -525,6 +527,141 @@ Test(bootstrap, rendezvous_file_never_appears) {
   cr_assert_eq(st.code(), DDL_ERR_TIMEOUT, "%s", st.message().c_str());
   cr_assert(contains(st, "does not exist yet"), "%s", st.message().c_str());
   cr_assert(seconds_since(t0) < 1.5);
+}
+
+// The authenticated default of the file path: rank 0 makes a token, writes it beside its
+// address in a file only this user can read, and the others take it from there; a stranger
+// who knows the address but not the token is refused while the job completes.
+Test(bootstrap, rendezvous_file_carries_a_fresh_token) {
+  quiet_logs();
+  char dir[] = "/tmp/ddl-bootstrap-test-XXXXXX";
+  cr_assert(mkdtemp(dir) != nullptr);
+  const std::string file = std::string(dir) + "/ddl-job.root";
+  FILE *f = fopen(file.c_str(), "w");
+  fputs("127.0.0.1:1 0123\n", f);  // stale, an earlier job's token: nobody listens on port 1
+  fclose(f);
+  std::string seen_text, stranger, published_token, token_used;
+  unsigned mode = 0;
+  auto sts = run_ranks(3, [&](int r) -> Status {
+    BootstrapOptions o = opts_for(r, 3, "");
+    o.job_token = "ignored: rank 0 makes the token";
+    o.fresh_token = true;
+    o.rendezvous_file = file;
+    o.all_local = true;
+    if (r == 0) sleep_ms(300);
+    if (r == 1) {
+      o.on_root_found = [&](const std::string &addr) {
+        if (addr == "127.0.0.1:1") return;  // the stale file
+        struct stat st;
+        if (stat(file.c_str(), &st) == 0) mode = st.st_mode & 0777;
+        FILE *in = fopen(file.c_str(), "r");
+        char line[512] = {0};
+        if (in) {
+          if (!fgets(line, sizeof line, in)) line[0] = 0;
+          fclose(in);
+        }
+        seen_text = line;
+        stranger = ddltest::stranger_hello(addr, "", 2, 3) + ", " +
+                   ddltest::stranger_hello(addr, "ignored: rank 0 makes the token", 2, 3);
+      };
+    }
+    if (r == 2) sleep_ms(600);  // after the strangers
+    std::unique_ptr<Bootstrap> b;
+    DDL_RETURN_IF_ERROR(Bootstrap::create(o, &b));
+    return b->barrier();
+  });
+  assert_all_ok(sts);
+  cr_assert_eq(mode, 0600u, "rendezvous file mode %o", mode);
+  std::string addr, token, why;
+  bool has_token = false;
+  cr_assert(bootstrap::parse_published(seen_text, &addr, &token, &has_token, &why), "'%s': %s",
+            seen_text.c_str(), why.c_str());
+  cr_assert(has_token && token.size() == 32, "'%s'", seen_text.c_str());
+  cr_assert(token.find_first_not_of("0123456789abcdef") == std::string::npos);
+  cr_assert_eq(stranger, std::string("refused, refused"), "the strangers: %s", stranger.c_str());
+  cr_assert(!file_exists(file));
+  rmdir(dir);
+}
+
+Test(bootstrap, fresh_token_needs_a_token_in_the_file) {
+  quiet_logs();
+  char dir[] = "/tmp/ddl-bootstrap-test-XXXXXX";
+  cr_assert(mkdtemp(dir) != nullptr);
+  const std::string file = std::string(dir) + "/ddl-job.root";
+  FILE *f = fopen(file.c_str(), "w");
+  fputs("127.0.0.1:1\n", f);  // an address only: not for a rank that expects a fresh token
+  fclose(f);
+  std::unique_ptr<Bootstrap> b;
+  BootstrapOptions o = opts_for(1, 2, "", 600);
+  o.rendezvous_file = file;
+  o.fresh_token = true;
+  Status st = Bootstrap::create(o, &b);
+  cr_assert_eq(st.code(), DDL_ERR_TIMEOUT, "%s", st.message().c_str());
+  cr_assert(contains(st, "holds no job token"), "%s", st.message().c_str());
+  // A file that belongs to somebody else is not read at all.
+  if (geteuid() == 0) {
+    cr_assert_eq(chown(file.c_str(), 65534, 65534), 0);
+    st = Bootstrap::create(o, &b);
+    cr_assert(contains(st, "belongs to uid 65534"), "%s", st.message().c_str());
+  }
+  unlink(file.c_str());
+  rmdir(dir);
+}
+
+Test(bootstrap, published_text) {
+  std::string addr, token, why;
+  bool has = true;
+  cr_assert(bootstrap::parse_published("10.0.0.1:5 abc\n", &addr, &token, &has, &why));
+  cr_assert(addr == "10.0.0.1:5" && token == "abc" && has);
+  cr_assert(bootstrap::parse_published(" [fd00::1]:7 ", &addr, &token, &has, &why));
+  cr_assert(addr == "[fd00::1]:7" && token.empty() && !has);
+  cr_assert_eq(bootstrap::published_text("h:1", "t"), std::string("h:1 t"));
+  cr_assert_eq(bootstrap::published_text("h:1", ""), std::string("h:1"));
+  for (const char *bad : {"", "h", "h:0 t", "h:1 ", "h:1 a b", "h:x t"})
+    cr_assert(
+        !bootstrap::parse_published(std::string(bad) + (std::string(bad) == "h:1 " ? "x y" : ""),
+                                    &addr, &token, &has, &why),
+        "'%s' accepted", bad);
+  cr_assert(!bootstrap::parse_published("h:1 " + std::string(300, 't'), &addr, &token, &has, &why));
+}
+
+// A rendezvous served without a secret (a given root, no token) says so, once per process.
+Test(bootstrap, open_rendezvous_warns_once) {
+  set_log_level(LogLevel::kWarn);
+  char path[] = "/tmp/ddl-bootstrap-stderr-XXXXXX";
+  int capture = mkstemp(path);
+  cr_assert(capture >= 0);
+  fflush(stderr);
+  int saved = dup(2);
+  dup2(capture, 2);
+  std::vector<Status> sts;
+  for (int round = 0; round < 2; ++round) {
+    std::string root = "127.0.0.1:" + std::to_string(free_port());
+    auto got = run_ranks(2, [&](int r) -> Status {
+      BootstrapOptions o = opts_for(r, 2, root);
+      o.job_token.clear();
+      std::unique_ptr<Bootstrap> b;
+      DDL_RETURN_IF_ERROR(Bootstrap::create(o, &b));
+      return b->barrier();
+    });
+    sts.insert(sts.end(), got.begin(), got.end());
+  }
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  std::string text;
+  char buf[4096];
+  ssize_t n;
+  lseek(capture, 0, SEEK_SET);
+  while ((n = read(capture, buf, sizeof buf)) > 0) text.append(buf, static_cast<size_t>(n));
+  close(capture);
+  unlink(path);
+  assert_all_ok(sts);
+  size_t first = text.find("is open");
+  cr_assert(first != std::string::npos, "no warning in:\n%s", text.c_str());
+  cr_assert(text.find("is open", first + 1) == std::string::npos, "warned twice:\n%s",
+            text.c_str());
+  cr_assert(text.find("DDL_JOB_TOKEN") != std::string::npos, "%s", text.c_str());
 }
 
 // The wire decoders on their own (the tests above run them behind sockets; tests/fuzz fuzzes

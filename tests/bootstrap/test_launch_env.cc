@@ -273,5 +273,107 @@ Test(launch_env, to_bootstrap_options) {
   cr_assert(o.all_local, "every rank is on this host");
   cr_assert_str_eq(o.rendezvous_file.c_str(), "/tmp/ddl-42.root");
   cr_assert_str_eq(o.job_token.c_str(), "tok");
+  cr_assert(!o.fresh_token, "DDL_JOB_TOKEN is the token");
+  cr_assert(!o.pmix, "no PMIx server in this environment");
   cr_assert_eq(o.timeout_ms, 1234);
+}
+
+// mpirun and srun without DDL_ROOT: PMIx where the launcher runs a server, the file otherwise;
+// a fresh token wherever rank 0 publishes, DDL_JOB_TOKEN above everything.
+Test(launch_env, pmix_and_token_precedence) {
+  const Vars mpirun = {{"OMPI_COMM_WORLD_RANK", "1"},
+                       {"OMPI_COMM_WORLD_SIZE", "4"},
+                       {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
+                       {"OMPI_MCA_ess_base_jobid", "562954241"},
+                       {"PMIX_NAMESPACE", "562954241"},
+                       {"PMIX_RANK", "1"},
+                       {"PMIX_SERVER_URI41", "562954240.0;tcp4://127.0.0.1:54613"}};
+  // A PMIx server: address and a fresh token through it, the file as the fallback.
+  LaunchInfo i = parse_ok(mpirun);
+  cr_assert(i.pmix);
+  cr_assert(i.root_addr.empty());
+  expect_str(i.rendezvous_file, "/tmp/ddl-562954241.root");
+  cr_assert(i.job_token.empty());
+  BootstrapOptions o = bootstrap_options_from(i, 1000);
+  cr_assert(o.pmix && o.fresh_token, "PMIx with a fresh token");
+  cr_assert(!o.all_local);
+  cr_assert(o.listen_host.empty());
+
+  // Any of the server URI variables of PMIx 2..5 will do; the namespace and rank are needed.
+  Vars v = mpirun;
+  v.erase("PMIX_SERVER_URI41");
+  v["PMIX_SERVER_URI2"] = "x;tcp4://127.0.0.1:1";
+  cr_assert(parse_ok(v).pmix);
+  v.erase("PMIX_SERVER_URI2");
+  cr_assert(!parse_ok(v).pmix, "no server address: the file");
+  v = mpirun;
+  v.erase("PMIX_RANK");
+  i = parse_ok(v);
+  cr_assert(!i.pmix);
+  o = bootstrap_options_from(i, 1000);
+  cr_assert(!o.pmix && o.fresh_token, "the file carries a fresh token too");
+
+  // DDL_PMIX=0: the file, still with a fresh token; anything but 0 or 1 is an error.
+  v = mpirun;
+  v["DDL_PMIX"] = "0";
+  i = parse_ok(v);
+  cr_assert(!i.pmix);
+  cr_assert(bootstrap_options_from(i, 1000).fresh_token);
+  v["DDL_PMIX"] = "1";
+  cr_assert(parse_ok(v).pmix);
+  v["DDL_PMIX"] = "yes";
+  parse_fails(v, {"DDL_PMIX='yes'"});
+
+  // DDL_JOB_TOKEN wins over the fresh token, on every path.
+  v = mpirun;
+  v["DDL_JOB_TOKEN"] = "given";
+  i = parse_ok(v);
+  cr_assert(i.pmix);
+  o = bootstrap_options_from(i, 1000);
+  cr_assert(o.pmix && !o.fresh_token);
+  expect_str(o.job_token, "given");
+
+  // DDL_ROOT wins over PMIx and the file: no publishing, so no fresh token (open without
+  // DDL_JOB_TOKEN; Bootstrap warns).
+  v = mpirun;
+  v["DDL_ROOT"] = "head:29500";
+  i = parse_ok(v);
+  cr_assert(!i.pmix && i.rendezvous_file.empty());
+  o = bootstrap_options_from(i, 1000);
+  cr_assert(!o.pmix && !o.fresh_token && o.job_token.empty());
+
+  // DDL_ROOT_HOST: where rank 0 listens and what it publishes (an interface name is fine).
+  v = mpirun;
+  v["DDL_ROOT_HOST"] = "eth1";
+  expect_str(bootstrap_options_from(parse_ok(v), 1000).listen_host, "eth1");
+  v["DDL_ROOT_HOST"] = "fd00::1";
+  expect_str(parse_ok(v).root_host, "fd00::1");
+  v["DDL_ROOT_HOST"] = "a b";
+  parse_fails(v, {"DDL_ROOT_HOST='a b'"});
+
+  // srun --mpi=pmix: the same; without SLURM_JOB_ID the namespace names the fallback file.
+  Vars srun = {{"SLURM_PROCID", "0"},
+               {"SLURM_NTASKS", "2"},
+               {"PMIX_NAMESPACE", "slurm.pmix.12.0"},
+               {"PMIX_RANK", "0"},
+               {"PMIX_SERVER_URI2", "slurm.pmix.12.0;tcp4://10.0.0.1:3000"}};
+  i = parse_ok(srun);
+  cr_assert(i.pmix);
+  expect_str(i.source, "slurm");
+  expect_str(i.rendezvous_file, "/tmp/ddl-slurm.pmix.12.0.root");
+  srun["SLURM_JOB_ID"] = "12";
+  expect_str(parse_ok(srun).rendezvous_file, "/tmp/ddl-12.root");
+  srun["DDL_PMIX"] = "0";
+  cr_assert(!parse_ok(srun).pmix);
+
+  // torchrun and DDL_* name their root: no PMIx, no fresh token.
+  i = parse_ok({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "5"}});
+  cr_assert(!i.pmix && !bootstrap_options_from(i, 1000).fresh_token);
+  i = parse_ok({{"DDL_RANK", "0"},
+                {"DDL_WORLD_SIZE", "2"},
+                {"DDL_ROOT", "h:1"},
+                {"PMIX_NAMESPACE", "n"},
+                {"PMIX_RANK", "0"},
+                {"PMIX_SERVER_URI2", "u"}});
+  cr_assert(!i.pmix && !bootstrap_options_from(i, 1000).fresh_token);
 }

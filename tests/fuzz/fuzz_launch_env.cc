@@ -3,7 +3,8 @@
 // variable) and its value up to a NUL; unset variables read as NULL. Checked: the call never
 // asks for a variable twice with different answers (our getenv is a pure function), the result
 // is the same twice, and an accepted LaunchInfo is coherent (ranks in range, a usable root
-// address or a rendezvous file of the expected form, token within bounds).
+// address or a rendezvous file of the expected form, PMIx only where there is no root and with
+// the file as its fallback, token within bounds).
 //
 // Speed: launch_info_from asks for a few dozen variables per call. The first version of this
 // harness kept the environment in a std::map<std::string, std::string>, so that every lookup
@@ -24,6 +25,7 @@
 namespace {
 
 // Every variable launch_env.cc reads (and a few it does not, to check that it ignores them).
+// New ones are appended, so that the seeds' selector bytes keep their meaning.
 const char *const kVars[] = {"DDL_RANK",
                              "DDL_WORLD_SIZE",
                              "DDL_ROOT",
@@ -53,7 +55,12 @@ const char *const kVars[] = {"DDL_RANK",
                              "SLURM_JOB_ID",
                              "SLURM_STEP_ID",
                              "HOME",
-                             "PMI_RANK"};
+                             "PMI_RANK",
+                             "PMIX_RANK",
+                             "PMIX_SERVER_URI2",
+                             "PMIX_SERVER_URI41",
+                             "DDL_PMIX",
+                             "DDL_ROOT_HOST"};
 constexpr size_t kNumVars = sizeof kVars / sizeof kVars[0];
 
 // Which of kVars `name` is, or kNumVars. Not instrumented: harness plumbing.
@@ -125,6 +132,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     FUZZ_CHECK(info.rendezvous_file.empty(), "both a root and a rendezvous file");
   } else if (info.nranks > 1) {
     FUZZ_CHECK(!info.rendezvous_file.empty(), "neither a root nor a rendezvous file");
+  }
+  // PMIx carries rank 0's address only where nobody gave one, and the file stays its fallback.
+  if (info.pmix)
+    FUZZ_CHECK(info.root_addr.empty() && !info.rendezvous_file.empty() &&
+                   (info.source == "mpirun" || info.source == "slurm"),
+               "PMIx with root '%s', file '%s', source %s", info.root_addr.c_str(),
+               info.rendezvous_file.c_str(), info.source.c_str());
+  if (!info.root_host.empty()) {
+    std::string host;
+    int port = -1;
+    FUZZ_CHECK(info.root_host.size() <= 255 &&
+                   ddl::bootstrap::parse_host_port(
+                       ddl::bootstrap::join_host_port(info.root_host, 1), &host, &port)
+                       .ok(),
+               "root host '%s'", info.root_host.c_str());
   }
   if (!info.rendezvous_file.empty()) {
     const std::string &f = info.rendezvous_file;

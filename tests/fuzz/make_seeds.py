@@ -56,7 +56,8 @@ def main():
          "PMIX_NAMESPACE", "RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "LOCAL_RANK",
          "LOCAL_WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_NPROCS", "SLURM_LOCALID",
          "SLURM_NODEID", "SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE", "SLURM_JOB_ID",
-         "SLURM_STEP_ID"]
+         "SLURM_STEP_ID", "HOME", "PMI_RANK", "PMIX_RANK", "PMIX_SERVER_URI2",
+         "PMIX_SERVER_URI41", "DDL_PMIX", "DDL_ROOT_HOST"]
 
     def env(**kv):
         return b"".join(bytes([V.index(k)]) + v.encode() + b"\0" for k, v in kv.items())
@@ -67,6 +68,11 @@ def main():
                                            OMPI_COMM_WORLD_LOCAL_RANK="0",
                                            OMPI_COMM_WORLD_LOCAL_SIZE="2",
                                            OMPI_MCA_ess_base_jobid="prterun-vm-1@1"))
+    write("fuzz_launch_env", "mpirun_pmix", env(OMPI_COMM_WORLD_RANK="1", OMPI_COMM_WORLD_SIZE="4",
+                                                OMPI_MCA_ess_base_jobid="562954241",
+                                                PMIX_NAMESPACE="562954241", PMIX_RANK="1",
+                                                PMIX_SERVER_URI41="562954240.0;tcp4://127.0.0.1:1",
+                                                DDL_ROOT_HOST="eth0", DDL_PMIX="1"))
     write("fuzz_launch_env", "torchrun", env(RANK="3", WORLD_SIZE="8", MASTER_ADDR="node0",
                                              MASTER_PORT="29500", LOCAL_RANK="3",
                                              LOCAL_WORLD_SIZE="4"))
