@@ -1,6 +1,7 @@
 #include "lib/algorithms/chain.h"
 
 #include "lib/algorithms/blocks.h"
+#include "lib/algorithms/ring_order.h"
 
 namespace ddl {
 
@@ -11,8 +12,11 @@ void build_chain_broadcast(const CollectiveArgs &args, Schedule *schedule) {
   schedule->input_count = schedule->output_count = args.count;
   schedule->in_place = true;
   if (n == 1) return;
-  const int position = ring_index(args.rank - args.root, n);  // 0 at the root
-  const int prev = ring_index(args.rank - 1, n), next = ring_index(args.rank + 1, n);
+  // From the root through its host's ranks, then host after host: the data crosses each
+  // host boundary once (ring_order.h).
+  const RingOrder order(args, args.root);
+  const int position = order.position_of(args.rank);  // 0 at the root
+  const int prev = order.prev(args.rank), next = order.next(args.rank);
   const ChunkSplit chunks(args.count, args.chunk_elems);
   for (int c = 0; c < chunks.chunks(); ++c) {
     const Extent part = chunks.chunk(Extent{0, args.count}, c);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "lib/algorithms/blocks.h"
+#include "lib/algorithms/ring_order.h"
 
 namespace ddl {
 namespace {
@@ -15,13 +16,15 @@ constexpr size_t kStagingSlots = 8;
 
 void build_ring_allreduce(const CollectiveArgs &args, Schedule *schedule) {
   if (!start_allreduce_schedule(args, "ring", schedule)) return;
-  const int n = args.nranks, r = args.rank;
+  // Blocks are numbered by position along the ring (every rank ends with all of them).
+  const RingOrder order(args);
+  const int n = args.nranks, r = order.position_of(args.rank);
   const BlockSplit blocks(args.count, n);
   const ChunkSplit chunks(blocks.max_block(), args.chunk_elems);
   const int C = chunks.chunks();
   const size_t slots = std::min(kStagingSlots, static_cast<size_t>(2 * C));
   schedule->scratch_count = slots * chunks.chunk_elems();
-  const int right = ring_index(r + 1, n), left = ring_index(r - 1, n);
+  const int right = order.next(args.rank), left = order.prev(args.rank);
 
   // Reduce-scatter: at step s, send block r-s and reduce block r-s-1 from the left. The
   // first step sends straight from the input, so out of place needs no initial copy; each
@@ -84,11 +87,15 @@ void build_ring_reduce_scatter(const CollectiveArgs &args, Schedule *schedule) {
   const int C = chunks.chunks();
   // Two accumulation slots of one block: step s reduces into slot s%2, step s+1 sends it.
   schedule->scratch_count = 2 * block;
-  const int right = ring_index(r + 1, n), left = ring_index(r - 1, n);
+  // Blocks belong to ranks; the ring visits them in RingOrder, so the block of the rank at
+  // position q moves at the steps that rank's position sets.
+  const RingOrder order(args);
+  const int p = order.position_of(r);
+  const int right = order.next(r), left = order.prev(r);
   std::vector<uint32_t> sends, reduces;
   for (int s = 0; s < n - 1; ++s) {
-    const size_t send_base = static_cast<size_t>(ring_index(r - s - 1, n)) * block;
-    const size_t recv_base = static_cast<size_t>(ring_index(r - s - 2, n)) * block;
+    const size_t send_base = static_cast<size_t>(order.rank_at(p - s - 1)) * block;
+    const size_t recv_base = static_cast<size_t>(order.rank_at(p - s - 2)) * block;
     const bool last = s == n - 2;
     for (int c = 0; c < C; ++c) {
       const size_t m = static_cast<size_t>(s) * C + c;
@@ -122,11 +129,13 @@ void build_ring_allgather(const CollectiveArgs &args, Schedule *schedule) {
   if (n == 1) return;
   const ChunkSplit chunks(block, args.chunk_elems);
   const int C = chunks.chunks();
-  const int right = ring_index(r + 1, n), left = ring_index(r - 1, n);
+  const RingOrder order(args);
+  const int p = order.position_of(r);
+  const int right = order.next(r), left = order.prev(r);
   std::vector<uint32_t> recvs;
   for (int s = 0; s < n - 1; ++s) {
-    const size_t send_base = static_cast<size_t>(ring_index(r - s, n)) * block;
-    const size_t recv_base = static_cast<size_t>(ring_index(r - s - 1, n)) * block;
+    const size_t send_base = static_cast<size_t>(order.rank_at(p - s)) * block;
+    const size_t recv_base = static_cast<size_t>(order.rank_at(p - s - 1)) * block;
     for (int c = 0; c < C; ++c) {
       const size_t m = static_cast<size_t>(s) * C + c;
       const Extent part = chunks.chunk(Extent{0, block}, c);

@@ -324,3 +324,49 @@ Test(algorithms, unknown_algorithm_fails_every_rank_clearly) {
               "rank %d: %s", r, logs[r].c_str());
   }
 }
+
+namespace {
+
+// Broadcast from every root, allgather, reduce_scatter and a ring allreduce, each checked.
+int every_collective(ddl_comm_t comm, int rank, int nranks) {
+  const size_t count = 70001;  // several chunks, odd
+  for (int root = 0; root < nranks; ++root) {
+    std::vector<int32_t> data(count, rank == root ? root + 1 : -1);
+    if (rank == root)
+      for (size_t i = 0; i < count; ++i) data[i] = static_cast<int32_t>(i * 3 + root);
+    RANK_OK(ddl_broadcast(data.data(), count, DDL_INT32, root, comm));
+    for (size_t i = 0; i < count; ++i)
+      RANK_CHECK(data[i] == static_cast<int32_t>(i * 3 + root), "rank %d: broadcast from %d [%zu]",
+                 rank, root, i);
+  }
+  std::vector<double> mine(count, rank + 0.5), all(count * nranks, -1);
+  RANK_OK(ddl_allgather(mine.data(), all.data(), count, DDL_FLOAT64, comm));
+  for (size_t i = 0; i < all.size(); ++i)
+    RANK_CHECK(all[i] == static_cast<double>(i / count) + 0.5, "rank %d: allgather [%zu] = %g",
+               rank, i, all[i]);
+  std::vector<double> in(count * nranks), out(count, -1);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<double>(rank + i % 11);
+  RANK_OK(ddl_reduce_scatter(in.data(), out.data(), count, DDL_FLOAT64, DDL_SUM, comm));
+  for (size_t i = 0; i < count; ++i) {
+    const double want = nranks * (nranks - 1) / 2.0 + nranks * ((rank * count + i) % 11);
+    RANK_CHECK(out[i] == want, "rank %d: reduce_scatter [%zu] = %g, want %g", rank, i, out[i],
+               want);
+  }
+  return check_allreduce(comm, rank, nranks, DDL_FLOAT32, DDL_SUM, count, false);
+}
+
+}  // namespace
+
+// Ranks numbered round-robin over emulated hosts (srun's cyclic distribution): the rings and
+// chains follow the hosts (lib/algorithms/ring_order.h), not the rank numbers.
+Test(algorithms, rings_and_chains_over_hosts_numbered_round_robin) {
+  for (int nranks : {4, 5}) {
+    RunOptions options;
+    options.before_init = [](int rank) {
+      setenv("DDL_ALGO", "ring", 1);
+      setenv("DDL_HOST_ID", ("cyclic" + std::to_string(rank % 2)).c_str(), 1);
+    };
+    const std::string failures = run_ranks(nranks, every_collective, options);
+    cr_assert(failures.empty(), "%d ranks:\n%s", nranks, failures.c_str());
+  }
+}

@@ -134,3 +134,81 @@ Test(hier_schedules, models_pick_hier_for_large_messages_across_hosts) {
   a.hosts = 1;
   cr_assert_str_neq(choose_algorithm(a, &why).name, "hier", "%s", why.c_str());
 }
+
+namespace {
+
+// Tiers for hosts that own ranks round-robin (srun's cyclic distribution): rank r on host
+// r % hosts.
+std::vector<std::vector<int>> cyclic_hosts(int nranks, int hosts) {
+  std::vector<int> group_of;
+  for (int r = 0; r < nranks; ++r) group_of.push_back(r % hosts);
+  return {group_of};
+}
+
+// Elements that the ranks of `host` send to ranks of other hosts in one call.
+size_t sent_across(CollectiveArgs a, const std::vector<int> &host_of, int host) {
+  size_t across = 0;
+  for (int r = 0; r < a.nranks; ++r) {
+    if (host_of[r] != host) continue;
+    a.rank = r;
+    Schedule s;
+    cr_assert(build_schedule(a, &s).ok());
+    for (const Step &step : s.steps)
+      if (step.kind == StepKind::kSend && host_of[step.peer] != host) across += step.count;
+  }
+  return across;
+}
+
+}  // namespace
+
+// Ring and chain schedules visit each host's ranks together, whatever the rank numbering:
+// correct (the verifier) and each host's link crossed the least number of times.
+Test(hier_schedules, rings_and_chains_follow_the_hosts) {
+  struct Case {
+    Collective collective;
+    const char *algorithm;
+  };
+  const Case cases[] = {{Collective::kAllreduce, "ring"},
+                        {Collective::kReduceScatter, "ring"},
+                        {Collective::kAllgather, "ring"},
+                        {Collective::kBroadcast, "chain"}};
+  for (const Case &c : cases)
+    for (int hosts : {2, 3})
+      for (int n : {hosts * 2, hosts * 3 + 1})
+        for (int root : {0, n - 1})
+          for (size_t count : {size_t{1}, size_t{37}}) {
+            CollectiveArgs a;
+            a.collective = c.collective;
+            a.algorithm = c.algorithm;
+            a.nranks = n;
+            a.count = count;
+            a.root = root;
+            a.chunk_elems = 8;
+            a.tiers = cyclic_hosts(n, hosts);
+            a.hosts = hosts;
+            const Status s = verify_collective(a);
+            cr_assert(s.ok(), "%s %s n=%d hosts=%d root=%d count=%zu: %s",
+                      collective_name(c.collective), c.algorithm, n, hosts, root, count,
+                      s.message().c_str());
+          }
+  // 2 hosts x 4 ranks numbered round-robin: a broadcast from rank 0 leaves its host once
+  // (N elements), an allgather's ring crosses each host boundary once (7 blocks leave each
+  // host), where rank order would cross at every hop.
+  CollectiveArgs a;
+  a.nranks = 8;
+  a.count = 1000;
+  a.chunk_elems = 100;
+  a.tiers = cyclic_hosts(8, 2);
+  a.hosts = 2;
+  const std::vector<int> &host_of = a.tiers[0];
+  a.collective = Collective::kBroadcast;
+  a.algorithm = "chain";
+  for (int root : {0, 5}) {
+    a.root = root;
+    cr_assert_eq(sent_across(a, host_of, host_of[root]), a.count, "root %d", root);
+    cr_assert_eq(sent_across(a, host_of, 1 - host_of[root]), 0u, "root %d", root);
+  }
+  a.collective = Collective::kAllgather;
+  a.algorithm = "ring";
+  for (int host : {0, 1}) cr_assert_eq(sent_across(a, host_of, host), 7 * a.count);
+}
