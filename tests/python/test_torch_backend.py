@@ -270,6 +270,16 @@ def scenario_groups(torch, dist, rank, size):
     assert torch.all(t == size)
 
 
+def scenario_smoke(torch, dist, rank, size):
+    """One collective of each kind, for the tests of how processes meet."""
+    t = torch.full((5,), float(rank))
+    dist.all_reduce(t)
+    assert torch.all(t == sum(range(size))), t
+    w = dist.broadcast(t, src=size - 1, async_op=True)
+    w.get_future().wait()
+    dist.barrier()
+
+
 def scenario_mismatch(torch, dist, rank, size):
     """Ranks disagree on the size of an all_reduce: every rank must raise, not hang."""
     t = torch.ones(10 if rank == 0 else 20)
@@ -308,7 +318,9 @@ def _main(scenario):
     import ddl.torch  # noqa: F401  registers "ddl"
 
     # A short deadline for the failure scenarios: an error must come well before pytest's.
-    timeout = datetime.timedelta(seconds=15 if scenario in ("mismatch", "dead") else 120)
+    # (smoke's is below pytest's limit for it, so that a stall ends in an error that says where)
+    seconds = {"mismatch": 15, "dead": 15, "smoke": 60}.get(scenario, 120)
+    timeout = datetime.timedelta(seconds=seconds)
     init = os.environ.get("DDL_TEST_INIT_METHOD")  # tcp://... or file://...; else env://
     if init:
         dist.init_process_group("ddl", init_method=init, rank=int(os.environ["RANK"]),
@@ -388,9 +400,9 @@ if __name__ != "__main__":
             init = f"tcp://127.0.0.1:{_free_port()}"
         else:
             init = f"file://{tmp_path / 'store'}"
-        rc, out = _run("torchrun", 2, "async", timeout=120,
+        rc, out = _run("torchrun", 2, "smoke", timeout=180,
                        env={"DDL_TEST_INIT_METHOD": init})
-        assert rc == 0 and out.count("async ok") == 2, out
+        assert rc == 0 and out.count("smoke ok") == 2, out
 
     @pytest.mark.parametrize("launcher", LAUNCHERS)
     @pytest.mark.parametrize("scenario", ["mismatch", "dead"])

@@ -373,7 +373,14 @@ class DdlBackend : public c10d::Backend {
         owner_(std::move(owner)) {}
 
   ~DdlBackend() override {
-    completer_->stop();
+    // The completer may need the GIL to finish (a Future's Python callback, the last reference
+    // to a tensor's Python object): never wait for it while holding the GIL.
+    if (Py_IsInitialized() && PyGILState_Check()) {
+      py::gil_scoped_release nogil;
+      completer_->stop();
+    } else {
+      completer_->stop();
+    }
     // owner_ keeps the Python ddl.Communicator (and so comm_) alive; drop it with the GIL.
     if (Py_IsInitialized()) {
       py::gil_scoped_acquire gil;
