@@ -216,6 +216,44 @@ DDL_API size_t ddl_datatype_size(ddl_datatype_t dtype);
 DDL_API const char *ddl_datatype_name(ddl_datatype_t dtype);
 DDL_API const char *ddl_op_name(ddl_op_t op);
 
+/* ---- Device buffers and stream-ordered collectives (CUDA) -------------------------------
+ *
+ * Every collective takes CUDA device memory (cudaMalloc, also managed memory) as well as host
+ * memory: ddl finds where each buffer is on every call (the CUDA driver, libcuda.so.1, is
+ * opened with dlopen at the first collective; without it every buffer is host memory, and
+ * DDL_CUDA=0 makes that so; DDL_CUDA_LIBRARY names another driver library). The buffers of
+ * one call must be of one kind: host and device buffers mixed fail with
+ * DDL_ERR_INVALID_ARGUMENT naming the buffers; every rank of a call must pass the same kind.
+ * Device buffers are staged through pinned host memory in chunks of DDL_CUDA_STAGE_BYTES
+ * (default 4 MiB, the same on every rank), the device copies of one chunk overlapping the
+ * host collective of the next; there is no GPUDirect RDMA or CUDA IPC path yet. Blocking
+ * calls return when the result is in the device buffer; nonblocking ones when their request
+ * is done. The calling thread must have made CUDA current (the buffers' context is used).
+ *
+ * The _stream forms order the collective on a CUDA stream (a CUstream / cudaStream_t; NULL is
+ * the default stream) and return at once: the collective starts after the work queued on the
+ * stream before the call, and the work queued after it waits for the collective to end. They
+ * are queued to the communicator's progress thread with the nonblocking calls, in call order
+ * (ranks must issue the same calls in the same order). The stream's later work is released
+ * whatever happens: when the collective fails, passes its deadline (DDL_TIMEOUT_MS, counted
+ * from when the progress thread reaches the call: the stream's earlier work must end within
+ * it, and the collective then has its own) or is aborted (ddl_comm_abort), the stream goes on, the
+ * buffers hold no defined result, and the next call on the communicator fails with the words of
+ * that failure. The arguments are checked at the call (DDL_ERR_INVALID_ARGUMENT as for blocking
+ * calls). Buffers may be device or host memory. DDL_ERR_UNSUPPORTED without a CUDA driver;
+ * DDL_ERR_INVALID_USAGE between ddl_group_start and ddl_group_end. The buffers must stay valid
+ * until the stream has passed the call. */
+DDL_API ddl_result_t ddl_allreduce_stream(const void *sendbuf, void *recvbuf, size_t count,
+                                          ddl_datatype_t dtype, ddl_op_t op, ddl_comm_t comm,
+                                          void *cuda_stream);
+DDL_API ddl_result_t ddl_broadcast_stream(void *buf, size_t count, ddl_datatype_t dtype, int root,
+                                          ddl_comm_t comm, void *cuda_stream);
+DDL_API ddl_result_t ddl_allgather_stream(const void *sendbuf, void *recvbuf, size_t sendcount,
+                                          ddl_datatype_t dtype, ddl_comm_t comm, void *cuda_stream);
+DDL_API ddl_result_t ddl_reduce_scatter_stream(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                               ddl_datatype_t dtype, ddl_op_t op, ddl_comm_t comm,
+                                               void *cuda_stream);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

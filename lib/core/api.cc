@@ -15,6 +15,7 @@
 #include "lib/core/group.h"
 #include "lib/core/progress.h"
 #include "lib/core/split.h"
+#include "lib/device/staging.h"
 #include "transports/shm/shared_buffers.h"
 
 using ddl::Status;
@@ -136,6 +137,25 @@ ddl_result_t start(ddl_comm_t comm, const ddl::CollectiveCall &call, ddl_request
     g_requests.insert(handle);
   }
   *request = handle;
+  return DDL_SUCCESS;
+}
+
+// A stream-ordered call: checked and ordered on the stream here, run by the progress thread.
+ddl_result_t start_on_stream(ddl_comm_t comm, const ddl::CollectiveCall &call, void *stream,
+                             const char *what) {
+  CommCall guard(comm, what);
+  if (!guard.ok()) return guard.fail();
+  if (ddl::in_group())
+    return guard.finish(ddl::invalid_usage(
+        "rank %d: %s: stream-ordered calls cannot be grouped; call it after ddl_group_end",
+        comm->rank, what));
+  ddl::CollectiveCall queued = call;
+  Status s = ddl::device::start_stream_call(comm, &queued, stream);
+  if (!s.ok()) return guard.finish(s);
+  ddl::Job job;
+  job.calls.push_back(queued);
+  job.requests.push_back(ddl::new_request(comm, call));  // nobody waits on it but drain()
+  ddl::progress_of(comm).submit(std::move(job));
   return DDL_SUCCESS;
 }
 
@@ -325,6 +345,40 @@ ddl_result_t ddl_ireduce_scatter(const void *sendbuf, void *recvbuf, size_t recv
 ddl_result_t ddl_ibarrier(ddl_comm_t comm, ddl_request_t *request) {
   return start(comm, {ddl::Collective::kBarrier, nullptr, nullptr, 0, DDL_UINT8, DDL_SUM, 0},
                request, "ddl_ibarrier");
+}
+
+ddl_result_t ddl_allreduce_stream(const void *sendbuf, void *recvbuf, size_t count,
+                                  ddl_datatype_t dtype, ddl_op_t op, ddl_comm_t comm,
+                                  void *cuda_stream) {
+  return start_on_stream(comm,
+                         {ddl::Collective::kAllreduce, sendbuf, recvbuf, count,
+                          ddl::raw_enum_value(dtype), ddl::raw_enum_value(op), 0},
+                         cuda_stream, "ddl_allreduce_stream");
+}
+
+ddl_result_t ddl_broadcast_stream(void *buf, size_t count, ddl_datatype_t dtype, int root,
+                                  ddl_comm_t comm, void *cuda_stream) {
+  return start_on_stream(
+      comm,
+      {ddl::Collective::kBroadcast, buf, buf, count, ddl::raw_enum_value(dtype), DDL_SUM, root},
+      cuda_stream, "ddl_broadcast_stream");
+}
+
+ddl_result_t ddl_allgather_stream(const void *sendbuf, void *recvbuf, size_t sendcount,
+                                  ddl_datatype_t dtype, ddl_comm_t comm, void *cuda_stream) {
+  return start_on_stream(comm,
+                         {ddl::Collective::kAllgather, sendbuf, recvbuf, sendcount,
+                          ddl::raw_enum_value(dtype), DDL_SUM, 0},
+                         cuda_stream, "ddl_allgather_stream");
+}
+
+ddl_result_t ddl_reduce_scatter_stream(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                       ddl_datatype_t dtype, ddl_op_t op, ddl_comm_t comm,
+                                       void *cuda_stream) {
+  return start_on_stream(comm,
+                         {ddl::Collective::kReduceScatter, sendbuf, recvbuf, recvcount,
+                          ddl::raw_enum_value(dtype), ddl::raw_enum_value(op), 0},
+                         cuda_stream, "ddl_reduce_scatter_stream");
 }
 
 ddl_result_t ddl_test(ddl_request_t request, int *done) {

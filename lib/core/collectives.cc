@@ -9,6 +9,7 @@
 #include "lib/common/process_liveness.h"
 #include "lib/core/direct_allreduce.h"
 #include "lib/core/flat_collectives.h"
+#include "lib/device/staging.h"
 
 namespace ddl {
 namespace {
@@ -181,6 +182,8 @@ CallSignature signature_of(const CollectiveCall &call, uint32_t seq) {
 Status check_collective(const ddl_comm *comm, const CollectiveCall &call) {
   bool in_place = false;
   Status s = check_call(comm, call, &in_place);
+  device::PointerInfo where;
+  if (s.ok()) s = device::classify_call(call, &where);  // host and device mixed
   if (!s.ok()) s.prefix(strprintf("rank %d: %s: ", comm->rank, collective_name(call.collective)));
   return s;
 }
@@ -190,6 +193,19 @@ std::string describe_call(const ddl_comm *comm, const CollectiveCall &call, uint
 }
 
 Status run_collective(ddl_comm *comm, const CollectiveCall &call) {
+  if (call.stream) return device::run_stream_call(comm, call);
+  // Without a CUDA driver (a cached answer) every buffer is host memory.
+  if (device::cuda_driver()) {
+    device::PointerInfo where;
+    Status s = device::classify_call(call, &where);
+    if (!s.ok())
+      return s.prefix(describe_call(comm, call, static_cast<uint32_t>(comm->calls)) + ": ");
+    if (where.kind == device::MemoryKind::kDevice) return device::run_staged(comm, call, where);
+  }
+  return run_host_collective(comm, call);
+}
+
+Status run_host_collective(ddl_comm *comm, const CollectiveCall &call) {
   const uint32_t seq = static_cast<uint32_t>(comm->calls);
   // Built only on failure: the success path stays free of string formatting.
   auto context = [&] { return describe_call(comm, call, seq) + ": "; };

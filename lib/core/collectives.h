@@ -8,6 +8,9 @@
 #include "lib/exec/signature.h"
 
 namespace ddl {
+namespace device {
+struct StreamCall;  // lib/device/stream_calls.cc
+}  // namespace device
 
 struct CollectiveCall {
   Collective collective = Collective::kAllreduce;
@@ -19,10 +22,15 @@ struct CollectiveCall {
   int dtype = DDL_FLOAT32;
   int op = DDL_SUM;
   int root = 0;
+  // A stream-ordered call (ddl_*_stream): what orders it on the caller's CUDA stream.
+  device::StreamCall *stream = nullptr;
 };
 
-// Validates and runs one collective on comm (a live communicator owned by this thread).
+// Validates and runs one collective on comm (a live communicator owned by this thread):
+// host buffers as they are, device buffers and stream calls through lib/device/staging.h.
 Status run_collective(ddl_comm *comm, const CollectiveCall &call);
+// The host path of run_collective: every buffer of call is host memory.
+Status run_host_collective(ddl_comm *comm, const CollectiveCall &call);
 
 // The argument checks of run_collective alone, for calls queued to run later (nonblocking
 // calls, groups): they fail at the call, naming the rank and the collective.

@@ -13,6 +13,7 @@
 #include "lib/common/log.h"
 #include "lib/common/params.h"
 #include "lib/core/progress.h"
+#include "lib/device/staging.h"
 
 namespace ddl {
 namespace {
@@ -400,6 +401,7 @@ void send_failure_notice(ddl_comm *comm, const Status &why) {
 
 void destroy_comm(ddl_comm *comm) {
   comm->progress.reset();
+  device::destroy_device_state(comm);
   if (comm->transport) {
     comm->transport->cancel(&comm->notice_recv);
     for (TransferRequest &send : comm->notice_sends) comm->transport->cancel(&send);

@@ -29,6 +29,9 @@
 
 namespace ddl {
 class ProgressQueue;  // lib/core/progress.h
+namespace device {
+struct DeviceState;  // lib/device/device_state.h
+}  // namespace device
 }  // namespace ddl
 
 struct ddl_comm {
@@ -81,6 +84,9 @@ struct ddl_comm {
   // Runs queued nonblocking collectives in call order; made by the first one (progress.h).
   // Destroyed first: it finishes what is queued while everything it uses is still there.
   std::unique_ptr<ddl::ProgressQueue> progress;
+  // Pinned staging memory and streams for device buffers, made by the first device call
+  // (lib/device/staging.h); freed by destroy_comm after the progress thread.
+  ddl::device::DeviceState *device = nullptr;
 
   std::atomic<bool> aborted{false};
   std::atomic<bool> busy{false};  // a call is running: a second thread is an error

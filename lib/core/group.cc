@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "lib/common/datatype.h"
+#include "lib/device/staging.h"
 
 namespace ddl {
 namespace {
@@ -22,9 +23,16 @@ struct Group {
 
 thread_local Group t_group;
 
+// Device buffers are not fused: the fusion buffer is packed with host copies.
+bool on_host(const CollectiveCall &call) {
+  device::PointerInfo where;
+  return device::classify_call(call, &where).ok() && where.kind == device::MemoryKind::kHost;
+}
+
 bool fusible(const Recorded &r) {
   return r.call.collective == Collective::kAllreduce && r.call.count > 0 &&
-         r.call.count * datatype_size(r.call.dtype) <= r.comm->config.fusion_bytes;
+         r.call.count * datatype_size(r.call.dtype) <= r.comm->config.fusion_bytes &&
+         on_host(r.call);
 }
 
 // Whether b can join a fused job that a started: same communicator, datatype and op.

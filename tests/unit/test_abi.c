@@ -48,6 +48,14 @@ static const char *const kFunctions[] = {
     "ddl_group_start",   "ddl_group_end",
 };
 
+/* Stream-ordered collectives (CUDA), exported on every build. */
+static const char *const kStreamFunctions[] = {
+    "ddl_allreduce_stream",
+    "ddl_broadcast_stream",
+    "ddl_allgather_stream",
+    "ddl_reduce_scatter_stream",
+};
+
 /* libddl.so.0 of this build, as a framework would load it. */
 static void *open_library(void) {
   const char *dir = getenv("DDL_BUILD_DIR");
@@ -63,6 +71,9 @@ Test(abi, dlopen_resolves_every_function) {
   for (size_t i = 0; i < sizeof kFunctions / sizeof kFunctions[0]; ++i)
     cr_assert_not_null(dlsym(lib, kFunctions[i]), "%s is not exported: %s", kFunctions[i],
                        dlerror());
+  for (size_t i = 0; i < sizeof kStreamFunctions / sizeof kStreamFunctions[0]; ++i)
+    cr_assert_not_null(dlsym(lib, kStreamFunctions[i]), "%s is not exported: %s",
+                       kStreamFunctions[i], dlerror());
   /* Only ddl_* leaves the library: an internal C++ symbol must not resolve. */
   cr_assert_null(
       dlsym(lib, "_ZN3ddl6reduceE14ddl_datatype_t8ddl_op_tPvPKvS4_mi")); /* ddl::reduce */

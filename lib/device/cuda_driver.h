@@ -1,0 +1,93 @@
+// The CUDA driver API through dlopen: libddl.so.0 never links libcuda, so one library loads and
+// runs on machines without CUDA and uses the GPU where there is one. Only the types and entry
+// points ddl calls are declared here, with the values of cuda.h (12.x/13.x).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace ddl {
+namespace device {
+
+typedef int CUresult;  // CUDA_SUCCESS == 0
+typedef unsigned long long CUdeviceptr;
+typedef struct CUctx_st *CUcontext;
+typedef struct CUstream_st *CUstream;
+typedef struct CUevent_st *CUevent;
+typedef void (*CUhostFn)(void *user_data);
+
+constexpr CUresult kCudaSuccess = 0;
+constexpr CUresult kCudaErrorNotInitialized = 3;
+constexpr CUresult kCudaErrorNotReady = 600;
+constexpr int kPointerAttributeContext = 1;     // CU_POINTER_ATTRIBUTE_CONTEXT
+constexpr int kPointerAttributeMemoryType = 2;  // CU_POINTER_ATTRIBUTE_MEMORY_TYPE
+constexpr unsigned kMemoryTypeHost = 1;         // CU_MEMORYTYPE_HOST
+constexpr unsigned kMemHostAllocPortable = 0x1;
+constexpr unsigned kMemHostAllocDeviceMap = 0x2;
+constexpr unsigned kStreamNonBlocking = 0x1;
+constexpr unsigned kEventDisableTiming = 0x2;
+constexpr unsigned kStreamWaitValueGeq = 0x0;
+
+struct CudaDriver {
+  std::string library;  // what was opened (DDL_CUDA_LIBRARY, or libcuda.so.1)
+  CUresult (*init)(unsigned flags);
+  CUresult (*pointer_get_attributes)(unsigned count, int *attributes, void **data, CUdeviceptr ptr);
+  CUresult (*ctx_get_current)(CUcontext *ctx);
+  CUresult (*ctx_set_current)(CUcontext ctx);
+  CUresult (*stream_create)(CUstream *stream, unsigned flags);
+  CUresult (*stream_destroy)(CUstream stream);
+  CUresult (*memcpy_dtoh_async)(void *dst, CUdeviceptr src, size_t bytes, CUstream stream);
+  CUresult (*memcpy_htod_async)(CUdeviceptr dst, const void *src, size_t bytes, CUstream stream);
+  CUresult (*event_create)(CUevent *event, unsigned flags);
+  CUresult (*event_record)(CUevent event, CUstream stream);
+  CUresult (*event_query)(CUevent event);
+  CUresult (*event_destroy)(CUevent event);
+  CUresult (*mem_host_alloc)(void **ptr, size_t bytes, unsigned flags);
+  CUresult (*mem_free_host)(void *ptr);
+  CUresult (*mem_host_get_device_pointer)(CUdeviceptr *dptr, void *ptr, unsigned flags);
+  // Optional: null when the driver lacks them.
+  CUresult (*stream_get_ctx)(CUstream stream, CUcontext *ctx);
+  CUresult (*stream_wait_value32)(CUstream stream, CUdeviceptr addr, uint32_t value,
+                                  unsigned flags);
+  CUresult (*launch_host_func)(CUstream stream, CUhostFn fn, void *user_data);
+  CUresult (*get_error_name)(CUresult error, const char **name);
+};
+
+// The driver, opened on the first call and kept for the process; null when there is none
+// (no library, a missing entry point, or DDL_CUDA=0). The answer is cached: a process without
+// a driver tries once, and each later call costs one load of a static.
+const CudaDriver *cuda_driver();
+// Why cuda_driver() is null ("DDL_CUDA=0", "cannot load libcuda.so.1: ..."); "" when it is not.
+const std::string &cuda_absent_reason();
+
+// "CUDA_ERROR_INVALID_VALUE (1)": a driver result in words.
+std::string cuda_error_text(const CudaDriver &cu, CUresult result);
+
+enum class MemoryKind { kHost, kDevice };
+struct PointerInfo {
+  MemoryKind kind = MemoryKind::kHost;
+  CUcontext context = nullptr;  // the context the device memory belongs to
+};
+
+// Where ptr lives. Memory CUDA does not know, and every pointer while the process has not
+// initialised CUDA (it cannot hold device memory then), is host memory. Pinned host memory is
+// host memory; device and managed memory are device memory (staged: copies work for both).
+PointerInfo pointer_info(const CudaDriver &cu, const void *ptr);
+
+// Makes ctx current on this thread for the scope, then puts back the one before.
+class ScopedContext {
+ public:
+  ScopedContext(const CudaDriver &cu, CUcontext ctx);
+  ~ScopedContext();
+  ScopedContext(const ScopedContext &) = delete;
+  ScopedContext &operator=(const ScopedContext &) = delete;
+
+ private:
+  const CudaDriver &cu_;
+  CUcontext saved_ = nullptr;
+  bool switched_ = false;
+};
+
+}  // namespace device
+}  // namespace ddl

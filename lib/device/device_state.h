@@ -1,0 +1,53 @@
+// What a communicator keeps for device buffers: pinned staging slots, a copy stream and its
+// events (used only by the thread that runs collectives), and the pinned flag that releases
+// stream-ordered calls (written by that thread, its address handed to the callers' streams).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+
+#include "lib/common/status.h"
+#include "lib/device/cuda_driver.h"
+
+struct ddl_comm;
+
+namespace ddl {
+namespace device {
+
+struct DeviceState {
+  const CudaDriver *cu = nullptr;
+  size_t stage_bytes = 0;  // DDL_CUDA_STAGE_BYTES: one stage's pinned slot
+  bool logged_path = false;
+
+  // Staging: two slots of slot_bytes each (PORTABLE: usable from every context), and the
+  // copy stream and events of the context they were made in.
+  unsigned char *slots = nullptr;
+  size_t slot_bytes = 0;
+  CUcontext context = nullptr;
+  CUstream copy_stream = nullptr;
+  CUevent staged[2] = {nullptr, nullptr};  // a slot's input is in (and its last output out)
+  CUevent drained = nullptr;               // every copy of the call has ended
+
+  // Stream-ordered calls: the number of the last one that ended, in pinned memory mapped for
+  // the device. Callers' streams wait until it reaches their call's number.
+  std::mutex flag_mu;  // making the flag (callers' threads)
+  uint32_t *flag = nullptr;
+  CUdeviceptr flag_device = 0;
+  CUcontext flag_context = nullptr;
+  uint32_t issued = 0;  // numbers given to calls (the calling thread, under CommCall)
+};
+
+// The communicator's state, made on first use (thread-safe).
+Status device_state(ddl_comm *comm, DeviceState **out);
+
+// Polls event until it has happened, the deadline passes, or abort is raised. `what` names
+// the wait in the error.
+Status wait_event(const CudaDriver &cu, CUevent event,
+                  std::chrono::steady_clock::time_point deadline, const std::atomic<bool> *abort,
+                  const char *what);
+
+}  // namespace device
+}  // namespace ddl

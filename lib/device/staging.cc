@@ -1,0 +1,324 @@
+#include "lib/device/staging.h"
+
+#include <algorithm>
+#include <thread>
+
+#include "lib/common/datatype.h"
+#include "lib/common/log.h"
+#include "lib/common/params.h"
+#include "lib/core/comm.h"
+#include "lib/device/device_state.h"
+
+namespace ddl {
+namespace device {
+namespace {
+
+constexpr uint64_t kDefaultStageBytes = 4ull << 20;
+constexpr uint64_t kMaxStageBytes = 1ull << 30;
+
+std::mutex g_state_mu;  // making a communicator's state (caller and progress threads)
+
+Status cuda_failed(const CudaDriver &cu, const char *what, CUresult r) {
+  return Status(DDL_ERR_SYSTEM, strprintf("%s: %s", what, cuda_error_text(cu, r).c_str()));
+}
+
+#define CU_TRY(cu, call)                                               \
+  do {                                                                 \
+    const CUresult cu_try_result_ = (cu).call;                         \
+    if (cu_try_result_ != kCudaSuccess)                                \
+      return cuda_failed((cu), #call, cu_try_result_).prefix("CUDA "); \
+  } while (0)
+
+// The copy stream and events belong to a context: made again when a call's buffers are in
+// another one (a process driving two GPUs through one communicator, rare).
+Status prepare_staging(DeviceState *st, CUcontext context, size_t slot_bytes) {
+  const CudaDriver &cu = *st->cu;
+  if (st->context != context || !st->copy_stream) {
+    if (st->copy_stream) {
+      ScopedContext old(cu, st->context);
+      for (CUevent &e : st->staged) {
+        cu.event_destroy(e);
+        e = nullptr;
+      }
+      cu.event_destroy(st->drained);
+      cu.stream_destroy(st->copy_stream);
+      st->copy_stream = nullptr;
+    }
+    CU_TRY(cu, stream_create(&st->copy_stream, kStreamNonBlocking));
+    st->context = context;
+    for (CUevent &e : st->staged) CU_TRY(cu, event_create(&e, kEventDisableTiming));
+    CU_TRY(cu, event_create(&st->drained, kEventDisableTiming));
+  }
+  if (st->slot_bytes < slot_bytes) {
+    if (st->slots) cu.mem_free_host(st->slots);
+    st->slots = nullptr;
+    st->slot_bytes = 0;
+    void *p = nullptr;
+    CU_TRY(cu, mem_host_alloc(&p, 2 * slot_bytes, kMemHostAllocPortable));
+    st->slots = static_cast<unsigned char *>(p);
+    st->slot_bytes = slot_bytes;
+  }
+  return Status::Ok();
+}
+
+// One staged call: the chunks of the caller's buffers and the copies that move them.
+class Pipeline {
+ public:
+  Pipeline(ddl_comm *comm, DeviceState *st, const CollectiveCall &call)
+      : comm_(comm), st_(st), cu_(*st->cu), call_(call) {
+    elem_ = datatype_size(call.dtype);
+    nranks_ = static_cast<size_t>(comm->nranks);
+    rank_ = static_cast<size_t>(comm->rank);
+    blocks_ =
+        call.collective == Collective::kAllgather || call.collective == Collective::kReduceScatter
+            ? nranks_
+            : 1;
+    chunk_ = std::max<size_t>(1, st->stage_bytes / (elem_ * blocks_));
+    chunk_ = std::min(chunk_, call.count);
+    chunks_ = (call.count + chunk_ - 1) / chunk_;
+  }
+  size_t slot_bytes() const { return chunk_ * elem_ * blocks_; }
+  size_t chunks() const { return chunks_; }
+  size_t current() const { return current_; }
+
+  // Chunk i's input into its slot, then the slot's event: it also marks the end of the
+  // previous chunk's output copies from that slot (one stream, in order).
+  Status stage_in(size_t i) {
+    size_t offset, count;
+    unsigned char *slot = span(i, &offset, &count);
+    const auto *in = static_cast<const unsigned char *>(
+        call_.collective == Collective::kBroadcast ? call_.recvbuf : call_.sendbuf);
+    switch (call_.collective) {
+      case Collective::kBroadcast:
+        if (static_cast<int>(rank_) != call_.root) break;
+        [[fallthrough]];
+      case Collective::kAllreduce:
+        DDL_RETURN_IF_ERROR(to_host(slot, in + offset * elem_, count));
+        break;
+      case Collective::kAllgather:
+        DDL_RETURN_IF_ERROR(to_host(slot + rank_ * count * elem_, in + offset * elem_, count));
+        break;
+      default:  // reduce_scatter: this chunk of every rank's block
+        for (size_t q = 0; q < nranks_; ++q)
+          DDL_RETURN_IF_ERROR(
+              to_host(slot + q * count * elem_, in + (q * call_.count + offset) * elem_, count));
+        break;
+    }
+    CU_TRY(cu_, event_record(st_->staged[i % 2], st_->copy_stream));
+    return Status::Ok();
+  }
+
+  // Chunk i through the host collective, in place in its slot.
+  Status collective(size_t i) {
+    current_ = i;
+    size_t offset, count;
+    unsigned char *slot = span(i, &offset, &count);
+    CollectiveCall host = call_;
+    host.count = count;
+    host.sendbuf = host.recvbuf = slot;
+    if (call_.collective == Collective::kAllgather) host.sendbuf = slot + rank_ * count * elem_;
+    if (call_.collective == Collective::kReduceScatter) host.recvbuf = slot + rank_ * count * elem_;
+    return run_host_collective(comm_, host);
+  }
+
+  Status stage_out(size_t i) {
+    size_t offset, count;
+    unsigned char *slot = span(i, &offset, &count);
+    auto *out = static_cast<unsigned char *>(call_.recvbuf);
+    switch (call_.collective) {
+      case Collective::kBroadcast:
+        if (static_cast<int>(rank_) == call_.root) break;  // its buffer is the result
+        [[fallthrough]];
+      case Collective::kAllreduce:
+        return to_device(out + offset * elem_, slot, count);
+      case Collective::kAllgather:
+        for (size_t q = 0; q < nranks_; ++q)
+          DDL_RETURN_IF_ERROR(
+              to_device(out + (q * call_.count + offset) * elem_, slot + q * count * elem_, count));
+        break;
+      default:
+        return to_device(out + offset * elem_, slot + rank_ * count * elem_, count);
+    }
+    return Status::Ok();
+  }
+
+ private:
+  unsigned char *span(size_t i, size_t *offset, size_t *count) const {
+    *offset = i * chunk_;
+    *count = std::min(chunk_, call_.count - *offset);
+    return st_->slots + (i % 2) * st_->slot_bytes;
+  }
+  Status to_host(unsigned char *dst, const unsigned char *src, size_t count) {
+    CU_TRY(cu_, memcpy_dtoh_async(dst, reinterpret_cast<CUdeviceptr>(src), count * elem_,
+                                  st_->copy_stream));
+    return Status::Ok();
+  }
+  Status to_device(unsigned char *dst, const unsigned char *src, size_t count) {
+    CU_TRY(cu_, memcpy_htod_async(reinterpret_cast<CUdeviceptr>(dst), src, count * elem_,
+                                  st_->copy_stream));
+    return Status::Ok();
+  }
+
+  ddl_comm *comm_;
+  DeviceState *st_;
+  const CudaDriver &cu_;
+  const CollectiveCall &call_;
+  size_t elem_ = 1, nranks_ = 1, rank_ = 0, blocks_ = 1, chunk_ = 1, chunks_ = 0, current_ = 0;
+};
+
+std::chrono::steady_clock::time_point deadline_of(const ddl_comm *comm) {
+  return std::chrono::steady_clock::now() + std::chrono::milliseconds(comm->config.timeout_ms);
+}
+
+// Chunk i's host collective runs while chunk i+1 comes in and chunk i-1 goes out.
+Status run_pipeline(ddl_comm *comm, DeviceState *st, Pipeline &p, bool *local_failure) {
+  const CudaDriver &cu = *st->cu;
+  *local_failure = true;
+  DDL_RETURN_IF_ERROR(p.stage_in(0));
+  for (size_t i = 0; i < p.chunks(); ++i) {
+    if (i + 1 < p.chunks()) DDL_RETURN_IF_ERROR(p.stage_in(i + 1));
+    DDL_RETURN_IF_ERROR(wait_event(cu, st->staged[i % 2], deadline_of(comm), &comm->aborted,
+                                   "copying a chunk of the device buffers to pinned memory"));
+    *local_failure = false;
+    DDL_RETURN_IF_ERROR(p.collective(i));
+    *local_failure = true;
+    DDL_RETURN_IF_ERROR(p.stage_out(i));
+  }
+  CU_TRY(cu, event_record(st->drained, st->copy_stream));
+  return wait_event(cu, st->drained, deadline_of(comm), &comm->aborted,
+                    "copying the results back to the device buffers");
+}
+
+}  // namespace
+
+Status device_state(ddl_comm *comm, DeviceState **out) {
+  std::lock_guard<std::mutex> lock(g_state_mu);
+  if (!comm->device) {
+    const CudaDriver *cu = cuda_driver();
+    if (!cu) return unsupported("no CUDA driver: %s", cuda_absent_reason().c_str());
+    uint64_t stage = kDefaultStageBytes;
+    const std::string text = env_string("DDL_CUDA_STAGE_BYTES");
+    if (!text.empty() && (!parse_bytes(text, &stage) || stage == 0 || stage > kMaxStageBytes))
+      return invalid_argument("DDL_CUDA_STAGE_BYTES=%s: expected bytes in 1..1G (e.g. 4M)",
+                              text.c_str());
+    // cuInit is cheap once the application has initialised CUDA, which it has: it holds
+    // device memory or a stream.
+    const CUresult r = cu->init(0);
+    if (r != kCudaSuccess) return cuda_failed(*cu, "CUDA cuInit", r);
+    auto *st = new DeviceState();
+    st->cu = cu;
+    st->stage_bytes = stage;
+    comm->device = st;
+  }
+  *out = comm->device;
+  return Status::Ok();
+}
+
+Status wait_event(const CudaDriver &cu, CUevent event,
+                  std::chrono::steady_clock::time_point deadline, const std::atomic<bool> *abort,
+                  const char *what) {
+  // Spin briefly (small copies end within microseconds), then yield, then sleep: a long
+  // wait (a busy stream) must not take a core from the ranks.
+  for (uint64_t round = 0;; ++round) {
+    const CUresult r = cu.event_query(event);
+    if (r == kCudaSuccess) return Status::Ok();
+    if (r != kCudaErrorNotReady) return cuda_failed(cu, what, r).prefix("CUDA cuEventQuery while ");
+    if (abort && abort->load(std::memory_order_relaxed))
+      return invalid_usage("the communicator was aborted while %s", what);
+    if ((round & 255) == 0 && std::chrono::steady_clock::now() >= deadline)
+      return timeout_error("deadline passed while %s", what);
+    if (round < 1000)
+      std::this_thread::yield();
+    else
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
+Status classify_call(const CollectiveCall &call, PointerInfo *where) {
+  *where = PointerInfo();
+  const CudaDriver *cu = cuda_driver();
+  if (!cu || call.count == 0 || call.collective == Collective::kBarrier) return Status::Ok();
+  if (call.collective == Collective::kBroadcast) {
+    *where = pointer_info(*cu, call.recvbuf);
+    return Status::Ok();
+  }
+  const PointerInfo send = pointer_info(*cu, call.sendbuf);
+  const PointerInfo recv = pointer_info(*cu, call.recvbuf);
+  auto kind = [](const PointerInfo &p) {
+    return p.kind == MemoryKind::kDevice ? "device" : "host";
+  };
+  if (send.kind != recv.kind)
+    return invalid_argument(
+        "sendbuf %p is %s memory and recvbuf %p is %s memory: the buffers of one call must be "
+        "both device memory or both host memory",
+        call.sendbuf, kind(send), call.recvbuf, kind(recv));
+  *where = send;
+  return Status::Ok();
+}
+
+Status run_staged(ddl_comm *comm, const CollectiveCall &call, const PointerInfo &where) {
+  DDL_RETURN_IF_ERROR(check_collective(comm, call));
+  // The chunk's own call is named by the host collective's error; this names the caller's.
+  auto context = [&](const Pipeline *p) {
+    std::string chunk = p ? strprintf(", chunk %zu of %zu", p->current() + 1, p->chunks()) : "";
+    return strprintf(
+        "rank %d: %s of device buffers (count %zu, %s)%s, staged through pinned host "
+        "memory: ",
+        comm->rank, collective_name(call.collective), call.count, datatype_name(call.dtype),
+        chunk.c_str());
+  };
+  DeviceState *st = nullptr;
+  Status s = device_state(comm, &st);
+  if (!s.ok()) return s.prefix(context(nullptr));
+  if (!st->logged_path) {
+    st->logged_path = true;
+    DDL_INFO(
+        "device buffers: staged through pinned host memory in chunks of up to %zu B "
+        "(DDL_CUDA_STAGE_BYTES), device copies overlapping the host collective: no "
+        "GPUDirect/CUDA-IPC path yet",
+        st->stage_bytes);
+  }
+  ScopedContext scope(*st->cu, where.context);
+  Pipeline pipeline(comm, st, call);
+  bool local_failure = true;
+  s = prepare_staging(st, where.context, pipeline.slot_bytes());
+  if (s.ok()) s = run_pipeline(comm, st, pipeline, &local_failure);
+  if (s.ok()) return s;
+  if (st->copy_stream) {
+    // No copy may touch the caller's buffers after the call has returned.
+    if (st->cu->event_record(st->drained, st->copy_stream) == kCudaSuccess)
+      wait_event(*st->cu, st->drained, deadline_of(comm), nullptr, "ending the copies");
+  }
+  // The host collective's failures reached the peers already. A copy that failed leaves the
+  // peers inside a chunk: they hear why, and the communicator is done.
+  s.prefix(context(&pipeline));
+  if (!local_failure) return s;
+  if (comm->failure.ok()) {
+    send_failure_notice(comm, s);
+    comm->failure = s;
+  }
+  return s;
+}
+
+void destroy_device_state(ddl_comm *comm) {
+  DeviceState *st = comm->device;
+  if (!st) return;
+  comm->device = nullptr;
+  const CudaDriver &cu = *st->cu;
+  // Errors are ignored: the application may have destroyed its context already.
+  if (st->copy_stream) {
+    ScopedContext scope(cu, st->context);
+    for (CUevent e : st->staged) cu.event_destroy(e);
+    cu.event_destroy(st->drained);
+    cu.stream_destroy(st->copy_stream);
+  }
+  if (st->slots || st->flag) {
+    ScopedContext scope(cu, st->context ? st->context : st->flag_context);
+    if (st->slots) cu.mem_free_host(st->slots);
+    if (st->flag) cu.mem_free_host(st->flag);
+  }
+  delete st;
+}
+
+}  // namespace device
+}  // namespace ddl

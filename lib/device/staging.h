@@ -1,0 +1,43 @@
+// Device buffers in the collectives (issue 13, first slice). Every collective takes device
+// memory: it is staged through pinned host memory in chunks, pipelined so that the device
+// copies of one chunk overlap the host collective of the next, and the host collective is the
+// one host buffers take (run_host_collective). Stream-ordered calls (ddl_*_stream) queue the
+// same work to the communicator's progress thread behind an event of the caller's stream, and
+// hold the stream's later work until the collective has ended, failed or been aborted.
+//
+// One mechanism beside the host path: run_collective (lib/core/collectives.cc) asks
+// classify_call where the buffers are, and hands device calls and stream calls to this file.
+#pragma once
+
+#include "lib/common/status.h"
+#include "lib/core/collectives.h"
+#include "lib/device/cuda_driver.h"
+
+namespace ddl {
+namespace device {
+
+// Where a call's buffers are: host memory when there is no driver (a cached answer), when the
+// call moves no data, or when CUDA does not know them. Host and device buffers mixed in one
+// call are an invalid_argument naming the buffers (the caller adds the rank and collective).
+Status classify_call(const CollectiveCall &call, PointerInfo *where);
+
+// Runs a collective whose buffers are device memory (where: from classify_call), on the
+// calling thread: chunks of DDL_CUDA_STAGE_BYTES (per stage; two stages in flight) go to
+// pinned host memory, through the host collective, and back.
+Status run_staged(ddl_comm *comm, const CollectiveCall &call, const PointerInfo &where);
+
+// On the caller's thread: checks the call, records an event on `stream` (the work queued
+// before the call), and queues on `stream` a wait for this call's end. Sets call->stream; the
+// caller then queues the call to the progress thread. Needs a CUDA driver.
+Status start_stream_call(ddl_comm *comm, CollectiveCall *call, void *stream);
+
+// On the progress thread: waits for the event (with the deadline, and abort), runs the call,
+// and releases the stream whatever happened. A failure also fails the communicator, so that
+// the next call reports it (no request carries it).
+Status run_stream_call(ddl_comm *comm, const CollectiveCall &call);
+
+// Frees the pinned memory, streams and events of comm (after its progress thread has ended).
+void destroy_device_state(ddl_comm *comm);
+
+}  // namespace device
+}  // namespace ddl

@@ -1,0 +1,166 @@
+// Stream-ordered collectives. The caller's thread records an event on the stream and queues
+// behind it, on the same stream, a wait until the communicator's pinned flag reaches this
+// call's number (cuStreamWaitValue32); the progress thread waits for the event, runs the
+// collective and writes the flag, also when the collective failed, timed out or was aborted,
+// so that the stream is never left waiting.
+//
+// Why a wait on a flag and not cuLaunchHostFunc: a host function that blocks until the
+// collective ends holds one of the driver's callback threads, which runs every stream's host
+// functions of the process in turn; a stream memory wait holds nothing on the host. The host
+// function is the fallback for drivers without stream memory operations.
+#include <memory>
+#include <thread>
+
+#include "lib/common/log.h"
+#include "lib/core/comm.h"
+#include "lib/device/device_state.h"
+#include "lib/device/staging.h"
+
+namespace ddl {
+namespace device {
+
+// One queued stream-ordered call (owned by its CollectiveCall until it has run).
+struct StreamCall {
+  CUcontext context = nullptr;
+  CUevent ready = nullptr;  // recorded on the caller's stream at the call
+  uint32_t number = 0;      // the flag value that releases the stream
+  PointerInfo where;
+  DeviceState *state = nullptr;
+};
+
+namespace {
+
+Status cuda_failed(const CudaDriver &cu, const char *what, CUresult r) {
+  return Status(DDL_ERR_SYSTEM, strprintf("CUDA %s: %s", what, cuda_error_text(cu, r).c_str()));
+}
+
+// Makes the flag on first use, in pinned memory mapped for every context's device.
+Status ensure_flag(DeviceState *st) {
+  std::lock_guard<std::mutex> lock(st->flag_mu);
+  if (st->flag) return Status::Ok();
+  const CudaDriver &cu = *st->cu;
+  void *p = nullptr;
+  CUresult r = cu.mem_host_alloc(&p, 64, kMemHostAllocPortable | kMemHostAllocDeviceMap);
+  if (r != kCudaSuccess) return cuda_failed(cu, "cuMemHostAlloc (the stream flag)", r);
+  CUdeviceptr device = 0;
+  r = cu.mem_host_get_device_pointer(&device, p, 0);
+  if (r != kCudaSuccess) {
+    cu.mem_free_host(p);
+    return cuda_failed(cu, "cuMemHostGetDevicePointer (the stream flag)", r);
+  }
+  st->flag = static_cast<uint32_t *>(p);
+  __atomic_store_n(st->flag, 0u, __ATOMIC_RELEASE);
+  st->flag_device = device;
+  cu.ctx_get_current(&st->flag_context);
+  return Status::Ok();
+}
+
+// The fallback release: blocks the driver's callback thread until the flag has passed.
+struct HostWait {
+  const uint32_t *flag;
+  uint32_t number;
+};
+
+void host_wait(void *arg) {
+  std::unique_ptr<HostWait> wait(static_cast<HostWait *>(arg));
+  while (static_cast<int32_t>(__atomic_load_n(wait->flag, __ATOMIC_ACQUIRE) - wait->number) < 0)
+    std::this_thread::yield();
+}
+
+}  // namespace
+
+Status start_stream_call(ddl_comm *comm, CollectiveCall *call, void *stream_handle) {
+  DDL_RETURN_IF_ERROR(check_collective(comm, *call));
+  auto context = [&] {
+    return strprintf("rank %d: %s: ", comm->rank, collective_name(call->collective));
+  };
+  const CudaDriver *cu = cuda_driver();
+  if (!cu)
+    return unsupported("%sstream-ordered calls need the CUDA driver, and there is none (%s)",
+                       context().c_str(), cuda_absent_reason().c_str());
+  PointerInfo where;
+  DDL_RETURN_IF_ERROR(classify_call(*call, &where));  // checked above; for the context
+  DeviceState *st = nullptr;
+  Status s = device_state(comm, &st);
+  if (!s.ok()) return s.prefix(context());
+  auto stream = static_cast<CUstream>(stream_handle);
+  // The stream's context (the default stream: the current one) is where events live.
+  CUcontext ctx = nullptr;
+  if (cu->stream_get_ctx) cu->stream_get_ctx(stream, &ctx);
+  if (!ctx) ctx = where.context;
+  if (!ctx) cu->ctx_get_current(&ctx);
+  if (!ctx)
+    return invalid_usage("%sno CUDA context is current and the stream names none",
+                         context().c_str());
+  ScopedContext scope(*cu, ctx);
+  s = ensure_flag(st);
+  if (!s.ok()) return s.prefix(context());
+  auto op = std::make_unique<StreamCall>();
+  op->context = ctx;
+  op->where = where;
+  op->state = st;
+  CUresult r = cu->event_create(&op->ready, kEventDisableTiming);
+  if (r != kCudaSuccess) return cuda_failed(*cu, "cuEventCreate", r).prefix(context());
+  r = cu->event_record(op->ready, stream);
+  if (r == kCudaSuccess) {
+    // A number skipped by a failure below is harmless: the flag only grows, and a stream
+    // waits until it has reached (or passed) its own number.
+    op->number = ++st->issued;
+    if (cu->stream_wait_value32) {
+      r = cu->stream_wait_value32(stream, st->flag_device, op->number, kStreamWaitValueGeq);
+    } else if (cu->launch_host_func) {
+      auto *wait = new HostWait{st->flag, op->number};
+      r = cu->launch_host_func(stream, host_wait, wait);
+      if (r != kCudaSuccess) delete wait;
+    } else {
+      cu->event_destroy(op->ready);
+      return unsupported(
+          "%s%s has neither cuStreamWaitValue32 nor cuLaunchHostFunc: later work on the "
+          "stream could not wait for the collective",
+          context().c_str(), cu->library.c_str());
+    }
+  }
+  if (r != kCudaSuccess) {
+    cu->event_destroy(op->ready);
+    return cuda_failed(*cu, "ordering the call on the stream (cuEventRecord/cuStreamWaitValue32)",
+                       r)
+        .prefix(context());
+  }
+  call->stream = op.release();
+  return Status::Ok();
+}
+
+Status run_stream_call(ddl_comm *comm, const CollectiveCall &call) {
+  std::unique_ptr<StreamCall> op(call.stream);
+  CollectiveCall plain = call;
+  plain.stream = nullptr;
+  DeviceState *st = op->state;
+  const CudaDriver &cu = *st->cu;
+  Status s;
+  {
+    ScopedContext scope(cu, op->context);
+    s = wait_event(
+        cu, op->ready,
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(comm->config.timeout_ms),
+        &comm->aborted, "waiting for the work queued on the stream before the call");
+    cu.event_destroy(op->ready);
+  }
+  if (!s.ok()) {
+    // This rank never joined the collective: the peers inside it hear why.
+    s.prefix(describe_call(comm, plain, static_cast<uint32_t>(comm->calls)) + ": ");
+    if (comm->failure.ok() && !comm->aborted.load()) {
+      send_failure_notice(comm, s);
+      comm->failure = s;
+    }
+  } else {
+    s = op->where.kind == MemoryKind::kDevice ? run_staged(comm, plain, op->where)
+                                              : run_host_collective(comm, plain);
+    // No request carries a stream call's failure: the communicator's next call reports it.
+    if (!s.ok() && comm->failure.ok() && !comm->aborted.load()) comm->failure = s;
+  }
+  __atomic_store_n(st->flag, op->number, __ATOMIC_RELEASE);
+  return s;
+}
+
+}  // namespace device
+}  // namespace ddl

@@ -1,0 +1,83 @@
+// The tests' side of the stand-in CUDA driver (fakes/fake_cuda.c): the same library ddl opens
+// through DDL_CUDA_LIBRARY (dlopen of one path gives one copy), for allocating "device"
+// memory, making a context current and queueing "kernels" (host functions) on streams.
+#pragma once
+
+#include <dlfcn.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+
+namespace ddltest {
+
+typedef unsigned long long CUdeviceptr;
+
+struct FakeCuda {
+  int (*init)(unsigned);
+  int (*primary_ctx)(void **, int);
+  int (*set_current)(void *);
+  int (*mem_alloc)(CUdeviceptr *, size_t);
+  int (*mem_free)(CUdeviceptr);
+  int (*stream_create)(void **, unsigned);
+  int (*stream_synchronize)(void *);
+  int (*stream_destroy)(void *);
+  int (*launch_host_func)(void *, void (*)(void *), void *);
+  void *(*host_view)(CUdeviceptr);
+
+  // Loads the fake and makes its context current on this thread; aborts on failure.
+  static FakeCuda &get() {
+    static FakeCuda fake = [] {
+      FakeCuda f{};
+      void *lib = dlopen(FAKE_CUDA, RTLD_NOW | RTLD_LOCAL);
+      if (!lib) {
+        fprintf(stderr, "dlopen(%s): %s\n", FAKE_CUDA, dlerror());
+        abort();
+      }
+      bool ok =
+          sym(lib, "cuInit", &f.init) && sym(lib, "cuDevicePrimaryCtxRetain", &f.primary_ctx) &&
+          sym(lib, "cuCtxSetCurrent", &f.set_current) && sym(lib, "cuMemAlloc_v2", &f.mem_alloc) &&
+          sym(lib, "cuMemFree_v2", &f.mem_free) && sym(lib, "cuStreamCreate", &f.stream_create) &&
+          sym(lib, "cuStreamSynchronize", &f.stream_synchronize) &&
+          sym(lib, "cuStreamDestroy_v2", &f.stream_destroy) &&
+          sym(lib, "cuLaunchHostFunc", &f.launch_host_func) &&
+          sym(lib, "fake_cuda_host_view", &f.host_view);
+      if (!ok) abort();
+      return f;
+    }();
+    void *ctx = nullptr;
+    if (fake.init(0) != 0 || fake.primary_ctx(&ctx, 0) != 0 || fake.set_current(ctx) != 0) abort();
+    return fake;
+  }
+
+ private:
+  template <typename F>
+  static bool sym(void *lib, const char *name, F *fn) {
+    *fn = reinterpret_cast<F>(dlsym(lib, name));
+    if (!*fn) fprintf(stderr, "fake CUDA lacks %s\n", name);
+    return *fn != nullptr;
+  }
+};
+
+// "Device" memory of the fake: a pointer that crashes when the host touches it, and its
+// shadow, which the tests read and write as a kernel would.
+class DeviceBuffer {
+ public:
+  explicit DeviceBuffer(size_t bytes) : bytes_(bytes ? bytes : 1) {
+    if (FakeCuda::get().mem_alloc(&ptr_, bytes_) != 0) abort();
+  }
+  ~DeviceBuffer() { FakeCuda::get().mem_free(ptr_); }
+  DeviceBuffer(const DeviceBuffer &) = delete;
+  DeviceBuffer &operator=(const DeviceBuffer &) = delete;
+  void *device() const { return reinterpret_cast<void *>(ptr_); }
+  unsigned char *shadow() const {
+    return static_cast<unsigned char *>(FakeCuda::get().host_view(ptr_));
+  }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  CUdeviceptr ptr_ = 0;
+  size_t bytes_;
+};
+
+}  // namespace ddltest

@@ -1,0 +1,408 @@
+/* A stand-in libcuda.so.1 for tests on machines without a GPU, loaded by ddl through
+ * DDL_CUDA_LIBRARY. "Device memory" is an address range reserved with PROT_NONE, so that any
+ * host access to it crashes, as it would on a GPU; its bytes live in a host shadow that only
+ * the fake's copies (and fake_cuda_host_view, the tests' "kernels") touch. Pinned host memory
+ * is host memory the fake knows. A stream is a queue run in order by its own thread: copies,
+ * events, host functions and 32-bit wait-value operations. Calls that need a context fail
+ * with CUDA_ERROR_INVALID_CONTEXT when the calling thread has none current, as the driver
+ * does. FAKE_CUDA_DELAY_US delays every queued copy, to make missing waits show. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+typedef int CUresult;
+typedef unsigned long long CUdeviceptr;
+enum {
+  kOk = 0,
+  kInvalidValue = 1,
+  kNotInitialized = 3,
+  kInvalidContext = 201,
+  kInvalidHandle = 400,
+  kNotReady = 600
+};
+enum { kTypeHost = 1, kTypeDevice = 2 };
+
+static int initialized;
+static char primary_context;   /* the one context: its address is the CUcontext */
+static __thread void *current; /* this thread's current context */
+
+/* ---- Memory ---------------------------------------------------------------------------- */
+
+struct region {
+  uintptr_t base;
+  size_t size;
+  char *shadow; /* where the bytes are (base itself for pinned host memory) */
+  unsigned type;
+};
+static pthread_mutex_t regions_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct region regions[1024];
+static int nregions;
+
+static struct region *find(uintptr_t p) {
+  for (int i = 0; i < nregions; ++i)
+    if (p >= regions[i].base && p < regions[i].base + regions[i].size) return &regions[i];
+  return NULL;
+}
+
+/* The host address of [p, p+n) in memory the fake made (device or pinned), or NULL. */
+static char *translate(uintptr_t p, size_t n) {
+  pthread_mutex_lock(&regions_mu);
+  struct region *r = find(p);
+  char *out = NULL;
+  if (r && p + n <= r->base + r->size) out = r->shadow + (p - r->base);
+  pthread_mutex_unlock(&regions_mu);
+  return out;
+}
+
+static CUresult add_region(uintptr_t base, size_t size, char *shadow, unsigned type) {
+  pthread_mutex_lock(&regions_mu);
+  CUresult r = kInvalidValue;
+  if (nregions < (int)(sizeof regions / sizeof regions[0])) {
+    regions[nregions++] = (struct region){base, size, shadow, type};
+    r = kOk;
+  }
+  pthread_mutex_unlock(&regions_mu);
+  return r;
+}
+
+static int remove_region(uintptr_t base, struct region *out) {
+  pthread_mutex_lock(&regions_mu);
+  int found = 0;
+  for (int i = 0; i < nregions; ++i)
+    if (regions[i].base == base) {
+      *out = regions[i];
+      regions[i] = regions[--nregions];
+      found = 1;
+      break;
+    }
+  pthread_mutex_unlock(&regions_mu);
+  return found;
+}
+
+/* ---- Streams and events ---------------------------------------------------------------- */
+
+struct event {
+  uint64_t recorded; /* generations: records issued, and the last one reached */
+  uint64_t reached;
+};
+
+enum { kCopy, kRecord, kHostFn, kWaitValue };
+struct op {
+  int kind;
+  char *dst;
+  const char *src;
+  size_t bytes;
+  struct event *event;
+  uint64_t generation;
+  void (*fn)(void *);
+  void *arg;
+  const uint32_t *addr;
+  uint32_t value;
+  struct op *next;
+};
+
+struct stream {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  struct op *head, *tail;
+  int running, stop;
+  void *context;
+  pthread_t thread;
+};
+
+static void run_op(struct op *op) {
+  switch (op->kind) {
+    case kCopy: {
+      const char *delay = getenv("FAKE_CUDA_DELAY_US");
+      if (delay) usleep((useconds_t)atoi(delay));
+      memcpy(op->dst, op->src, op->bytes);
+      break;
+    }
+    case kRecord:
+      __atomic_store_n(&op->event->reached, op->generation, __ATOMIC_RELEASE);
+      break;
+    case kHostFn:
+      op->fn(op->arg);
+      break;
+    case kWaitValue: /* CU_STREAM_WAIT_VALUE_GEQ: a cyclic comparison */
+      while ((int32_t)(__atomic_load_n(op->addr, __ATOMIC_ACQUIRE) - op->value) < 0) usleep(20);
+      break;
+  }
+}
+
+static void *stream_main(void *arg) {
+  struct stream *s = arg;
+  pthread_mutex_lock(&s->mu);
+  for (;;) {
+    while (!s->head && !s->stop) pthread_cond_wait(&s->cv, &s->mu);
+    if (!s->head) break;
+    struct op *op = s->head;
+    s->head = op->next;
+    if (!s->head) s->tail = NULL;
+    s->running = 1;
+    pthread_mutex_unlock(&s->mu);
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    run_op(op);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    free(op);
+    pthread_mutex_lock(&s->mu);
+    s->running = 0;
+    pthread_cond_broadcast(&s->cv);
+  }
+  pthread_mutex_unlock(&s->mu);
+  return NULL;
+}
+
+static struct stream *new_stream(void *context) {
+  struct stream *s = calloc(1, sizeof *s);
+  pthread_mutex_init(&s->mu, NULL);
+  pthread_cond_init(&s->cv, NULL);
+  s->context = context;
+  pthread_create(&s->thread, NULL, stream_main, s);
+  return s;
+}
+
+static pthread_mutex_t default_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct stream *default_stream;
+
+/* NULL, CU_STREAM_LEGACY (1) and CU_STREAM_PER_THREAD (2) are the one default stream here. */
+static struct stream *stream_of(void *handle) {
+  if ((uintptr_t)handle > 2) return handle;
+  pthread_mutex_lock(&default_mu);
+  if (!default_stream) default_stream = new_stream(&primary_context);
+  pthread_mutex_unlock(&default_mu);
+  return default_stream;
+}
+
+static CUresult enqueue(void *handle, struct op *op) {
+  struct stream *s = stream_of(handle);
+  pthread_mutex_lock(&s->mu);
+  if (s->tail)
+    s->tail->next = op;
+  else
+    s->head = op;
+  s->tail = op;
+  pthread_cond_broadcast(&s->cv);
+  pthread_mutex_unlock(&s->mu);
+  return kOk;
+}
+
+static struct op *new_op(int kind) {
+  struct op *op = calloc(1, sizeof *op);
+  op->kind = kind;
+  return op;
+}
+
+#define NEED_CONTEXT()                        \
+  do {                                        \
+    if (!initialized) return kNotInitialized; \
+    if (!current) return kInvalidContext;     \
+  } while (0)
+
+/* ---- The driver API ddl and the tests use ------------------------------------------------ */
+
+CUresult cuInit(unsigned flags) {
+  (void)flags;
+  initialized = 1;
+  return kOk;
+}
+CUresult cuDeviceGet(int *device, int ordinal) {
+  if (!initialized) return kNotInitialized;
+  if (ordinal != 0) return kInvalidValue;
+  *device = 0;
+  return kOk;
+}
+CUresult cuDevicePrimaryCtxRetain(void **ctx, int device) {
+  if (!initialized) return kNotInitialized;
+  (void)device;
+  *ctx = &primary_context;
+  return kOk;
+}
+CUresult cuCtxSetCurrent(void *ctx) {
+  if (!initialized) return kNotInitialized;
+  if (ctx && ctx != &primary_context) return kInvalidContext;
+  current = ctx;
+  return kOk;
+}
+CUresult cuCtxGetCurrent(void **ctx) {
+  if (!initialized) return kNotInitialized;
+  *ctx = current;
+  return kOk;
+}
+
+CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes) {
+  NEED_CONTEXT();
+  if (bytes == 0) return kInvalidValue;
+  void *base = mmap(NULL, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  char *shadow = malloc(bytes);
+  if (base == MAP_FAILED || !shadow) return 2; /* CUDA_ERROR_OUT_OF_MEMORY */
+  *dptr = (uintptr_t)base;
+  return add_region((uintptr_t)base, bytes, shadow, kTypeDevice);
+}
+CUresult cuMemFree_v2(CUdeviceptr dptr) {
+  struct region r;
+  if (!remove_region((uintptr_t)dptr, &r) || r.type != kTypeDevice) return kInvalidValue;
+  munmap((void *)r.base, r.size);
+  free(r.shadow);
+  return kOk;
+}
+CUresult cuMemHostAlloc(void **ptr, size_t bytes, unsigned flags) {
+  NEED_CONTEXT();
+  (void)flags;
+  char *p = aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
+  if (!p) return 2;
+  *ptr = p;
+  return add_region((uintptr_t)p, bytes, p, kTypeHost);
+}
+CUresult cuMemFreeHost(void *ptr) {
+  struct region r;
+  if (!remove_region((uintptr_t)ptr, &r) || r.type != kTypeHost) return kInvalidValue;
+  free(r.shadow);
+  return kOk;
+}
+CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *dptr, void *ptr, unsigned flags) {
+  (void)flags;
+  if (!translate((uintptr_t)ptr, 1)) return kInvalidValue;
+  *dptr = (uintptr_t)ptr; /* unified addressing */
+  return kOk;
+}
+
+CUresult cuPointerGetAttributes(unsigned n, int *attributes, void **data, CUdeviceptr ptr) {
+  if (!initialized) return kNotInitialized;
+  pthread_mutex_lock(&regions_mu);
+  struct region *r = find((uintptr_t)ptr);
+  const unsigned type = r ? r->type : 0;
+  pthread_mutex_unlock(&regions_mu);
+  for (unsigned i = 0; i < n; ++i) {
+    if (attributes[i] == 1) /* CU_POINTER_ATTRIBUTE_CONTEXT */
+      *(void **)data[i] = type ? &primary_context : NULL;
+    else if (attributes[i] == 2) /* CU_POINTER_ATTRIBUTE_MEMORY_TYPE */
+      *(unsigned *)data[i] = type;
+    else
+      return kInvalidValue;
+  }
+  return kOk;
+}
+
+static CUresult copy_async(char *dst, const char *src, size_t bytes, void *stream) {
+  NEED_CONTEXT();
+  if (!dst || !src) return kInvalidValue;
+  struct op *op = new_op(kCopy);
+  op->dst = dst;
+  op->src = src;
+  op->bytes = bytes;
+  return enqueue(stream, op);
+}
+CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t bytes, void *stream) {
+  return copy_async(dst, translate((uintptr_t)src, bytes), bytes, stream);
+}
+CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t bytes, void *stream) {
+  return copy_async(translate((uintptr_t)dst, bytes), src, bytes, stream);
+}
+
+CUresult cuStreamCreate(void **stream, unsigned flags) {
+  NEED_CONTEXT();
+  (void)flags;
+  *stream = new_stream(current);
+  return kOk;
+}
+CUresult cuStreamSynchronize(void *handle) {
+  if (!initialized) return kNotInitialized;
+  struct stream *s = stream_of(handle);
+  pthread_mutex_lock(&s->mu);
+  while (s->head || s->running) pthread_cond_wait(&s->cv, &s->mu);
+  pthread_mutex_unlock(&s->mu);
+  return kOk;
+}
+CUresult cuStreamDestroy_v2(void *handle) {
+  if ((uintptr_t)handle <= 2) return kInvalidHandle;
+  struct stream *s = handle;
+  cuStreamSynchronize(s);
+  pthread_mutex_lock(&s->mu);
+  s->stop = 1;
+  pthread_cond_broadcast(&s->cv);
+  pthread_mutex_unlock(&s->mu);
+  pthread_join(s->thread, NULL);
+  free(s);
+  return kOk;
+}
+CUresult cuStreamGetCtx(void *handle, void **ctx) {
+  if (!initialized) return kNotInitialized;
+  *ctx = (uintptr_t)handle <= 2 ? current : ((struct stream *)handle)->context;
+  return kOk;
+}
+
+CUresult cuEventCreate(void **event, unsigned flags) {
+  NEED_CONTEXT();
+  (void)flags;
+  *event = calloc(1, sizeof(struct event));
+  return kOk;
+}
+CUresult cuEventRecord(void *event, void *stream) {
+  NEED_CONTEXT();
+  struct op *op = new_op(kRecord);
+  op->event = event;
+  op->generation = __atomic_add_fetch(&op->event->recorded, 1, __ATOMIC_ACQ_REL);
+  return enqueue(stream, op);
+}
+CUresult cuEventQuery(void *handle) {
+  struct event *e = handle;
+  const uint64_t recorded = __atomic_load_n(&e->recorded, __ATOMIC_ACQUIRE);
+  return __atomic_load_n(&e->reached, __ATOMIC_ACQUIRE) >= recorded ? kOk : kNotReady;
+}
+CUresult cuEventDestroy_v2(void *event) {
+  free(event);
+  return kOk;
+}
+
+CUresult cuStreamWaitValue32_v2(void *stream, CUdeviceptr addr, uint32_t value, unsigned flags) {
+  NEED_CONTEXT();
+  if (flags != 0 || !translate((uintptr_t)addr, 4)) return kInvalidValue; /* GEQ, pinned */
+  struct op *op = new_op(kWaitValue);
+  op->addr = (const uint32_t *)(uintptr_t)addr;
+  op->value = value;
+  return enqueue(stream, op);
+}
+CUresult cuLaunchHostFunc(void *stream, void (*fn)(void *), void *arg) {
+  NEED_CONTEXT();
+  struct op *op = new_op(kHostFn);
+  op->fn = fn;
+  op->arg = arg;
+  return enqueue(stream, op);
+}
+
+CUresult cuGetErrorName(CUresult error, const char **name) {
+  switch (error) {
+    case kOk:
+      *name = "CUDA_SUCCESS";
+      return kOk;
+    case kInvalidValue:
+      *name = "CUDA_ERROR_INVALID_VALUE";
+      return kOk;
+    case kNotInitialized:
+      *name = "CUDA_ERROR_NOT_INITIALIZED";
+      return kOk;
+    case kInvalidContext:
+      *name = "CUDA_ERROR_INVALID_CONTEXT";
+      return kOk;
+    case kInvalidHandle:
+      *name = "CUDA_ERROR_INVALID_HANDLE";
+      return kOk;
+    case kNotReady:
+      *name = "CUDA_ERROR_NOT_READY";
+      return kOk;
+    default:
+      return kInvalidValue;
+  }
+}
+
+/* ---- For the tests' "kernels" ------------------------------------------------------------ */
+
+/* The host shadow of device memory at dptr (NULL for memory the fake did not make). */
+void *fake_cuda_host_view(CUdeviceptr dptr) {
+  return translate((uintptr_t)dptr, 1);
+}

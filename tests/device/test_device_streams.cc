@@ -1,0 +1,276 @@
+// Stream-ordered calls through the stand-in CUDA driver: the collective runs after a "kernel"
+// queued before it (which writes the input late) and before one queued after it (which reads
+// the output), and the call returns before either; a collective that times out or is aborted
+// still releases the stream, and the next call reports it. Also: a rank killed during device
+// allreduces is named by every survivor, and without a driver every buffer is host memory.
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fake_device.h"
+#include "harness.h"
+#include "typed_values.h"
+
+using namespace ddltest;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+bool contains(const char *text, const char *needle) {
+  return std::strstr(text, needle) != nullptr;
+}
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+RunOptions with_fake(const char *stage_bytes = "256") {
+  RunOptions options;
+  options.before_init = [stage_bytes](int) {
+    setenv("DDL_CUDA_LIBRARY", FAKE_CUDA, 1);
+    setenv("DDL_CUDA_STAGE_BYTES", stage_bytes, 1);
+    setenv("FAKE_CUDA_DELAY_US", "100", 1);
+  };
+  return options;
+}
+
+// A "kernel" that writes rank's inputs into memory after a while (late on purpose: a call
+// that did not wait for it would reduce stale data).
+struct Writer {
+  unsigned char *memory;
+  ddl_datatype_t dtype;
+  int rank;
+  size_t count;
+  int delay_ms;
+  std::atomic<bool> ran{false};
+};
+void write_kernel(void *arg) {
+  auto *w = static_cast<Writer *>(arg);
+  std::this_thread::sleep_for(std::chrono::milliseconds(w->delay_ms));
+  fill_inputs(w->dtype, DDL_SUM, w->rank, w->memory, w->count);
+  w->ran.store(true);
+}
+
+// A "kernel" that copies memory out as it is when it runs.
+struct Reader {
+  const unsigned char *memory;
+  size_t bytes;
+  std::vector<unsigned char> seen;
+};
+void read_kernel(void *arg) {
+  auto *r = static_cast<Reader *>(arg);
+  r->seen.assign(r->memory, r->memory + r->bytes);
+}
+
+int ordered_on_the_stream(ddl_comm_t comm, int rank, int nranks) {
+  FakeCuda &cu = FakeCuda::get();
+  void *stream = nullptr;
+  RANK_CHECK(cu.stream_create(&stream, 0) == 0, "cuStreamCreate");
+  const size_t n = 301, N = n * static_cast<size_t>(nranks);
+  DeviceBuffer ar_in(n * 4), ar_out(n * 4), bc(n * 8), ag_in(n * 4), ag_out(N * 4), rs_in(N * 4),
+      rs_out(n * 4);
+  for (DeviceBuffer *b : {&ar_out, &bc, &ag_out, &rs_out}) memset(b->shadow(), 0xee, b->bytes());
+  Writer w_ar{ar_in.shadow(), DDL_FLOAT32, rank, n, 300};
+  Writer w_bc{bc.shadow(), DDL_FLOAT64, rank, rank == 1 ? n : 0, 50};
+  Writer w_ag{ag_in.shadow(), DDL_INT32, rank, n, 50};
+  Writer w_rs{rs_in.shadow(), DDL_FLOAT32, rank, N, 50};
+  Reader r_ar{ar_out.shadow(), n * 4, {}}, r_bc{bc.shadow(), n * 8, {}},
+      r_ag{ag_out.shadow(), N * 4, {}}, r_rs{rs_out.shadow(), n * 4, {}};
+
+  RANK_CHECK(cu.launch_host_func(stream, write_kernel, &w_ar) == 0, "launch");
+  const Clock::time_point start = Clock::now();
+  RANK_OK(
+      ddl_allreduce_stream(ar_in.device(), ar_out.device(), n, DDL_FLOAT32, DDL_SUM, comm, stream));
+  RANK_CHECK(!w_ar.ran.load(), "ddl_allreduce_stream waited for the stream's work (%.3f s)",
+             seconds_since(start));
+  RANK_CHECK(cu.launch_host_func(stream, read_kernel, &r_ar) == 0, "launch");
+  RANK_CHECK(cu.launch_host_func(stream, write_kernel, &w_bc) == 0, "launch");
+  RANK_OK(ddl_broadcast_stream(bc.device(), n, DDL_FLOAT64, 1, comm, stream));
+  RANK_CHECK(cu.launch_host_func(stream, read_kernel, &r_bc) == 0, "launch");
+  RANK_CHECK(cu.launch_host_func(stream, write_kernel, &w_ag) == 0, "launch");
+  RANK_OK(ddl_allgather_stream(ag_in.device(), ag_out.device(), n, DDL_INT32, comm, stream));
+  RANK_CHECK(cu.launch_host_func(stream, read_kernel, &r_ag) == 0, "launch");
+  RANK_CHECK(cu.launch_host_func(stream, write_kernel, &w_rs) == 0, "launch");
+  RANK_OK(ddl_reduce_scatter_stream(rs_in.device(), rs_out.device(), n, DDL_FLOAT32, DDL_SUM, comm,
+                                    stream));
+  RANK_CHECK(cu.launch_host_func(stream, read_kernel, &r_rs) == 0, "launch");
+
+  // Host buffers on the stream too: a "kernel" writes them, the collective follows it.
+  std::vector<float> host(n, -1.0f);
+  Writer w_host{reinterpret_cast<unsigned char *>(host.data()), DDL_FLOAT32, rank, n, 100};
+  RANK_CHECK(cu.launch_host_func(stream, write_kernel, &w_host) == 0, "launch");
+  RANK_OK(ddl_allreduce_stream(host.data(), host.data(), n, DDL_FLOAT32, DDL_SUM, comm, stream));
+  RANK_CHECK(cu.stream_synchronize(stream) == 0, "cuStreamSynchronize");
+
+  for (size_t i = 0; i < n; ++i) {
+    RANK_CHECK(load_value(DDL_FLOAT32, r_ar.seen.data(), i) ==
+                   expected_value(DDL_FLOAT32, DDL_SUM, nranks, i),
+               "allreduce_stream [%zu]: %g", i, load_value(DDL_FLOAT32, r_ar.seen.data(), i));
+    RANK_CHECK(
+        load_value(DDL_FLOAT64, r_bc.seen.data(), i) == input_value(DDL_FLOAT64, DDL_SUM, 1, i),
+        "broadcast_stream [%zu]", i);
+    for (int q = 0; q < nranks; ++q)
+      RANK_CHECK(load_value(DDL_INT32, r_ag.seen.data(), q * n + i) ==
+                     input_value(DDL_INT32, DDL_SUM, q, i),
+                 "allgather_stream block %d [%zu]", q, i);
+    RANK_CHECK(load_value(DDL_FLOAT32, r_rs.seen.data(), i) ==
+                   expected_value(DDL_FLOAT32, DDL_SUM, nranks, rank * n + i),
+               "reduce_scatter_stream [%zu]", i);
+    RANK_CHECK(host[i] == expected_value(DDL_FLOAT32, DDL_SUM, nranks, i), "host on stream [%zu]",
+               i);
+  }
+  // A blocking call after stream calls waits for them (one order for every kind of call).
+  std::vector<double> after(5, rank);
+  RANK_OK(ddl_allreduce(after.data(), after.data(), 5, DDL_FLOAT64, DDL_SUM, comm));
+  RANK_CHECK(after[0] == nranks * (nranks - 1) / 2.0, "blocking after stream calls: %g", after[0]);
+  RANK_CHECK(cu.stream_destroy(stream) == 0, "cuStreamDestroy");
+  return 0;
+}
+
+}  // namespace
+
+Test(device_streams, collectives_are_ordered_on_the_stream_2_ranks) {
+  const std::string failures = run_ranks(2, ordered_on_the_stream, with_fake());
+  cr_assert(failures.empty(), "%s", failures.c_str());
+}
+
+Test(device_streams, collectives_are_ordered_on_the_stream_4_ranks) {
+  const std::string failures = run_ranks(4, ordered_on_the_stream, with_fake("1M"));
+  cr_assert(failures.empty(), "%s", failures.c_str());
+}
+
+// Rank 1 never joins: rank 0's stream call passes its deadline, the stream goes on, and the
+// next call on the communicator says what happened.
+Test(device_streams, a_failed_stream_call_releases_the_stream) {
+  RunOptions options = with_fake();
+  options.comm_timeout_ms = 1500;
+  const std::string failures = run_ranks(
+      2,
+      [](ddl_comm_t comm, int rank, int) {
+        FakeCuda &cu = FakeCuda::get();
+        if (rank == 1) {
+          std::this_thread::sleep_for(std::chrono::seconds(4));
+          return 0;
+        }
+        void *stream = nullptr;
+        RANK_CHECK(cu.stream_create(&stream, 0) == 0, "cuStreamCreate");
+        DeviceBuffer buf(1000 * 4);
+        Reader after{buf.shadow(), 4, {}};
+        RANK_OK(ddl_allreduce_stream(buf.device(), buf.device(), 1000, DDL_FLOAT32, DDL_SUM, comm,
+                                     stream));
+        RANK_CHECK(cu.launch_host_func(stream, read_kernel, &after) == 0, "launch");
+        const Clock::time_point start = Clock::now();
+        RANK_CHECK(cu.stream_synchronize(stream) == 0, "cuStreamSynchronize");
+        RANK_CHECK(seconds_since(start) < 3.5, "the stream was held %.2f s", seconds_since(start));
+        RANK_CHECK(after.seen.size() == 4, "the work after the call did not run");
+        float x = 1;
+        const ddl_result_t r = ddl_allreduce(&x, &x, 1, DDL_FLOAT32, DDL_SUM, comm);
+        RANK_CHECK(r != DDL_SUCCESS, "the next call succeeded");
+        RANK_CHECK(contains(ddl_comm_last_error(comm), "failed earlier") &&
+                       contains(ddl_comm_last_error(comm), "allreduce"),
+                   "%s", ddl_comm_last_error(comm));
+        return 0;
+      },
+      options);
+  cr_assert(failures.find("rank 0") == std::string::npos, "%s", failures.c_str());
+}
+
+// Aborted while the stream's earlier work still runs: the collective never starts, the stream
+// is released, and the next call says the communicator was aborted.
+Test(device_streams, an_aborted_stream_call_releases_the_stream) {
+  const std::string failures = run_ranks(
+      2,
+      [](ddl_comm_t comm, int rank, int) {
+        FakeCuda &cu = FakeCuda::get();
+        void *stream = nullptr;
+        RANK_CHECK(cu.stream_create(&stream, 0) == 0, "cuStreamCreate");
+        DeviceBuffer buf(64 * 4);
+        Writer slow{buf.shadow(), DDL_FLOAT32, rank, 64, 1000};
+        Reader after{buf.shadow(), 4, {}};
+        RANK_CHECK(cu.launch_host_func(stream, write_kernel, &slow) == 0, "launch");
+        RANK_OK(ddl_allreduce_stream(buf.device(), buf.device(), 64, DDL_FLOAT32, DDL_SUM, comm,
+                                     stream));
+        RANK_CHECK(cu.launch_host_func(stream, read_kernel, &after) == 0, "launch");
+        RANK_OK(ddl_comm_abort(comm));
+        RANK_CHECK(cu.stream_synchronize(stream) == 0, "cuStreamSynchronize");
+        RANK_CHECK(after.seen.size() == 4, "the work after the call did not run");
+        float x = 1;
+        const ddl_result_t r = ddl_allreduce(&x, &x, 1, DDL_FLOAT32, DDL_SUM, comm);
+        RANK_CHECK(r == DDL_ERR_INVALID_USAGE && contains(ddl_comm_last_error(comm), "abort"),
+                   "%s: %s", ddl_result_string(r), ddl_comm_last_error(comm));
+        return 0;
+      },
+      with_fake());
+  cr_assert(failures.empty(), "%s", failures.c_str());
+}
+
+// A rank dies between device allreduces: every survivor fails with an error naming it.
+Test(device_streams, every_survivor_names_a_rank_killed_during_device_allreduces) {
+  RunOptions options = with_fake("16K");
+  options.comm_timeout_ms = 20000;
+  const std::string failures = run_ranks(
+      4,
+      [](ddl_comm_t comm, int rank, int) {
+        FakeCuda::get();
+        const size_t n = 1 << 16;
+        DeviceBuffer buf(n * 4);
+        fill_inputs(DDL_FLOAT32, DDL_SUM, rank, buf.shadow(), n);
+        for (int i = 0;; ++i) {
+          if (rank == 2 && i == 5) raise(SIGKILL);
+          const Clock::time_point start = Clock::now();
+          const ddl_result_t r =
+              ddl_allreduce(buf.device(), buf.device(), n, DDL_FLOAT32, DDL_MAX, comm);
+          if (r == DDL_SUCCESS) continue;
+          RANK_CHECK(r == DDL_ERR_REMOTE, "rank %d got %s: %s", rank, ddl_result_string(r),
+                     ddl_comm_last_error(comm));
+          RANK_CHECK(contains(ddl_comm_last_error(comm), "rank 2"), "rank %d: %s", rank,
+                     ddl_comm_last_error(comm));
+          RANK_CHECK(seconds_since(start) < 5.0, "rank %d took %.2f s", rank, seconds_since(start));
+          return 0;
+        }
+      },
+      options);
+  for (int survivor : {0, 1, 3})
+    cr_assert(failures.find("rank " + std::to_string(survivor) + " ") == std::string::npos, "%s",
+              failures.c_str());
+}
+
+// No driver (none found, or DDL_CUDA=0): collectives take every buffer as host memory, and
+// stream-ordered calls say why they cannot run.
+static void expect_host_only(const char *variable, const char *value, const char *reason) {
+  RunOptions options;
+  options.before_init = [variable, value](int) { setenv(variable, value, 1); };
+  const std::string failures = run_ranks(
+      2,
+      [reason](ddl_comm_t comm, int rank, int nranks) {
+        std::vector<float> v(1001);
+        fill_inputs(DDL_FLOAT32, DDL_SUM, rank, v.data(), v.size());
+        RANK_OK(ddl_allreduce(v.data(), v.data(), v.size(), DDL_FLOAT32, DDL_SUM, comm));
+        for (size_t i = 0; i < v.size(); ++i)
+          RANK_CHECK(v[i] == expected_value(DDL_FLOAT32, DDL_SUM, nranks, i), "[%zu]", i);
+        const ddl_result_t r =
+            ddl_allreduce_stream(v.data(), v.data(), v.size(), DDL_FLOAT32, DDL_SUM, comm, nullptr);
+        RANK_CHECK(r == DDL_ERR_UNSUPPORTED && contains(ddl_comm_last_error(comm), reason),
+                   "%s: %s", ddl_result_string(r), ddl_comm_last_error(comm));
+        RANK_OK(ddl_allreduce(v.data(), v.data(), 1, DDL_FLOAT32, DDL_SUM, comm));
+        return 0;
+      },
+      options);
+  cr_assert(failures.empty(), "%s", failures.c_str());
+}
+
+Test(device_streams, without_a_driver_every_buffer_is_host_memory) {
+  expect_host_only("DDL_CUDA_LIBRARY", "/nonexistent/libcuda.so.1", "cannot load");
+}
+
+Test(device_streams, ddl_cuda_0_turns_device_buffers_off) {
+  expect_host_only("DDL_CUDA", "0", "DDL_CUDA=0");
+}
