@@ -232,7 +232,8 @@ Test(device, nonblocking_and_grouped) {
 }
 
 // Host and device buffers in one call: an invalid argument at the call, naming the rank, the
-// collective and which buffer is which; the communicator stays usable.
+// collective and which buffer is which; the communicator stays usable. A stream-ordered call
+// inside a group is refused.
 Test(device, mixing_host_and_device_buffers_is_refused) {
   const std::string failures = run_ranks(
       2,
@@ -261,6 +262,13 @@ Test(device, mixing_host_and_device_buffers_is_refused) {
         RANK_CHECK(r == DDL_ERR_INVALID_ARGUMENT, "%s", ddl_result_string(r));
         RANK_CHECK(contains(ddl_comm_last_error(comm), "reduce_scatter"), "%s",
                    ddl_comm_last_error(comm));
+        // Stream-ordered calls are not grouped.
+        RANK_OK(ddl_group_start());
+        r = ddl_allreduce_stream(dev.device(), dev.device(), 64, DDL_FLOAT32, DDL_SUM, comm,
+                                 nullptr);
+        RANK_CHECK(r == DDL_ERR_INVALID_USAGE && contains(ddl_comm_last_error(comm), "grouped"),
+                   "%s: %s", ddl_result_string(r), ddl_comm_last_error(comm));
+        RANK_CHECK(ddl_group_end() == DDL_SUCCESS, "%s", ddl_comm_last_error(nullptr));
         // Still usable: both kinds, one call each.
         RANK_OK(ddl_allreduce(host.data(), host.data(), 64, DDL_FLOAT32, DDL_SUM, comm));
         RANK_CHECK(host[0] == nranks, "host allreduce: %g", host[0]);
