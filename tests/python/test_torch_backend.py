@@ -207,6 +207,13 @@ def scenario_async(torch, dist, rank, size):
             dist.reduce_scatter_tensor(o, torch.full((o.numel() * size,), float(rank + 1)))
     for o in outs:
         assert torch.all(o == sum(r + 1 for r in range(size))), "coalesced reduce_scatter"
+    # A Work dropped without wait(): its temporaries must outlive the collective, and the
+    # outputs are filled all the same (the list form copies out of a flat buffer).
+    outs = [torch.zeros(1000) for _ in range(size)]
+    dist.all_gather(outs, torch.full((1000,), float(rank)), async_op=True)  # dropped at once
+    dist.barrier()
+    for r in range(size):
+        assert torch.all(outs[r] == r), f"dropped all_gather: block {r} is {outs[r][:3]}"
     _ddp_with_hooks(torch, dist, rank, size)
 
 

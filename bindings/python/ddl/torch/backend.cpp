@@ -164,10 +164,10 @@ class Completer;
 // must live until it ends, what to copy afterwards, and the Future torch's hooks wait on.
 class DdlWork : public c10d::Work {
  public:
-  DdlWork(int rank, c10d::OpType type, const Api* api, std::vector<at::Tensor> outputs,
-          std::shared_ptr<Completer> completer)
+  DdlWork(int rank, c10d::OpType type, std::shared_ptr<const Api> api,
+          std::vector<at::Tensor> outputs, std::shared_ptr<Completer> completer)
       : c10d::Work(rank, type),
-        api_(api),
+        api_(std::move(api)),
         outputs_(std::move(outputs)),
         completer_(std::move(completer)),
         future_(c10::make_intrusive<c10::ivalue::Future>(
@@ -180,6 +180,18 @@ class DdlWork : public c10d::Work {
     w->done_ = true;
     w->publish(nullptr);
     return w;
+  }
+
+  // Dropped before it finished (an async_op=True call nobody waited for): ddl may still read
+  // or write the buffers in `keep`, so they must not go before the requests have ended.
+  // It also copies out, as a Work that was waited for would (gloo's do the same). Nothing took
+  // its Future (the completer would hold it), so completing it runs no one's callbacks.
+  ~DdlWork() override {
+    if (done_) return;
+    try {
+      complete();
+    } catch (...) {
+    }
   }
 
   std::vector<Req> requests;          // freed here once done
@@ -273,7 +285,7 @@ class DdlWork : public c10d::Work {
       future_->markCompleted(c10::IValue(outputs_));
   }
 
-  const Api* api_;
+  std::shared_ptr<const Api> api_;
   std::vector<at::Tensor> outputs_;
   std::shared_ptr<Completer> completer_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
@@ -367,8 +379,8 @@ class DdlBackend : public c10d::Backend {
   DdlBackend(int rank, int size, uintptr_t comm, const std::string& library, py::object owner)
       : c10d::Backend(rank, size),
         comm_(reinterpret_cast<Comm>(comm)),
-        api_(Api::load(library)),
-        async_(api_.nonblocking()),
+        api_(std::make_shared<const Api>(Api::load(library))),
+        async_(api_->nonblocking()),
         completer_(std::make_shared<Completer>()),
         owner_(std::move(owner)) {}
 
@@ -394,7 +406,7 @@ class DdlBackend : public c10d::Backend {
 
   bool nonblocking() const { return async_; }
 
-  void abort() override { api_.comm_abort(comm_); }
+  void abort() override { api_->comm_abort(comm_); }
 
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
                                            const c10d::AllreduceOptions& opts) override {
@@ -414,8 +426,8 @@ class DdlBackend : public c10d::Backend {
     size_t n = buf.numel();
     return run(
         c10d::OpType::ALLREDUCE, opts.asyncOp, tensors, {buf}, all_of(std::move(back)),
-        [&] { return api_.allreduce(p, p, n, type, op, comm_); },
-        [&](Req* r) { return api_.iallreduce(p, p, n, type, op, comm_, r); });
+        [&] { return api_->allreduce(p, p, n, type, op, comm_); },
+        [&](Req* r) { return api_->iallreduce(p, p, n, type, op, comm_, r); });
   }
 
   c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
@@ -432,7 +444,7 @@ class DdlBackend : public c10d::Backend {
       void* p = buf.data_ptr();
       size_t n = buf.numel();
       keep.push_back(buf);
-      calls.push_back([=](Req* r) { return api_.iallreduce(p, p, n, type, op, comm_, r); });
+      calls.push_back([=](Req* r) { return api_->iallreduce(p, p, n, type, op, comm_, r); });
     }
     return run_group(c10d::OpType::ALLREDUCE_COALESCED, opts.asyncOp, tensors, keep,
                      all_of(std::move(back)), calls);
@@ -453,8 +465,8 @@ class DdlBackend : public c10d::Backend {
     size_t n = buf.numel();
     return run(
         c10d::OpType::BROADCAST, opts.asyncOp, tensors, {buf}, all_of(std::move(back)),
-        [&] { return api_.broadcast(p, n, type, root, comm_); },
-        [&](Req* r) { return api_.ibroadcast(p, n, type, root, comm_, r); });
+        [&] { return api_->broadcast(p, n, type, root, comm_); },
+        [&](Req* r) { return api_->ibroadcast(p, n, type, root, comm_, r); });
   }
 
   // The list form: every rank's tensor into its own output tensor, through one flat buffer.
@@ -485,8 +497,8 @@ class DdlBackend : public c10d::Backend {
     void* r = flat.data_ptr();
     return run(
         c10d::OpType::ALLGATHER, opts.asyncOp, outs, {in, flat}, copy_out,
-        [&] { return api_.allgather(s, r, n, type, comm_); },
-        [&](Req* q) { return api_.iallgather(s, r, n, type, comm_, q); });
+        [&] { return api_->allgather(s, r, n, type, comm_); },
+        [&](Req* q) { return api_->iallgather(s, r, n, type, comm_, q); });
   }
 
   // all_gather_into_tensor: output holds size * input.numel() elements, in rank order.
@@ -555,8 +567,8 @@ class DdlBackend : public c10d::Backend {
 
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override {
     return run(
-        c10d::OpType::BARRIER, opts.asyncOp, {}, {}, nullptr, [&] { return api_.barrier(comm_); },
-        [&](Req* r) { return api_.ibarrier(comm_, r); });
+        c10d::OpType::BARRIER, opts.asyncOp, {}, {}, nullptr, [&] { return api_->barrier(comm_); },
+        [&](Req* r) { return api_->ibarrier(comm_, r); });
   }
 
  private:
@@ -578,7 +590,7 @@ class DdlBackend : public c10d::Backend {
     Req req = nullptr;
     int rc = nonblocking(&req);
     if (rc) throw_failure(rc, type);
-    auto w = c10::make_intrusive<DdlWork>(rank_, type, &api_, std::move(outputs), completer_);
+    auto w = c10::make_intrusive<DdlWork>(rank_, type, api_, std::move(outputs), completer_);
     w->requests.push_back(req);
     w->keep = std::move(keep);
     w->after = std::move(after);
@@ -593,8 +605,8 @@ class DdlBackend : public c10d::Backend {
                                            const std::vector<std::function<int(Req*)>>& calls) {
     TORCH_CHECK(async_, "ddl backend: coalesced collectives need a libddl with nonblocking "
                         "collectives and groups (ddl_group_start); rebuild ddl");
-    auto w = c10::make_intrusive<DdlWork>(rank_, type, &api_, std::move(outputs), completer_);
-    int rc = api_.group_start();
+    auto w = c10::make_intrusive<DdlWork>(rank_, type, api_, std::move(outputs), completer_);
+    int rc = api_->group_start();
     if (rc) throw_failure(rc, type);
     int failed = 0;
     for (auto& call : calls) {
@@ -604,15 +616,15 @@ class DdlBackend : public c10d::Backend {
       w->requests.push_back(req);
     }
     // Always end the group, so that this thread does not go on recording.
-    std::string words = failed ? api_.message(failed, comm_, "coalesced collective") : "";
-    rc = api_.group_end();
+    std::string words = failed ? api_->message(failed, comm_, "coalesced collective") : "";
+    rc = api_->group_end();
     if (failed || rc) {
       for (Req r : w->requests) {
-        api_.wait(r);
-        api_.request_free(r);
+        api_->wait(r);
+        api_->request_free(r);
       }
       w->requests.clear();
-      if (!failed) words = api_.message(rc, nullptr, "coalesced collective");
+      if (!failed) words = api_->message(rc, nullptr, "coalesced collective");
       C10_THROW_ERROR(DistBackendError, words);
     }
     w->keep = std::move(keep);
@@ -650,8 +662,8 @@ class DdlBackend : public c10d::Backend {
       void* r = out.data_ptr();
       size_t n = in.numel();
       int dt = ddl_type(in);
-      calls.push_back([=](Req* q) { return api_.iallgather(s, r, n, dt, comm_, q); });
-      single = [=] { return api_.allgather(s, r, n, dt, comm_); };
+      calls.push_back([=](Req* q) { return api_->iallgather(s, r, n, dt, comm_, q); });
+      single = [=] { return api_->allgather(s, r, n, dt, comm_); };
     }
     if (calls.size() == 1)
       return run(type, opts.asyncOp, outputs, keep, all_of(std::move(back)), single, calls[0]);
@@ -686,8 +698,8 @@ class DdlBackend : public c10d::Backend {
       void* r = out.data_ptr();
       size_t n = out.numel();
       int dt = ddl_type(in), op = ddl_op(opts.reduceOp, in);
-      calls.push_back([=](Req* q) { return api_.ireduce_scatter(s, r, n, dt, op, comm_, q); });
-      single = [=] { return api_.reduce_scatter(s, r, n, dt, op, comm_); };
+      calls.push_back([=](Req* q) { return api_->ireduce_scatter(s, r, n, dt, op, comm_, q); });
+      single = [=] { return api_->reduce_scatter(s, r, n, dt, op, comm_); };
     }
     if (calls.size() == 1)
       return run(type, opts.asyncOp, outputs, keep, all_of(std::move(back)), single, calls[0]);
@@ -696,11 +708,11 @@ class DdlBackend : public c10d::Backend {
 
   [[noreturn]] void throw_failure(int rc, c10d::OpType type) {
     C10_THROW_ERROR(DistBackendError,
-                    api_.message(rc, comm_, c10d::opTypeToString(type).c_str()));
+                    api_->message(rc, comm_, c10d::opTypeToString(type).c_str()));
   }
 
   Comm comm_;
-  Api api_;
+  std::shared_ptr<const Api> api_;
   bool async_;
   std::shared_ptr<Completer> completer_;
   py::object owner_;
