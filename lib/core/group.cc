@@ -22,6 +22,7 @@ struct Group {
 };
 
 thread_local Group t_group;
+thread_local std::vector<unsigned char> t_fusion_buffer;  // fused groups run on this thread
 
 // Device buffers are not fused: the fusion buffer is packed with host copies.
 bool on_host(const CollectiveCall &call) {
@@ -67,6 +68,25 @@ Status group_end() {
   // fusible allreduces of one communicator. Consecutive among that communicator's calls: a
   // call on another communicator between two allreduces does not stop their fusion, as the
   // communicators' queues are independent.
+  // A group of blocking calls on one communicator (the usual "fuse these small allreduces")
+  // runs on this thread, as blocking calls do, after what was queued before it: no handoff to
+  // the progress thread. Groups with nonblocking calls, or over several communicators (whose
+  // collectives may need to run at once), go through the communicators' progress threads.
+  bool run_inline = !calls.empty() && comm_is_live(calls[0].comm);
+  for (const Recorded &r : calls) run_inline = run_inline && r.blocking && r.comm == calls[0].comm;
+  ddl_comm *const owned = run_inline ? calls[0].comm : nullptr;
+  if (owned && owned->busy.exchange(true))
+    return invalid_usage(
+        "rank %d: ddl_group_end: another thread is inside a call on this communicator; calls on "
+        "one communicator must not overlap",
+        owned->rank);
+  // Released whatever happens below.
+  std::unique_ptr<ddl_comm, void (*)(ddl_comm *)> release(
+      owned, [](ddl_comm *c) { c->busy.store(false); });
+  if (owned && owned->progress && !owned->progress->idle()) {
+    const Status drained = owned->progress->drain();
+    if (!drained.ok()) return drained;
+  }
   std::vector<bool> issued(calls.size(), false);
   for (size_t i = 0; i < calls.size(); ++i) {
     if (issued[i]) continue;
@@ -89,7 +109,12 @@ Status group_end() {
       issued[i] = true;
       continue;
     }
-    progress_of(calls[i].comm).submit(std::move(job));
+    if (run_inline) {
+      const Status s = run_job(calls[i].comm, job, &t_fusion_buffer);
+      for (const auto &request : job.requests) request->finish(s);
+    } else {
+      progress_of(calls[i].comm).submit(std::move(job));
+    }
   }
   Status first;
   for (const Recorded &r : calls) {
@@ -106,9 +131,7 @@ ProgressQueue &progress_of(ddl_comm *comm) {
 }
 
 std::shared_ptr<RequestState> new_request(ddl_comm *comm, const CollectiveCall &call) {
-  std::string what = strprintf("rank %d: %s (count %zu)", comm->rank,
-                               collective_name(call.collective), call.count);
-  return std::make_shared<RequestState>(std::move(what));
+  return std::make_shared<RequestState>(comm->rank, collective_name(call.collective), call.count);
 }
 
 }  // namespace ddl

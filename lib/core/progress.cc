@@ -37,10 +37,10 @@ Status RequestState::wait() {
     const int64_t latest_ns = latest_ns_.load(std::memory_order_acquire);
     const Clock::time_point now = Clock::now();
     if (latest_ns != 0 && now >= Clock::time_point(Clock::duration(latest_ns)))
-      return Status(DDL_ERR_TIMEOUT,
-                    what_ +
-                        ": the progress thread did not finish this collective (or those "
-                        "queued before it) within their deadlines; it is stuck, please report it");
+      return timeout_error(
+          "rank %d: %s (count %zu): the progress thread did not finish this collective (or "
+          "those queued before it) within their deadlines; it is stuck, please report it",
+          rank_, collective_, count_);
     cv_.wait_for(lock, std::chrono::milliseconds(100));
   }
   return status_;

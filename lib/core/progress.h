@@ -27,8 +27,10 @@ namespace ddl {
 // how it ended.
 class RequestState {
  public:
-  // `what` names the call in the stuck-thread error ("rank 1: allreduce (count 8, ...)").
-  explicit RequestState(std::string what) : what_(std::move(what)) {}
+  // Names the call in the stuck-thread error ("rank 1: allreduce (count 8)"); words are only
+  // made then, as groups make a request per call.
+  RequestState(int rank, const char *collective, size_t count)
+      : rank_(rank), collective_(collective), count_(count) {}
   // Set when queued: when a waiter stops trusting the progress thread and calls it stuck.
   void set_latest(std::chrono::steady_clock::time_point latest);
   void finish(const Status &status);
@@ -45,7 +47,9 @@ class RequestState {
   std::atomic<bool> done_{false};
   Status status_;
   std::atomic<int64_t> latest_ns_{0};  // steady_clock, 0 until queued
-  const std::string what_;
+  const int rank_;
+  const char *const collective_;  // static text
+  const size_t count_;
 };
 
 // One unit of the queue: a collective, or several allreduces fused into one buffer (a group,
