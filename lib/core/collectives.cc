@@ -223,7 +223,7 @@ Status run_host_collective(ddl_comm *comm, const CollectiveCall &call) {
   const bool empty = call.count == 0 && call.collective != Collective::kBarrier;
   if (empty && comm->nranks == 1) return Status::Ok();
 
-  const bool direct = direct_allreduce_applies(comm, call);
+  const bool direct = direct_collective_applies(comm, call);
   const bool flat = !direct && flat_collective_applies(comm, call);
   const Plan *plan = &empty_plan();
   if (!empty && !direct && !flat) {
@@ -258,10 +258,10 @@ Status run_host_collective(ddl_comm *comm, const CollectiveCall &call) {
   if ((direct || flat) && comm->logged_shape != std::make_pair(call.collective, call.count)) {
     comm->logged_shape = {call.collective, call.count};  // once per shape, as plans are
     DDL_INFO("%s of %zu B: %s", collective_name(call.collective), call.count * elem,
-             (direct ? why_direct_allreduce(comm) : why_flat_collective(comm, call)).c_str());
+             (direct ? why_direct(comm, call) : why_flat_collective(comm, call)).c_str());
   }
   if (direct) {
-    s = run_direct_allreduce(comm, call, exec, call_number, &found_failure);
+    s = run_direct_collective(comm, call, exec, call_number, &found_failure);
   } else if (flat) {
     s = run_flat_collective(comm, call, exec, call_number, &found_failure);
   } else {

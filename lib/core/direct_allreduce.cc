@@ -188,21 +188,10 @@ size_t direct_min_bytes(const ddl_comm *comm) {
   return comm->oversubscribed ? kDirectMinBytesOversubscribed : kDirectMinBytes;
 }
 
-// The single-copy broadcast and allgather (direct_copy.h) enter through this file's entry
-// points, which run_collective calls; why_direct_allreduce() is not told the call, so the
-// choice of the last one is remembered here for its log line (same thread, right after).
-thread_local const CollectiveCall *g_direct_copy_call = nullptr;
-thread_local CollectiveCall g_direct_copy_last;
-
 }  // namespace
 
-bool direct_allreduce_applies(const ddl_comm *comm, const CollectiveCall &call) {
-  g_direct_copy_call = nullptr;
-  if (direct_copy_applies(comm, call)) {
-    g_direct_copy_last = call;
-    g_direct_copy_call = &g_direct_copy_last;
-    return true;
-  }
+bool direct_collective_applies(const ddl_comm *comm, const CollectiveCall &call) {
+  if (call.collective != Collective::kAllreduce) return direct_copy_applies(comm, call);
   if (!comm->cma || call.collective != Collective::kAllreduce || call.count == 0) return false;
   const std::string &forced = comm->config.algorithm;
   if (!forced.empty()) return forced == "direct";
@@ -210,15 +199,15 @@ bool direct_allreduce_applies(const ddl_comm *comm, const CollectiveCall &call) 
          direct_min_bytes(comm);
 }
 
-std::string why_direct_allreduce(const ddl_comm *comm) {
-  if (g_direct_copy_call) return why_direct_copy(comm, *g_direct_copy_call);
+std::string why_direct(const ddl_comm *comm, const CollectiveCall &call) {
+  if (call.collective != Collective::kAllreduce) return why_direct_copy(comm, call);
   if (comm->config.algorithm == "direct") return "direct (forced by DDL_ALGO)";
   return strprintf("direct (single copy, every rank on this host, >= %zu B%s)",
                    direct_min_bytes(comm), comm->oversubscribed ? " with ranks sharing cores" : "");
 }
 
-Status run_direct_allreduce(ddl_comm *comm, const CollectiveCall &call, const ExecArgs &exec,
-                            uint64_t call_number, bool *found_failure) {
+Status run_direct_collective(ddl_comm *comm, const CollectiveCall &call, const ExecArgs &exec,
+                             uint64_t call_number, bool *found_failure) {
   *found_failure = false;
   if (call.collective != Collective::kAllreduce)
     return run_direct_copy(comm, call, exec, call_number, found_failure);

@@ -30,18 +30,18 @@
 
 namespace ddl {
 
-// Whether this allreduce goes the single-copy way: the communicator can (ddl_comm::cma),
-// and DDL_ALGO=direct forces it or, unforced, the buffer is large enough to pay for the
-// exchanges around the copies.
-bool direct_allreduce_applies(const ddl_comm *comm, const CollectiveCall &call);
+// Whether this call goes the single-copy way: an allreduce when the communicator can
+// (ddl_comm::cma) and DDL_ALGO=direct forces it or, unforced, the buffer is large enough to
+// pay for the exchanges around the copies; a broadcast or allgather as direct_copy.h decides.
+bool direct_collective_applies(const ddl_comm *comm, const CollectiveCall &call);
 // Why it does, for the log.
-std::string why_direct_allreduce(const ddl_comm *comm);
+std::string why_direct(const ddl_comm *comm, const CollectiveCall &call);
 
 // Runs it as call number `call_number` (ddl_comm::calls). `exec` is the call as the
 // executor would get it (buffers, type, op, sequence number, signature, deadline).
 // *found_failure: this rank found a problem every rank should hear of (a mismatch, a dead
 // peer).
-Status run_direct_allreduce(ddl_comm *comm, const CollectiveCall &call, const ExecArgs &exec,
-                            uint64_t call_number, bool *found_failure);
+Status run_direct_collective(ddl_comm *comm, const CollectiveCall &call, const ExecArgs &exec,
+                             uint64_t call_number, bool *found_failure);
 
 }  // namespace ddl
