@@ -13,6 +13,8 @@ namespace {
 // transfers, sending notices) before a waiter calls the progress thread stuck.
 constexpr std::chrono::seconds kStuckGrace{10};
 
+thread_local bool t_progress_thread = false;
+
 }  // namespace
 
 void RequestState::finish(const Status &status) {
@@ -89,8 +91,13 @@ Status ProgressQueue::drain() {
   return Status::Ok();
 }
 
+bool on_progress_thread() {
+  return t_progress_thread;
+}
+
 void ProgressQueue::loop() {
   LogRank log_rank(comm_->rank);
+  t_progress_thread = true;
   for (;;) {
     Job job;
     {

@@ -89,6 +89,11 @@ class ProgressQueue {
   std::thread thread_;
 };
 
+// Idle polls before the progress thread yields its core (ExecArgs::spins_before_yield).
+constexpr int kProgressThreadSpins = 20;
+// Whether the calling thread is a communicator's progress thread.
+bool on_progress_thread();
+
 // Runs one job on comm (on the progress thread, or inline): a single collective as it is, a
 // fused one packed into one buffer, allreduced, and unpacked.
 Status run_job(ddl_comm *comm, Job &job, std::vector<unsigned char> *fusion_buffer);
