@@ -174,6 +174,32 @@ ddl_result_t init(const ddl::BootstrapOptions &options, const ddl::CommConfig &c
   return DDL_SUCCESS;
 }
 
+// The call each entry point stands for; blocking, nonblocking and stream-ordered forms share
+// them. Enum arguments from C are read as raw integers (ddl::raw_enum_value) and checked as
+// such: C lets a caller pass any int, and loading an out-of-range value as a C++ enum is
+// undefined.
+ddl::CollectiveCall allreduce_call(const void *sendbuf, void *recvbuf, size_t count,
+                                   ddl_datatype_t dtype, ddl_op_t op) {
+  return {ddl::Collective::kAllreduce, sendbuf, recvbuf, count, ddl::raw_enum_value(dtype),
+          ddl::raw_enum_value(op),     0};
+}
+ddl::CollectiveCall broadcast_call(void *buf, size_t count, ddl_datatype_t dtype, int root) {
+  return {ddl::Collective::kBroadcast, buf, buf, count, ddl::raw_enum_value(dtype), DDL_SUM, root};
+}
+ddl::CollectiveCall allgather_call(const void *sendbuf, void *recvbuf, size_t sendcount,
+                                   ddl_datatype_t dtype) {
+  return {ddl::Collective::kAllgather, sendbuf, recvbuf, sendcount,
+          ddl::raw_enum_value(dtype),  DDL_SUM, 0};
+}
+ddl::CollectiveCall reduce_scatter_call(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                        ddl_datatype_t dtype, ddl_op_t op) {
+  return {ddl::Collective::kReduceScatter, sendbuf, recvbuf, recvcount, ddl::raw_enum_value(dtype),
+          ddl::raw_enum_value(op),         0};
+}
+ddl::CollectiveCall barrier_call() {
+  return {ddl::Collective::kBarrier, nullptr, nullptr, 0, DDL_UINT8, DDL_SUM, 0};
+}
+
 }  // namespace
 
 extern "C" {
@@ -279,105 +305,79 @@ ddl_result_t ddl_comm_size(ddl_comm_t comm, int *size) {
   return DDL_SUCCESS;
 }
 
-// Enum arguments from C are read as raw integers (ddl::raw_enum_value) and checked as such:
-// C lets a caller pass any int, and loading an out-of-range value as a C++ enum is undefined.
 ddl_result_t ddl_allreduce(const void *sendbuf, void *recvbuf, size_t count, ddl_datatype_t dtype,
                            ddl_op_t op, ddl_comm_t comm) {
-  return run(comm, {ddl::Collective::kAllreduce, sendbuf, recvbuf, count,
-                    ddl::raw_enum_value(dtype), ddl::raw_enum_value(op), 0});
+  return run(comm, allreduce_call(sendbuf, recvbuf, count, dtype, op));
 }
 
 ddl_result_t ddl_broadcast(void *buf, size_t count, ddl_datatype_t dtype, int root,
                            ddl_comm_t comm) {
-  return run(comm, {ddl::Collective::kBroadcast, buf, buf, count, ddl::raw_enum_value(dtype),
-                    DDL_SUM, root});
+  return run(comm, broadcast_call(buf, count, dtype, root));
 }
 
 ddl_result_t ddl_allgather(const void *sendbuf, void *recvbuf, size_t sendcount,
                            ddl_datatype_t dtype, ddl_comm_t comm) {
-  return run(comm, {ddl::Collective::kAllgather, sendbuf, recvbuf, sendcount,
-                    ddl::raw_enum_value(dtype), DDL_SUM, 0});
+  return run(comm, allgather_call(sendbuf, recvbuf, sendcount, dtype));
 }
 
 ddl_result_t ddl_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
                                 ddl_datatype_t dtype, ddl_op_t op, ddl_comm_t comm) {
-  return run(comm, {ddl::Collective::kReduceScatter, sendbuf, recvbuf, recvcount,
-                    ddl::raw_enum_value(dtype), ddl::raw_enum_value(op), 0});
+  return run(comm, reduce_scatter_call(sendbuf, recvbuf, recvcount, dtype, op));
 }
 
 ddl_result_t ddl_barrier(ddl_comm_t comm) {
-  return run(comm, {ddl::Collective::kBarrier, nullptr, nullptr, 0, DDL_UINT8, DDL_SUM, 0});
+  return run(comm, barrier_call());
 }
 
 ddl_result_t ddl_iallreduce(const void *sendbuf, void *recvbuf, size_t count, ddl_datatype_t dtype,
                             ddl_op_t op, ddl_comm_t comm, ddl_request_t *request) {
-  return start(comm,
-               {ddl::Collective::kAllreduce, sendbuf, recvbuf, count, ddl::raw_enum_value(dtype),
-                ddl::raw_enum_value(op), 0},
-               request, "ddl_iallreduce");
+  return start(comm, allreduce_call(sendbuf, recvbuf, count, dtype, op), request, "ddl_iallreduce");
 }
 
 ddl_result_t ddl_ibroadcast(void *buf, size_t count, ddl_datatype_t dtype, int root,
                             ddl_comm_t comm, ddl_request_t *request) {
-  return start(
-      comm,
-      {ddl::Collective::kBroadcast, buf, buf, count, ddl::raw_enum_value(dtype), DDL_SUM, root},
-      request, "ddl_ibroadcast");
+  return start(comm, broadcast_call(buf, count, dtype, root), request, "ddl_ibroadcast");
 }
 
 ddl_result_t ddl_iallgather(const void *sendbuf, void *recvbuf, size_t sendcount,
                             ddl_datatype_t dtype, ddl_comm_t comm, ddl_request_t *request) {
-  return start(comm,
-               {ddl::Collective::kAllgather, sendbuf, recvbuf, sendcount,
-                ddl::raw_enum_value(dtype), DDL_SUM, 0},
-               request, "ddl_iallgather");
+  return start(comm, allgather_call(sendbuf, recvbuf, sendcount, dtype), request, "ddl_iallgather");
 }
 
 ddl_result_t ddl_ireduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
                                  ddl_datatype_t dtype, ddl_op_t op, ddl_comm_t comm,
                                  ddl_request_t *request) {
-  return start(comm,
-               {ddl::Collective::kReduceScatter, sendbuf, recvbuf, recvcount,
-                ddl::raw_enum_value(dtype), ddl::raw_enum_value(op), 0},
-               request, "ddl_ireduce_scatter");
+  return start(comm, reduce_scatter_call(sendbuf, recvbuf, recvcount, dtype, op), request,
+               "ddl_ireduce_scatter");
 }
 
 ddl_result_t ddl_ibarrier(ddl_comm_t comm, ddl_request_t *request) {
-  return start(comm, {ddl::Collective::kBarrier, nullptr, nullptr, 0, DDL_UINT8, DDL_SUM, 0},
-               request, "ddl_ibarrier");
+  return start(comm, barrier_call(), request, "ddl_ibarrier");
 }
 
 ddl_result_t ddl_allreduce_stream(const void *sendbuf, void *recvbuf, size_t count,
                                   ddl_datatype_t dtype, ddl_op_t op, ddl_comm_t comm,
                                   void *cuda_stream) {
-  return start_on_stream(comm,
-                         {ddl::Collective::kAllreduce, sendbuf, recvbuf, count,
-                          ddl::raw_enum_value(dtype), ddl::raw_enum_value(op), 0},
-                         cuda_stream, "ddl_allreduce_stream");
+  return start_on_stream(comm, allreduce_call(sendbuf, recvbuf, count, dtype, op), cuda_stream,
+                         "ddl_allreduce_stream");
 }
 
 ddl_result_t ddl_broadcast_stream(void *buf, size_t count, ddl_datatype_t dtype, int root,
                                   ddl_comm_t comm, void *cuda_stream) {
-  return start_on_stream(
-      comm,
-      {ddl::Collective::kBroadcast, buf, buf, count, ddl::raw_enum_value(dtype), DDL_SUM, root},
-      cuda_stream, "ddl_broadcast_stream");
+  return start_on_stream(comm, broadcast_call(buf, count, dtype, root), cuda_stream,
+                         "ddl_broadcast_stream");
 }
 
 ddl_result_t ddl_allgather_stream(const void *sendbuf, void *recvbuf, size_t sendcount,
                                   ddl_datatype_t dtype, ddl_comm_t comm, void *cuda_stream) {
-  return start_on_stream(comm,
-                         {ddl::Collective::kAllgather, sendbuf, recvbuf, sendcount,
-                          ddl::raw_enum_value(dtype), DDL_SUM, 0},
-                         cuda_stream, "ddl_allgather_stream");
+  return start_on_stream(comm, allgather_call(sendbuf, recvbuf, sendcount, dtype), cuda_stream,
+                         "ddl_allgather_stream");
 }
 
 ddl_result_t ddl_reduce_scatter_stream(const void *sendbuf, void *recvbuf, size_t recvcount,
                                        ddl_datatype_t dtype, ddl_op_t op, ddl_comm_t comm,
                                        void *cuda_stream) {
-  return start_on_stream(comm,
-                         {ddl::Collective::kReduceScatter, sendbuf, recvbuf, recvcount,
-                          ddl::raw_enum_value(dtype), ddl::raw_enum_value(op), 0},
+  return start_on_stream(comm, reduce_scatter_call(sendbuf, recvbuf, recvcount, dtype, op),
                          cuda_stream, "ddl_reduce_scatter_stream");
 }
 
