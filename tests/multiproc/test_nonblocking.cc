@@ -300,3 +300,29 @@ Test(nonblocking, groups_fuse_small_allreduces_and_keep_results) {
     cr_assert(failures.empty(), "%d ranks:\n%s", nranks, failures.c_str());
   }
 }
+
+// DDL_FUSION_BYTES is checked at init; 0 turns fusion off and groups still give every result.
+Test(nonblocking, fusion_bytes_is_checked_and_0_turns_fusion_off) {
+  setenv("DDL_FUSION_BYTES", "lots", 1);
+  ddl_comm_t refused = nullptr;
+  cr_assert_eq(ddl_comm_init(&refused, 1, 0, nullptr, nullptr), DDL_ERR_INVALID_ARGUMENT);
+  cr_assert(contains(ddl_comm_last_error(nullptr), "DDL_FUSION_BYTES=lots"), "%s",
+            ddl_comm_last_error(nullptr));
+  setenv("DDL_FUSION_BYTES", "0", 1);
+  std::string failures = run_ranks(2, [](ddl_comm_t comm, int rank, int n) {
+    std::vector<std::vector<double>> bufs(20);
+    RANK_OK(ddl_group_start());
+    for (size_t k = 0; k < bufs.size(); ++k) {
+      bufs[k].resize(1 + k);
+      fill(&bufs[k], rank);
+      RANK_OK(ddl_allreduce(bufs[k].data(), bufs[k].data(), bufs[k].size(), DDL_FLOAT64, DDL_SUM,
+                            comm));
+    }
+    RANK_OK(ddl_group_end());
+    for (const auto &b : bufs)
+      for (size_t i = 0; i < b.size(); ++i)
+        RANK_CHECK(b[i] == expected_sum(n, i), "rank %d: [%zu] = %g", rank, i, b[i]);
+    return 0;
+  });
+  cr_assert(failures.empty(), "%s", failures.c_str());
+}
