@@ -33,7 +33,7 @@ fi
 
 # Only what is missing: a present torch is never downloaded again.
 missing=()
-for module in torch numpy pytest setuptools ml_dtypes ninja; do
+for module in torch numpy pytest setuptools ml_dtypes ninja matplotlib; do
   "$python" -c "import $module" 2> /dev/null || missing+=("$module")
 done
 if [ ${#missing[@]} -gt 0 ]; then
