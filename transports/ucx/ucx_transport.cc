@@ -1,5 +1,7 @@
 #include "transports/ucx/ucx_transport.h"
 
+#include <ucs/config/global_opts.h>
+
 #include <unistd.h>
 
 #include <chrono>
@@ -162,6 +164,26 @@ void on_endpoint_error_cb(void *arg, ucp_ep_h /*ep*/, ucs_status_t status) {
   auto *ctx = static_cast<UcxTransport::ErrorContext *>(arg);
   ctx->transport->on_endpoint_error(ctx->peer, status);
 }
+
+// Closing endpoints at the end of a job, a flush towards a peer that has already closed its
+// side fails, and UCX logs each such failure as an ERROR on stdout ("error during flush:
+// Endpoint timeout"), in the middle of the program's output. close() handles those failures
+// itself (it closes by force and warns when a flush is still running at the deadline), so
+// UCX's own logging is lowered to fatal errors for its length, unless the user asked for a
+// log level with UCX_LOG_LEVEL.
+class QuietUcx {
+ public:
+  QuietUcx() : saved_(ucs_global_opts.log_component.log_level) {
+    const char *user = std::getenv("UCX_LOG_LEVEL");
+    if (!user || !*user) ucs_global_opts.log_component.log_level = UCS_LOG_LEVEL_FATAL;
+  }
+  ~QuietUcx() { ucs_global_opts.log_component.log_level = saved_; }
+  QuietUcx(const QuietUcx &) = delete;
+  QuietUcx &operator=(const QuietUcx &) = delete;
+
+ private:
+  const ucs_log_level_t saved_;
+};
 
 }  // namespace
 
@@ -433,6 +455,7 @@ void UcxTransport::cancel(TransferRequest *req) {
 
 void UcxTransport::close(int timeout_ms) {
   if (!worker_) return;
+  QuietUcx quiet;
   const int n = static_cast<int>(endpoints_.size());
   std::vector<bool> alive(n, false);
   for (int peer = 0; peer < n; ++peer) alive[peer] = endpoints_[peer] && peer_status(peer).ok();
