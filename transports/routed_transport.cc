@@ -109,7 +109,7 @@ bool RoutedTransport::progress_all() {
 }
 
 void RoutedTransport::cancel(TransferRequest *req) {
-  transport_of(req->route == kLocal ? kLocal : req->route == kRail ? kRail : kNetwork)->cancel(req);
+  transport_of(static_cast<Route>(req->route))->cancel(req);  // unset (0): the network
 }
 
 Status RoutedTransport::peer_status(int peer) const {

@@ -38,7 +38,8 @@ class RoutedTransport : public Transport {
  private:
   enum Route : uint8_t { kNetwork = 1, kLocal = 2, kRail = 3 };
   bool local_peer(int peer, uint32_t tag) const;
-  // Where a message to or from peer goes, and the transport for it.
+  // Where a message to or from peer goes, and the transport for a route (anything but kLocal
+  // and kRail, such as a request never posted, is the network's).
   Route route_of(int peer, uint32_t tag) const;
   Transport *transport_of(Route route) const;
 
