@@ -148,15 +148,22 @@ Status make_comm_plan(const ddl_comm *comm, const CollectiveArgs &args, uint32_t
   Plan *made = out->get();
   make_plan(std::move(schedule), made);
   if (comm->nranks > 1) {
-    made->sends_right_at_once =
-        sends_at_once_to(made->schedule, ring_index(comm->rank + 1, comm->nranks));
-    // The previous rank's schedule for the same call (schedules are deterministic): does it
-    // start by sending to us? Then its signature rides on that message (see the executor).
+    made->to_right_at_once =
+        sent_at_once_to(made->schedule, ring_index(comm->rank + 1, comm->nranks));
+    // The previous rank's schedule for the same call (schedules are deterministic): what
+    // does it send us at once? Its signature shares a message with one of those (see the
+    // executor).
+    const int left_rank = ring_index(comm->rank - 1, comm->nranks);
     CollectiveArgs left_args = args;
-    left_args.rank = ring_index(comm->rank - 1, comm->nranks);
+    left_args.rank = left_rank;
     Schedule left;
-    if (build_schedule(left_args, &left, nullptr).ok())
-      made->left_sends_at_once = sends_at_once_to(left, comm->rank);
+    if (build_schedule(left_args, &left, nullptr).ok()) {
+      made->from_left_at_once = sent_at_once_to(left, comm->rank);
+      for (AtOnceMessage &m : made->from_left_at_once) {
+        m.tag += tag_offset;
+        m.step = receiving_step(made->schedule, left_rank, m.tag);
+      }
+    }
   }
   return Status::Ok();
 }

@@ -122,6 +122,7 @@ Status Executor::run(const Plan &plan, const ExecArgs &args, Transport *transpor
         cancel_all(transport);
         return s;
       }
+      if (shared_recv_waiting_) deliver_shared(plan, args);
       progressed = true;
     }
     if (!signature_sent_ && signature_send_.done) {
@@ -199,28 +200,41 @@ Status Executor::start(const Plan &plan, uint32_t index, const ExecArgs &args,
       complete(plan, index);
       return Status::Ok();
     case StepKind::kSend:
+      if (index == shared_send_) {  // it left with the signature
+        complete(plan, index);
+        return Status::Ok();
+      }
       s = transport->post_send(step.peer, args.seq, step.tag, address(args, step.src, elem), bytes,
                                req);
       break;
     case StepKind::kRecv:
+    case StepKind::kRecvReduce:
+      if (index == shared_recv_) {  // it comes with the previous rank's signature
+        *req = TransferRequest();
+        fused_[index] = false;
+        shared_recv_waiting_ = true;
+        if (signature_checked_) deliver_shared(plan, args);
+        break;
+      }
+      if (step.kind == StepKind::kRecvReduce) {
+        fused_[index] = transport->reduces_on_receive(step.peer);
+        if (fused_[index]) {
+          // Reduced straight out of the transport's memory: the landing area stays unused.
+          ReduceSpec spec;
+          spec.dtype = args.dtype;
+          spec.op = args.op == DDL_AVG && !step.final_reduce ? DDL_SUM : args.op;
+          spec.avg_divisor = args.nranks;
+          s = transport->post_recv_reduce(step.peer, args.seq, step.tag,
+                                          address(args, step.dst, elem),
+                                          address(args, step.src, elem), bytes, spec, req);
+        } else {
+          s = transport->post_recv(step.peer, args.seq, step.tag, address(args, step.tmp, elem),
+                                   bytes, req);
+        }
+        break;
+      }
       s = transport->post_recv(step.peer, args.seq, step.tag, address(args, step.dst, elem), bytes,
                                req);
-      break;
-    case StepKind::kRecvReduce:
-      fused_[index] = transport->reduces_on_receive(step.peer);
-      if (fused_[index]) {
-        // Reduced straight out of the transport's memory: the landing area stays unused.
-        ReduceSpec spec;
-        spec.dtype = args.dtype;
-        spec.op = args.op == DDL_AVG && !step.final_reduce ? DDL_SUM : args.op;
-        spec.avg_divisor = args.nranks;
-        s = transport->post_recv_reduce(step.peer, args.seq, step.tag,
-                                        address(args, step.dst, elem),
-                                        address(args, step.src, elem), bytes, spec, req);
-      } else {
-        s = transport->post_recv(step.peer, args.seq, step.tag, address(args, step.tmp, elem),
-                                 bytes, req);
-      }
       break;
   }
   if (!s.ok()) {
@@ -309,31 +323,57 @@ void Executor::cancel_all(Transport *transport) {
 }
 
 // Every rank checks that the previous rank of the ring made the same call, and the ring
-// closes, so all agree. Over UCX the signature is a message of its own. A transport that
-// stamps messages (shm) carries it on the first data message to the next rank instead,
-// when one leaves at once; then the previous rank's stamp arriving is the check. Whether the
-// previous rank does so is known from its schedule (Plan::left_sends_at_once); if it does
-// not, its signature message is received as over UCX. Should the ranks disagree about the
-// call (and so about the schedules), the stamps of whatever arrives tell.
+// closes, so all agree. A transport that stamps messages (shm) carries the signature on the
+// first data message to the next rank, when one leaves at once; then the previous rank's
+// stamp arriving is the check. Whether the previous rank does so is known from its schedule
+// (Plan::from_left_at_once). Otherwise (UCX) the signature is a message of its own, which
+// both ranks always exchange, so that ranks with different schedules still meet; it also
+// carries the payload of the first small message the schedule sends the same rank at once,
+// which then needs no message of its own. Should the ranks disagree about the call (and so
+// about the schedules), the signatures, or the stamps of whatever arrives, tell.
 Status Executor::post_signature(const Plan &plan, const ExecArgs &args, Transport *transport) {
   signature_checked_ = signature_sent_ = true;
   stamped_ = false;
+  shared_send_ = shared_recv_ = kNoStep;
+  shared_recv_bytes_ = 0;
+  shared_recv_waiting_ = false;
   if (!args.signature || args.nranks < 2) return Status::Ok();
-  signature_out_ = *args.signature;
   const int right = ring_index(args.rank + 1, args.nranks);
   const int left = ring_index(args.rank - 1, args.nranks);
-  transport->begin_call(args.seq, stamp_of(signature_out_));
+  transport->begin_call(args.seq, stamp_of(*args.signature));
   stamped_ = true;
-  const bool carried = transport->carries_stamps(right) && plan.sends_right_at_once;
-  const bool comes_carried = transport->carries_stamps(left) && plan.left_sends_at_once;
+  const bool carried = transport->carries_stamps(right) && !plan.to_right_at_once.empty();
+  const bool comes_carried = transport->carries_stamps(left) && !plan.from_left_at_once.empty();
+  // Both ranks pick the same message: the first of the sender's that fits.
+  const size_t elem = datatype_size(args.dtype);
+  auto shared = [&](const std::vector<AtOnceMessage> &messages) -> const AtOnceMessage * {
+    for (const AtOnceMessage &m : messages)
+      if (m.count * elem <= kSharedPayloadMax) return &m;
+    return nullptr;
+  };
   Status s = Status::Ok();
   signature_recv_ = TransferRequest();  // not done: nothing stale from the last call
-  if (!comes_carried)
-    s = transport->post_recv(left, args.seq, kSignatureTag, &signature_in_, sizeof signature_in_,
+  if (!comes_carried) {
+    if (const AtOnceMessage *m = shared(plan.from_left_at_once)) {
+      shared_recv_ = m->step;
+      shared_recv_bytes_ = m->count * elem;
+    }
+    s = transport->post_recv(left, args.seq, kSignatureTag, signature_in_, sizeof signature_in_,
                              &signature_recv_);
-  if (s.ok() && !carried)
-    s = transport->post_send(right, args.seq, kSignatureTag, &signature_out_, sizeof signature_out_,
+  }
+  if (s.ok() && !carried) {
+    std::memcpy(signature_out_, args.signature, sizeof(CallSignature));
+    size_t bytes = sizeof(CallSignature);
+    if (const AtOnceMessage *m = shared(plan.to_right_at_once)) {
+      const Step &step = plan.schedule.steps[m->step];
+      if (m->count)
+        std::memcpy(signature_out_ + bytes, address(args, step.src, elem), m->count * elem);
+      bytes += m->count * elem;
+      shared_send_ = m->step;
+    }
+    s = transport->post_send(right, args.seq, kSignatureTag, signature_out_, bytes,
                              &signature_send_);
+  }
   if (!s.ok()) {
     transport->cancel(&signature_recv_);
     return s.prefix("sending the call signature: ");
@@ -365,14 +405,35 @@ Status Executor::check_signature(const ExecArgs &args) {
     if (s.code() == DDL_ERR_REMOTE) found_failure_ = true;
     return s.prefix(strprintf("call signature from rank %d: ", left));
   }
-  if (signature_recv_.received == sizeof signature_in_ && same_call(signature_in_, *args.signature))
-    return Status::Ok();
+  const size_t got = signature_recv_.received;
+  CallSignature theirs;
+  const bool whole = got >= sizeof theirs;
+  if (whole) std::memcpy(&theirs, signature_in_, sizeof theirs);
+  if (whole && same_call(theirs, *args.signature)) {
+    const size_t payload = got - sizeof theirs;
+    if (payload == shared_recv_bytes_ && (payload == 0 || shared_recv_ != kNoStep))
+      return Status::Ok();
+    found_failure_ = true;
+    return internal_error("the call signature from rank %d carried %zu B of data, expected %zu B",
+                          left, payload, shared_recv_bytes_);
+  }
   found_failure_ = true;
-  return mismatch_error(left,
-                        signature_recv_.received == sizeof signature_in_
-                            ? describe_signature(signature_in_)
-                            : "something else (wrong signature size)",
-                        args.rank, *args.signature);
+  return mismatch_error(
+      left, whole ? describe_signature(theirs) : "something else (wrong signature size)", args.rank,
+      *args.signature);
+}
+
+void Executor::deliver_shared(const Plan &plan, const ExecArgs &args) {
+  const Step &step = plan.schedule.steps[shared_recv_];
+  const size_t elem = datatype_size(args.dtype);
+  const size_t payload = signature_recv_.received - sizeof(CallSignature);
+  // check_signature made sure the payload is what this step expects.
+  void *landing = address(args, step.kind == StepKind::kRecv ? step.dst : step.tmp, elem);
+  if (payload) std::memcpy(landing, signature_in_ + sizeof(CallSignature), payload);
+  TransferRequest &req = requests_[shared_recv_];
+  req.received = payload;
+  req.done = true;
+  shared_recv_waiting_ = false;
 }
 
 Status prefer_notice(Transport *transport, const ExecArgs &args, const Status &error,

@@ -75,6 +75,8 @@ class Executor {
   Status check_stamps(const ExecArgs &args, Transport *transport);
   // The mismatch error when the previous rank's signature differs from ours, else OK.
   Status check_signature(const ExecArgs &args);
+  // Hands the payload that came with the previous rank's signature to its receive step.
+  void deliver_shared(const Plan &plan, const ExecArgs &args);
   // After a data error: a mismatch (ours, or another rank's notice) explains it better.
   Status explain_with_signature(const ExecArgs &args, Transport *transport, Status error);
 
@@ -85,10 +87,19 @@ class Executor {
   std::vector<uint32_t> ready_;
   std::vector<uint32_t> in_flight_;
   size_t completed_ = 0;
-  CallSignature signature_out_, signature_in_;
+  // Signature messages: the call's signature, then, where the message has room, the payload
+  // of a small message the schedule sends to the same rank at once (so a small collective
+  // over UCX sends one message per peer, not two). Ours, and the previous rank's.
+  static constexpr size_t kSharedPayloadMax = 4096;
+  alignas(8) unsigned char signature_out_[sizeof(CallSignature) + kSharedPayloadMax];
+  alignas(8) unsigned char signature_in_[sizeof(CallSignature) + kSharedPayloadMax];
   TransferRequest signature_send_, signature_recv_;
-  bool signature_checked_ = true;  // the previous rank's signature arrived and matched
-  bool signature_sent_ = true;     // ours left (its buffer may be reused)
+  uint32_t shared_send_ = kNoStep;    // the send step whose payload left with our signature
+  uint32_t shared_recv_ = kNoStep;    // the receive step whose payload comes with the previous
+  size_t shared_recv_bytes_ = 0;      // rank's signature, and how much comes
+  bool shared_recv_waiting_ = false;  // that step has started and waits for the signature
+  bool signature_checked_ = true;     // the previous rank's signature arrived and matched
+  bool signature_sent_ = true;        // ours left (its buffer may be reused)
   bool found_failure_ = false;
   bool stamped_ = false;  // this call's stamp was given to the transport
 };

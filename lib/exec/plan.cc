@@ -23,10 +23,24 @@ void make_plan(Schedule schedule, Plan *plan) {
     for (uint32_t d : steps[i].deps) plan->dependents[fill[d]++] = static_cast<uint32_t>(i);
 }
 
-bool sends_at_once_to(const Schedule &schedule, int peer) {
-  for (const Step &step : schedule.steps)
-    if (step.kind == StepKind::kSend && step.peer == peer && step.deps.empty()) return true;
-  return false;
+std::vector<AtOnceMessage> sent_at_once_to(const Schedule &schedule, int peer) {
+  std::vector<AtOnceMessage> messages;
+  for (size_t i = 0; i < schedule.steps.size(); ++i) {
+    const Step &step = schedule.steps[i];
+    if (step.kind == StepKind::kSend && step.peer == peer && step.deps.empty())
+      messages.push_back({static_cast<uint32_t>(i), step.tag, step.count});
+  }
+  return messages;
+}
+
+uint32_t receiving_step(const Schedule &schedule, int peer, uint32_t tag) {
+  for (size_t i = 0; i < schedule.steps.size(); ++i) {
+    const Step &step = schedule.steps[i];
+    if ((step.kind == StepKind::kRecv || step.kind == StepKind::kRecvReduce) && step.peer == peer &&
+        step.tag == tag)
+      return static_cast<uint32_t>(i);
+  }
+  return kNoStep;
 }
 
 }  // namespace ddl

@@ -414,13 +414,15 @@ Status UcxTransport::post_recv_any(uint32_t tag, void *buf, size_t bytes, Transf
 Status UcxTransport::post_tag_recv(uint64_t tag, uint64_t mask, void *buf, size_t bytes,
                                    TransferRequest *req, const char *from) {
   *req = TransferRequest();
-  // UCX 1.13 may complete at once without filling recv_info: a length still at the
-  // sentinel then means "the whole buffer" (a longer message fails as truncated).
+  // UCX 1.13 completes a receive of a message already there at once without filling
+  // recv_info (its length stays at the sentinel), and messages may be shorter than the
+  // buffer (a call signature with or without data): so no immediate completion, the
+  // callback reports every length. The sentinel stays as a guard: "the whole buffer".
   ucp_tag_recv_info_t info = {};
   info.length = SIZE_MAX;
   ucp_request_param_t param = {};
-  param.op_attr_mask =
-      UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_RECV_INFO;
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                       UCP_OP_ATTR_FIELD_RECV_INFO | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
   param.cb.recv = on_recv_done;
   param.user_data = req;
   param.recv_info.tag_info = &info;
