@@ -82,6 +82,12 @@ Loaded open_driver() {
   load_any(handle, {"cuStreamWaitValue32_v2", "cuStreamWaitValue32"}, &cu.stream_wait_value32);
   load(handle, "cuLaunchHostFunc", &cu.launch_host_func);
   load(handle, "cuGetErrorName", &cu.get_error_name);
+  load(handle, "cuModuleLoadData", &cu.module_load_data);
+  load(handle, "cuModuleGetFunction", &cu.module_get_function);
+  load(handle, "cuModuleUnload", &cu.module_unload);
+  load(handle, "cuLaunchKernel", &cu.launch_kernel);
+  load(handle, "cuCtxGetDevice", &cu.ctx_get_device);
+  load(handle, "cuDeviceGetAttribute", &cu.device_get_attribute);
   out.present = true;
   return out;
 }

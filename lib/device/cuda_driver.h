@@ -15,14 +15,19 @@ typedef unsigned long long CUdeviceptr;
 typedef struct CUctx_st *CUcontext;
 typedef struct CUstream_st *CUstream;
 typedef struct CUevent_st *CUevent;
+typedef struct CUmod_st *CUmodule;
+typedef struct CUfunc_st *CUfunction;
+typedef int CUdevice;
 typedef void (*CUhostFn)(void *user_data);
 
 constexpr CUresult kCudaSuccess = 0;
 constexpr CUresult kCudaErrorNotInitialized = 3;
+constexpr CUresult kCudaErrorNotFound = 500;
 constexpr CUresult kCudaErrorNotReady = 600;
-constexpr int kPointerAttributeContext = 1;     // CU_POINTER_ATTRIBUTE_CONTEXT
-constexpr int kPointerAttributeMemoryType = 2;  // CU_POINTER_ATTRIBUTE_MEMORY_TYPE
-constexpr unsigned kMemoryTypeHost = 1;         // CU_MEMORYTYPE_HOST
+constexpr int kDeviceAttributeMultiprocessorCount = 16;  // CU_DEVICE_ATTRIBUTE_...
+constexpr int kPointerAttributeContext = 1;              // CU_POINTER_ATTRIBUTE_CONTEXT
+constexpr int kPointerAttributeMemoryType = 2;           // CU_POINTER_ATTRIBUTE_MEMORY_TYPE
+constexpr unsigned kMemoryTypeHost = 1;                  // CU_MEMORYTYPE_HOST
 constexpr unsigned kMemHostAllocPortable = 0x1;
 constexpr unsigned kMemHostAllocDeviceMap = 0x2;
 constexpr unsigned kStreamNonBlocking = 0x1;
@@ -52,6 +57,16 @@ struct CudaDriver {
                                   unsigned flags);
   CUresult (*launch_host_func)(CUstream stream, CUhostFn fn, void *user_data);
   CUresult (*get_error_name)(CUresult error, const char **name);
+  // Optional, for the reduction kernels (lib/device/device_reduce.h): without the first four
+  // the kernels are unavailable; without the last two grids are sized for a large GPU.
+  CUresult (*module_load_data)(CUmodule *module, const void *image);
+  CUresult (*module_get_function)(CUfunction *function, CUmodule module, const char *name);
+  CUresult (*module_unload)(CUmodule module);
+  CUresult (*launch_kernel)(CUfunction f, unsigned grid_x, unsigned grid_y, unsigned grid_z,
+                            unsigned block_x, unsigned block_y, unsigned block_z,
+                            unsigned shared_bytes, CUstream stream, void **params, void **extra);
+  CUresult (*ctx_get_device)(CUdevice *device);
+  CUresult (*device_get_attribute)(int *value, int attribute, CUdevice device);
 };
 
 // The driver, opened on the first call and kept for the process; null when there is none

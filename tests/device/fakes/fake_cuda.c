@@ -5,7 +5,17 @@
  * is host memory the fake knows. A stream is a queue run in order by its own thread: copies,
  * events, host functions and 32-bit wait-value operations. Calls that need a context fail
  * with CUDA_ERROR_INVALID_CONTEXT when the calling thread has none current, as the driver
- * does. FAKE_CUDA_DELAY_US delays every queued copy, to make missing waits show. */
+ * does. FAKE_CUDA_DELAY_US delays every queued copy, to make missing waits show.
+ *
+ * Modules and kernels: cuModuleLoadData takes any image that starts with a fatbin's magic
+ * number; cuModuleGetFunction knows the names of ddl's reduction kernels; cuLaunchKernel
+ * copies the argument block and queues the launch, whose stream thread runs the kernels'
+ * thread body for every thread of the grid, compiled for the host (fake_kernels.cc). That
+ * checks ddl's dispatch (names, argument layout, grid sizing, alignment, stream order), not
+ * the device code. A launch that would fault on a GPU is counted and described
+ * (fake_cuda_kernel_faults), and makes later calls fail as a sticky GPU error would.
+ * FAKE_CUDA_SMS sets the multiprocessor count (default 4), FAKE_CUDA_DEVICES the number of
+ * devices cuDeviceGetCount reports (all of them are device 0 here). */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdint.h>
@@ -20,9 +30,12 @@ enum {
   kOk = 0,
   kInvalidValue = 1,
   kNotInitialized = 3,
+  kInvalidImage = 200,
   kInvalidContext = 201,
   kInvalidHandle = 400,
-  kNotReady = 600
+  kNotFound = 500,
+  kNotReady = 600,
+  kIllegalAddress = 700
 };
 enum { kTypeHost = 1, kTypeDevice = 2 };
 
@@ -90,7 +103,22 @@ struct event {
   uint64_t reached;
 };
 
-enum { kCopy, kRecord, kHostFn, kWaitValue };
+/* fake_kernels.cc */
+const void *fake_kernel_lookup(const char *name);
+const char *fake_kernel_name(const void *kernel);
+size_t fake_kernel_args_bytes(const void *kernel);
+int fake_kernel_run(const void *kernel, const void *args_copy, unsigned long long nthreads,
+                    char *(*translate)(uintptr_t address, size_t bytes), char *why,
+                    size_t why_size);
+
+/* Kernel launches that ran, and those that would have faulted (the first one's words). */
+static pthread_mutex_t kernels_mu = PTHREAD_MUTEX_INITIALIZER;
+static int kernels_run, kernel_faults, modules_loaded, modules_unloaded;
+static char kernel_fault[512];
+static unsigned last_grid, last_block;
+static char last_kernel[64];
+
+enum { kCopy, kRecord, kHostFn, kWaitValue, kKernel };
 struct op {
   int kind;
   char *dst;
@@ -102,6 +130,9 @@ struct op {
   void *arg;
   const uint32_t *addr;
   uint32_t value;
+  const void *kernel;
+  void *args;
+  unsigned grid, block;
   struct op *next;
 };
 
@@ -131,6 +162,18 @@ static void run_op(struct op *op) {
     case kWaitValue: /* CU_STREAM_WAIT_VALUE_GEQ: a cyclic comparison */
       while ((int32_t)(__atomic_load_n(op->addr, __ATOMIC_ACQUIRE) - op->value) < 0) usleep(20);
       break;
+    case kKernel: {
+      char why[512] = "";
+      const int fault =
+          fake_kernel_run(op->kernel, op->args, (unsigned long long)op->grid * op->block, translate,
+                          why, sizeof why);
+      pthread_mutex_lock(&kernels_mu);
+      ++kernels_run;
+      if (fault && kernel_faults++ == 0) strcpy(kernel_fault, why);
+      pthread_mutex_unlock(&kernels_mu);
+      free(op->args);
+      break;
+    }
   }
 }
 
@@ -197,10 +240,19 @@ static struct op *new_op(int kind) {
   return op;
 }
 
-#define NEED_CONTEXT()                        \
-  do {                                        \
-    if (!initialized) return kNotInitialized; \
-    if (!current) return kInvalidContext;     \
+static int sticky_fault(void) {
+  pthread_mutex_lock(&kernels_mu);
+  const int f = kernel_faults;
+  pthread_mutex_unlock(&kernels_mu);
+  return f;
+}
+
+/* A kernel that faulted leaves the context unusable, as on a GPU. */
+#define NEED_CONTEXT()                          \
+  do {                                          \
+    if (!initialized) return kNotInitialized;   \
+    if (!current) return kInvalidContext;       \
+    if (sticky_fault()) return kIllegalAddress; \
   } while (0)
 
 /* ---- The driver API ddl and the tests use ------------------------------------------------ */
@@ -375,6 +427,109 @@ CUresult cuLaunchHostFunc(void *stream, void (*fn)(void *), void *arg) {
   return enqueue(stream, op);
 }
 
+/* ---- Devices, modules and kernels -------------------------------------------------------- */
+
+static int env_int(const char *name, int fallback) {
+  const char *v = getenv(name);
+  return v && atoi(v) > 0 ? atoi(v) : fallback;
+}
+
+CUresult cuDeviceGetCount(int *count) {
+  if (!initialized) return kNotInitialized;
+  *count = env_int("FAKE_CUDA_DEVICES", 1);
+  return kOk;
+}
+CUresult cuDeviceGetName(char *name, int len, int device) {
+  if (!initialized) return kNotInitialized;
+  if (device != 0 || len < 1) return kInvalidValue;
+  strncpy(name, "Fake CUDA device (tests/device/fakes)", (size_t)len - 1);
+  name[len - 1] = 0;
+  return kOk;
+}
+CUresult cuDevicePrimaryCtxRelease_v2(int device) {
+  (void)device;
+  return initialized ? kOk : kNotInitialized;
+}
+CUresult cuCtxGetDevice(int *device) {
+  NEED_CONTEXT();
+  *device = 0;
+  return kOk;
+}
+CUresult cuDeviceGetAttribute(int *value, int attribute, int device) {
+  if (!initialized) return kNotInitialized;
+  if (device != 0) return kInvalidValue;
+  if (attribute != 16) return kInvalidValue; /* only CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT */
+  *value = env_int("FAKE_CUDA_SMS", 4);
+  return kOk;
+}
+
+CUresult cuModuleLoadData(void **module, const void *image) {
+  NEED_CONTEXT();
+  const unsigned char magic[4] = {0x50, 0xed, 0x55, 0xba}; /* a fatbin's, little endian */
+  if (!image || memcmp(image, magic, 4) != 0) return kInvalidImage;
+  *module = malloc(1);
+  pthread_mutex_lock(&kernels_mu);
+  ++modules_loaded;
+  pthread_mutex_unlock(&kernels_mu);
+  return kOk;
+}
+CUresult cuModuleGetFunction(void **function, void *module, const char *name) {
+  NEED_CONTEXT();
+  if (!module || !name) return kInvalidValue;
+  const void *kernel = fake_kernel_lookup(name);
+  if (!kernel) return kNotFound;
+  *function = (void *)kernel;
+  return kOk;
+}
+CUresult cuModuleUnload(void *module) {
+  if (!module) return kInvalidHandle;
+  free(module);
+  pthread_mutex_lock(&kernels_mu);
+  ++modules_unloaded;
+  pthread_mutex_unlock(&kernels_mu);
+  return kOk;
+}
+CUresult cuLaunchKernel(void *function, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                        unsigned by, unsigned bz, unsigned shared, void *stream, void **params,
+                        void **extra) {
+  NEED_CONTEXT();
+  /* The limits of a real launch, and what ddl's kernels need (1-D, no shared memory). */
+  if (!function || gx < 1 || gx > 0x7fffffffu || gy != 1 || gz != 1 || bx < 1 || bx > 1024 ||
+      by != 1 || bz != 1 || shared != 0 || !params || !params[0] || extra)
+    return kInvalidValue;
+  struct op *op = new_op(kKernel);
+  op->kernel = function;
+  const size_t bytes = fake_kernel_args_bytes(function);
+  op->args = malloc(bytes);
+  memcpy(op->args, params[0], bytes); /* the driver copies the arguments at launch */
+  op->grid = gx;
+  op->block = bx;
+  pthread_mutex_lock(&kernels_mu);
+  last_grid = gx;
+  last_block = bx;
+  strncpy(last_kernel, fake_kernel_name(function), sizeof last_kernel - 1);
+  pthread_mutex_unlock(&kernels_mu);
+  return enqueue(stream, op);
+}
+
+/* Synchronous copies (ordered after the legacy default stream's work, as the driver's are). */
+CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t bytes) {
+  NEED_CONTEXT();
+  char *d = translate((uintptr_t)dst, bytes);
+  if (!d || !src) return kInvalidValue;
+  cuStreamSynchronize(NULL);
+  memcpy(d, src, bytes);
+  return kOk;
+}
+CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t bytes) {
+  NEED_CONTEXT();
+  const char *s = translate((uintptr_t)src, bytes);
+  if (!s || !dst) return kInvalidValue;
+  cuStreamSynchronize(NULL);
+  memcpy(dst, s, bytes);
+  return kOk;
+}
+
 CUresult cuGetErrorName(CUresult error, const char **name) {
   switch (error) {
     case kOk:
@@ -395,6 +550,15 @@ CUresult cuGetErrorName(CUresult error, const char **name) {
     case kNotReady:
       *name = "CUDA_ERROR_NOT_READY";
       return kOk;
+    case kInvalidImage:
+      *name = "CUDA_ERROR_INVALID_IMAGE";
+      return kOk;
+    case kNotFound:
+      *name = "CUDA_ERROR_NOT_FOUND";
+      return kOk;
+    case kIllegalAddress:
+      *name = "CUDA_ERROR_ILLEGAL_ADDRESS";
+      return kOk;
     default:
       return kInvalidValue;
   }
@@ -405,4 +569,25 @@ CUresult cuGetErrorName(CUresult error, const char **name) {
 /* The host shadow of device memory at dptr (NULL for memory the fake did not make). */
 void *fake_cuda_host_view(CUdeviceptr dptr) {
   return translate((uintptr_t)dptr, 1);
+}
+
+/* Kernel launches run so far, modules loaded and unloaded, the last launch's grid and
+ * kernel, and the launches that would have faulted on a GPU (the first one's reason). */
+void fake_cuda_kernel_stats(int *run, int *loaded, int *unloaded, unsigned *grid, unsigned *block,
+                            const char **kernel) {
+  pthread_mutex_lock(&kernels_mu);
+  *run = kernels_run;
+  *loaded = modules_loaded;
+  *unloaded = modules_unloaded;
+  *grid = last_grid;
+  *block = last_block;
+  *kernel = last_kernel;
+  pthread_mutex_unlock(&kernels_mu);
+}
+int fake_cuda_kernel_faults(const char **why) {
+  pthread_mutex_lock(&kernels_mu);
+  const int n = kernel_faults;
+  *why = kernel_fault;
+  pthread_mutex_unlock(&kernels_mu);
+  return n;
 }

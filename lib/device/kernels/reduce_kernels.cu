@@ -1,0 +1,25 @@
+// The CUDA reduction kernels: one __global__ function per datatype and op, named
+// ddl_reduce_<datatype>_<op> (extern "C", so the driver finds them by these names). Built by
+// nvcc into a fatbin that libddl embeds as bytes (lib/device/kernels/CMakeLists.txt) and
+// loads with cuModuleLoadData: libddl links neither cudart nor libcuda. The work of each
+// thread is reduce_body.h's, shared with the CPU tests and the stand-in driver.
+#include "lib/device/kernels/reduce_body.h"
+
+#define DDL_DEFINE_KERNEL(dtype, codec, op, op_number)                                           \
+  extern "C" __global__ void __launch_bounds__(256)                                              \
+      ddl_reduce_##dtype##_##op(const ::ddl::kernels::ReduceArgs args) {                         \
+    const unsigned long long thread =                                                            \
+        static_cast<unsigned long long>(blockIdx.x) * blockDim.x + threadIdx.x;                  \
+    const unsigned long long nthreads = static_cast<unsigned long long>(gridDim.x) * blockDim.x; \
+    ::ddl::kernels::reduce_thread<codec, op_number>(args, thread, nthreads);                     \
+  }
+
+// Every op of one datatype.
+#define DDL_KERNELS_OF(dtype, codec)                             \
+  DDL_DEFINE_KERNEL(dtype, codec, sum, ::ddl::kernels::kOpSum)   \
+  DDL_DEFINE_KERNEL(dtype, codec, prod, ::ddl::kernels::kOpProd) \
+  DDL_DEFINE_KERNEL(dtype, codec, min, ::ddl::kernels::kOpMin)   \
+  DDL_DEFINE_KERNEL(dtype, codec, max, ::ddl::kernels::kOpMax)   \
+  DDL_DEFINE_KERNEL(dtype, codec, avg, ::ddl::kernels::kOpAvg)
+
+DDL_KERNEL_DATATYPES(DDL_KERNELS_OF)
