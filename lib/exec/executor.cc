@@ -19,6 +19,9 @@ constexpr long kSleepNs = 20000;
 constexpr int kCheckEvery = 256;
 // Polls of every path for a notice that explains a death, before reporting the death itself.
 constexpr int kNoticePolls = 64;
+// How long a rank that found a peer dead lets the transport catch up before it words the
+// error (Executor::with_peer_state).
+constexpr std::chrono::milliseconds kPeerStateGrace(100);
 
 const char *kind_text(StepKind kind) {
   switch (kind) {
@@ -80,6 +83,7 @@ Status Executor::run(const Plan &plan, const ExecArgs &args, Transport *transpor
   in_flight_.clear();
   completed_ = 0;
   found_failure_ = false;
+  failed_peer_ = -1;
   size_t next_ready = 0;
   int idle = 0;
   Status posted = post_signature(plan, args, transport);
@@ -173,6 +177,7 @@ Status Executor::run(const Plan &plan, const ExecArgs &args, Transport *transpor
       // is then already here, in a path a router polls only now and then.
       if (!s.ok() && s.code() == DDL_ERR_REMOTE && found_failure_) {
         s = prefer_notice(transport, args, s, std::chrono::milliseconds(0), &found_failure_);
+        if (found_failure_) s = with_peer_state(transport, s, kPeerStateGrace);  // our news
         cancel_all(transport);
         return s;
       }
@@ -238,7 +243,10 @@ Status Executor::start(const Plan &plan, uint32_t index, const ExecArgs &args,
       break;
   }
   if (!s.ok()) {
-    if (s.code() == DDL_ERR_REMOTE) found_failure_ = true;  // a dead peer: tell everyone
+    if (s.code() == DDL_ERR_REMOTE) {
+      found_failure_ = true;  // a dead peer: tell everyone
+      failed_peer_ = step.peer;
+    }
     return s.prefix(describe(step, index, elem) + ": ");
   }
   if (req->done) return finish(plan, index, args, transport);
@@ -255,6 +263,7 @@ Status Executor::finish(const Plan &plan, uint32_t index, const ExecArgs &args,
     Status s = req.status;
     if (s.code() == DDL_ERR_SYSTEM && step.peer >= 0) s = Status(DDL_ERR_REMOTE, s.message());
     found_failure_ = true;
+    failed_peer_ = step.peer;
     return s.prefix(describe(step, index, elem) + ": ");
   }
   // Nothing that came from a rank making another call may be used or passed on: the stamps
@@ -289,6 +298,7 @@ Status Executor::waiting_error(const Plan &plan, const ExecArgs &args, Transport
     Status peer = transport->peer_status(step.peer);
     if (!peer.ok()) {
       found_failure_ = true;
+      failed_peer_ = step.peer;
       return peer.prefix(describe(step, index, datatype_size(args.dtype)) + ": ");
     }
     silent.insert(step.peer);
@@ -298,6 +308,7 @@ Status Executor::waiting_error(const Plan &plan, const ExecArgs &args, Transport
     Status peer = transport->peer_status(left);
     if (!peer.ok()) {
       found_failure_ = true;
+      failed_peer_ = left;
       return peer.prefix("waiting for the call signature: ");
     }
     silent.insert(left);
@@ -479,7 +490,25 @@ Status Executor::explain_with_signature(const ExecArgs &args, Transport *transpo
     }
     transport->progress();
   } while (std::chrono::steady_clock::now() < until);
-  return error;
+  return with_peer_state(transport, std::move(error), std::chrono::milliseconds(0));
+}
+
+// A transfer that failed (a connection reset, an endpoint that timed out) says little by
+// itself; a moment later the transport knows more about the peer: its host, whether it died,
+// and which other ranks became unreachable with it (a killed host resets every connection to
+// its ranks at once; the heartbeat thread sees each within its 20 ms poll).
+Status Executor::with_peer_state(Transport *transport, Status error,
+                                 std::chrono::milliseconds grace) {
+  if (failed_peer_ < 0) return error;
+  const auto until = std::chrono::steady_clock::now() + grace;
+  while (std::chrono::steady_clock::now() < until) {
+    transport->progress_all();
+    const timespec pause = {0, kSleepNs};
+    nanosleep(&pause, nullptr);
+  }
+  const Status peer = transport->peer_status(failed_peer_);
+  if (peer.ok() || error.message().find(peer.message()) != std::string::npos) return error;
+  return Status(DDL_ERR_REMOTE, error.message() + "; " + peer.message());
 }
 
 }  // namespace ddl

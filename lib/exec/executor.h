@@ -79,6 +79,9 @@ class Executor {
   void deliver_shared(const Plan &plan, const ExecArgs &args);
   // After a data error: a mismatch (ours, or another rank's notice) explains it better.
   Status explain_with_signature(const ExecArgs &args, Transport *transport, Status error);
+  // `error` with what the transport knows of failed_peer_ after `grace` (its host, the other
+  // ranks lost with it), when that adds anything.
+  Status with_peer_state(Transport *transport, Status error, std::chrono::milliseconds grace);
 
   // Reused between runs to keep the hot path free of allocations.
   std::vector<TransferRequest> requests_;
@@ -101,6 +104,7 @@ class Executor {
   bool signature_checked_ = true;     // the previous rank's signature arrived and matched
   bool signature_sent_ = true;        // ours left (its buffer may be reused)
   bool found_failure_ = false;
+  int failed_peer_ = -1;  // the peer of a transfer that failed, for the error's explanation
   bool stamped_ = false;  // this call's stamp was given to the transport
 };
 

@@ -301,15 +301,17 @@ std::string UcxHeartbeat::describe(int peer) const {
     return strprintf("rank %d (host %s) unreachable: nothing heard for %.1f s", p,
                      hosts_[p].c_str(), silent / 1000.0);
   };
-  // The others by name too: survivors that noticed different ranks first still name the
-  // same set.
-  std::string text = one(peer);
+  return one(peer) + others_lost(peer) + strprintf(" (DDL_PEER_TIMEOUT_MS=%d)", timeout_ms_);
+}
+
+// The others by name too: survivors that noticed different ranks first still name the same
+// set.
+std::string UcxHeartbeat::others_lost(int peer) const {
   std::string others;
   for (int p = 0; p < nranks_; ++p)
     if (p != peer && lost(p))
       others += strprintf("%srank %d (host %s)", others.empty() ? "" : ", ", p, hosts_[p].c_str());
-  if (!others.empty()) text += "; also unreachable: " + others;
-  return text + strprintf(" (DDL_PEER_TIMEOUT_MS=%d)", timeout_ms_);
+  return others.empty() ? "" : "; also unreachable: " + others;
 }
 
 }  // namespace ddl

@@ -51,6 +51,8 @@ class UcxHeartbeat {
   }
   // "rank 2 (host h1) unreachable: nothing heard for 5.0 s" and the other lost peers.
   std::string describe(int peer) const;
+  // "; also unreachable: rank 3 (host h1), ..." for the lost peers other than `peer`; "" if none.
+  std::string others_lost(int peer) const;
 
  private:
   UcxHeartbeat(int rank, int nranks, int timeout_ms);

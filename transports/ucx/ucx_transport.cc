@@ -370,8 +370,9 @@ Status UcxTransport::peer_status(int peer) const {
     return Status(DDL_ERR_REMOTE, heartbeat_->describe(peer));
   if (peer_errors_[peer] == UCS_OK) return Status::Ok();
   return Status(DDL_ERR_REMOTE,
-                strprintf("connection to rank %d (host %s) lost: UCX error: %s", peer,
-                          hosts_[peer].c_str(), ucs_status_string(peer_errors_[peer])));
+                strprintf("connection to rank %d (host %s) lost: UCX error: %s%s", peer,
+                          hosts_[peer].c_str(), ucs_status_string(peer_errors_[peer]),
+                          heartbeat_ ? heartbeat_->others_lost(peer).c_str() : ""));
 }
 
 Status UcxTransport::post_send(int peer, uint32_t seq, uint32_t tag, const void *buf, size_t bytes,
