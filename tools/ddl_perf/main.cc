@@ -2,12 +2,14 @@
 // Runs under ddlrun (ddlrun -n 2 ddl_perf ...) or any launcher ddl_comm_init_from_env knows.
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 
 #include "ddl/ddl.h"
 #include "lib/common/datatype.h"
+#include "perf_device.h"
 #include "perf_driver.h"
 
 namespace {
@@ -110,6 +112,29 @@ class DdlBackend : public ddl_perf::CollectiveBackend {
   int nranks_ = 0;
 };
 
+// -G: every rank opens its GPU; all of them learn whether every rank could, so that one
+// rank's failure ends the run everywhere with words rather than hangs the others.
+bool open_device(ddl_comm_t comm, const ddl_perf::PerfOptions &options,
+                 ddl_perf::DeviceMemory *device) {
+  int rank = 0;
+  ddl_comm_rank(comm, &rank);
+  std::string error;
+  const bool opened = device->open(options.device, ddl_perf::local_rank_from_env(rank), &error);
+  if (!opened) std::fprintf(stderr, "ddl_perf: rank %d: -G: %s\n", rank, error.c_str());
+  int32_t mine = opened ? 1 : 0, all = 0;
+  const ddl_result_t r = ddl_allreduce(&mine, &all, 1, DDL_INT32, DDL_MIN, comm);
+  if (r != DDL_SUCCESS) {
+    std::fprintf(stderr,
+                 "ddl_perf: rank %d: ddl_allreduce (did every rank open its GPU?) "
+                 "failed: %s: %s\n",
+                 rank, ddl_result_string(r), ddl_comm_last_error(comm));
+    return false;
+  }
+  if (opened && !all)
+    std::fprintf(stderr, "ddl_perf: rank %d: -G: another rank could not open its GPU\n", rank);
+  return all == 1;
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
@@ -136,9 +161,11 @@ int main(int argc, char **argv) {
     return 1;
   }
   int status = 0;
-  {
+  ddl_perf::DeviceMemory device;
+  if (options.device_memory && !open_device(comm, options, &device)) status = 1;
+  if (status == 0) {
     DdlBackend backend(comm);
-    status = ddl_perf::run_perf(options, backend, "ddl_perf");
+    status = ddl_perf::run_perf(options, backend, "ddl_perf", &device);
   }
   result = ddl_comm_destroy(comm);
   if (result != DDL_SUCCESS) {

@@ -8,6 +8,7 @@
 
 #include "lib/common/datatype.h"
 #include "perf_check.h"
+#include "perf_device.h"
 #include "perf_report.h"
 
 namespace ddl_perf {
@@ -37,18 +38,31 @@ size_t call_count(Collective collective, uint64_t bytes, ddl_datatype_t dtype, i
 
 class PerfRun {
  public:
-  PerfRun(const PerfOptions &options, CollectiveBackend &backend, const char *tool)
+  PerfRun(const PerfOptions &options, CollectiveBackend &backend, const char *tool,
+          DeviceMemory *device)
       : options_(options),
         backend_(backend),
         rank_(backend.rank()),
         nranks_(backend.nranks()),
         report_(options, tool, backend.library(), nranks_),
-        tool_(tool) {}
+        tool_(tool),
+        device_(device) {}
+  ~PerfRun() {
+    if (device_) {
+      device_->free(device_send_);
+      device_->free(device_recv_);
+    }
+  }
 
   int run();
 
  private:
   bool allocate();
+  bool allocate_device(size_t bytes);
+  // -G: the GPU address of a place in the host buffers (which mirror the GPU ones).
+  unsigned char *on_device(unsigned char *host) const;
+  // -G: copies [host, host + bytes) to or from the GPU; a failure ends the process.
+  void copy(unsigned char *host, size_t bytes, bool to_device);
   void measure_size(ddl_datatype_t dtype, ddl_op_t op, uint64_t bytes, uint64_t *last_bytes);
   ModeResult measure_mode(const CheckShape &shape, uint64_t result_bytes, bool in_place);
 
@@ -58,8 +72,12 @@ class PerfRun {
   int nranks_;
   PerfReport report_;
   const char *tool_;
-  Buffer send_;
+  Buffer send_;  // host memory; with -G, the host copies of the GPU buffers below
   Buffer recv_;
+  DeviceMemory *device_;
+  size_t bytes_ = 0;  // of each buffer
+  unsigned char *device_send_ = nullptr;
+  unsigned char *device_recv_ = nullptr;
 };
 
 int PerfRun::run() {
@@ -95,6 +113,15 @@ int PerfRun::run() {
                    notes.empty() ? "" : notes.back().c_str());
     }
     return 2;
+  }
+  if (options_.device_memory) {
+    if (!device_) {
+      if (rank_ == 0) std::fprintf(stderr, "%s: -G: this tool runs on host buffers only\n", tool_);
+      return 2;
+    }
+    notes.push_back("device buffers (-G): rank 0 on " + device_->description() +
+                    "; inputs copied in before the checked call, results copied out after it; "
+                    "the timed calls move GPU memory only");
   }
   if (!allocate()) return 1;
   if (rank_ == 0) report_.print_header(stdout, notes);
@@ -147,7 +174,39 @@ bool PerfRun::allocate() {
   // Zeros: touches every page before timing, and keeps repeated sums free of NaN/denormals.
   std::memset(send, 0, largest);
   std::memset(recv, 0, largest);
+  bytes_ = largest;
+  return device_ ? allocate_device(largest) : true;
+}
+
+bool PerfRun::allocate_device(size_t bytes) {
+  std::string error;
+  void *send = nullptr, *recv = nullptr;
+  if (!device_->alloc(bytes, &send, &error) || !device_->alloc(bytes, &recv, &error)) {
+    device_->free(send);
+    std::fprintf(stderr, "%s: rank %d: -G: %s\n", tool_, rank_, error.c_str());
+    return false;
+  }
+  device_send_ = static_cast<unsigned char *>(send);
+  device_recv_ = static_cast<unsigned char *>(recv);
+  copy(send_.get(), bytes, true);  // the zeros
+  copy(recv_.get(), bytes, true);
   return true;
+}
+
+unsigned char *PerfRun::on_device(unsigned char *host) const {
+  if (!device_) return host;
+  if (host >= send_.get() && host < send_.get() + bytes_)
+    return device_send_ + (host - send_.get());
+  return device_recv_ + (host - recv_.get());
+}
+
+void PerfRun::copy(unsigned char *host, size_t bytes, bool to_device) {
+  std::string error;
+  const bool ok = to_device ? device_->to_device(on_device(host), host, bytes, &error)
+                            : device_->to_host(host, on_device(host), bytes, &error);
+  if (ok) return;
+  std::fprintf(stderr, "%s: rank %d: -G: %s\n", tool_, rank_, error.c_str());
+  std::exit(1);
 }
 
 void PerfRun::measure_size(ddl_datatype_t dtype, ddl_op_t op, uint64_t bytes,
@@ -192,8 +251,8 @@ ModeResult PerfRun::measure_mode(const CheckShape &shape, uint64_t result_bytes,
     }
   }
   auto call = [&] {
-    return backend_.run(shape.collective, send, recv, shape.count, shape.dtype, shape.op,
-                        shape.root);
+    return backend_.run(shape.collective, on_device(send), on_device(recv), shape.count,
+                        shape.dtype, shape.op, shape.root);
   };
 
   ModeResult result;
@@ -214,7 +273,16 @@ ModeResult PerfRun::measure_mode(const CheckShape &shape, uint64_t result_bytes,
   result.busbw = result.algbw * bus_factor(shape.collective, nranks_);
   if (options_.check) {
     prepare_check(shape, send, recv);
+    const size_t elem = ddl::datatype_size(shape.dtype);
+    const size_t send_bytes = send_elements(shape) * elem, recv_bytes = recv_elements(shape) * elem;
+    if (device_) {
+      // Everything prepare_check wrote: the receive range, then the send range (which may lie
+      // inside it, in place: the host copy already holds both in the right order).
+      copy(recv, recv_bytes, true);
+      copy(send, send_bytes, true);
+    }
     call();
+    if (device_) copy(recv, recv_bytes, false);
     result.wrong = static_cast<int64_t>(backend_.sum_across_ranks(count_wrong(shape, recv)));
   }
   return result;
@@ -222,8 +290,9 @@ ModeResult PerfRun::measure_mode(const CheckShape &shape, uint64_t result_bytes,
 
 }  // namespace
 
-int run_perf(const PerfOptions &options, CollectiveBackend &backend, const char *tool) {
-  PerfRun run(options, backend, tool);
+int run_perf(const PerfOptions &options, CollectiveBackend &backend, const char *tool,
+             DeviceMemory *device) {
+  PerfRun run(options, backend, tool, options.device_memory ? device : nullptr);
   return run.run();
 }
 

@@ -40,9 +40,15 @@ class CollectiveBackend {
   virtual uint64_t sum_across_ranks(uint64_t value) = 0;
 };
 
+class DeviceMemory;
+
 // Runs every size, datatype and op of `options`; rank 0 prints the table (and writes the
 // JSON file). Returns the process's exit status: 0, 1 when results were wrong or the
 // JSON file could not be written, 2 for options that cannot run (root out of range ...).
-int run_perf(const PerfOptions &options, CollectiveBackend &backend, const char *tool);
+// With -G (options.device_memory) the buffers are `device`'s (opened by the caller; a tool
+// that passes none refuses -G): inputs are written into host copies and copied over before
+// the checked call, results copied back to be checked; the timed calls touch only GPU memory.
+int run_perf(const PerfOptions &options, CollectiveBackend &backend, const char *tool,
+             DeviceMemory *device = nullptr);
 
 }  // namespace ddl_perf

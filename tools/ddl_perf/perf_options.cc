@@ -108,6 +108,10 @@ Run one process per rank (ddlrun -n N, mpirun -np N).
                            library's cost models choose per size
   -R, --library_memory 0|1 allocate the buffers with the library's allocator (default 0):
                            ddl_mem_alloc (shared between the ranks of a host), MPI_Alloc_mem
+  -G, --device_memory      run on GPU buffers (ddl_perf): allocated with the CUDA driver
+                           (libcuda.so.1, or DDL_CUDA_LIBRARY), filled and checked through
+                           copies; one GPU per local rank (local rank mod the GPU count)
+  -D, --device N           with -G: every rank on GPU N instead
   -h, --help               this text
 
 Columns: size is the whole result in bytes (for allgather/reduce_scatter: count per rank
@@ -135,6 +139,8 @@ ParseOutcome parse_perf_options(int argc, char **argv, PerfOptions *options, std
       {"json", required_argument, nullptr, 'J'},
       {"algorithm", required_argument, nullptr, 'a'},
       {"library_memory", required_argument, nullptr, 'R'},
+      {"device_memory", no_argument, nullptr, 'G'},
+      {"device", required_argument, nullptr, 'D'},
       {"help", no_argument, nullptr, 'h'},
       {nullptr, 0, nullptr, 0},
   };
@@ -142,7 +148,7 @@ ParseOutcome parse_perf_options(int argc, char **argv, PerfOptions *options, std
   optind = 0;  // glibc: start afresh, so that tests can parse several command lines
   int64_t value = 0;
   for (;;) {
-    int opt = getopt_long(argc, argv, ":b:e:f:i:n:w:c:d:o:C:r:J:a:R:h", kLongOptions, nullptr);
+    int opt = getopt_long(argc, argv, ":b:e:f:i:n:w:c:d:o:C:r:J:a:R:GD:h", kLongOptions, nullptr);
     if (opt == -1) break;
     const char *arg = optarg;
     switch (opt) {
@@ -233,6 +239,16 @@ ParseOutcome parse_perf_options(int argc, char **argv, PerfOptions *options, std
       case 'a':
         options->algorithm = arg;  // checked by the library (DDL_ALGO) at init
         break;
+      case 'G':
+        options->device_memory = true;
+        break;
+      case 'D':
+        if (!parse_int_option(arg, 0, 1023, &value)) {
+          *error = "-D wants a GPU number (0, 1, ...), not " + quoted(arg);
+          return ParseOutcome::kError;
+        }
+        options->device = static_cast<int>(value);
+        break;
       case 'h':
         return ParseOutcome::kHelp;
       case ':':
@@ -246,6 +262,14 @@ ParseOutcome parse_perf_options(int argc, char **argv, PerfOptions *options, std
   }
   if (optind < argc) {
     *error = std::string("unexpected argument ") + quoted(argv[optind]);
+    return ParseOutcome::kError;
+  }
+  if (options->device_memory && options->library_memory) {
+    *error = "-G (GPU buffers) and -R 1 (the library's host allocator) exclude each other";
+    return ParseOutcome::kError;
+  }
+  if (options->device >= 0 && !options->device_memory) {
+    *error = "-D " + std::to_string(options->device) + " chooses a GPU for -G, which is not given";
     return ParseOutcome::kError;
   }
   if (options->min_bytes > options->max_bytes) {

@@ -31,6 +31,8 @@ struct PerfOptions {
   std::string json_path;
   std::string algorithm;        // -a: DDL_ALGO for this run ("" = the library chooses)
   bool library_memory = false;  // -R 1: buffers from the library's allocator
+  bool device_memory = false;   // -G: buffers in GPU memory (ddl_perf only)
+  int device = -1;              // -D: the GPU of every rank; -1: local rank mod device count
 };
 
 enum class ParseOutcome { kRun, kHelp, kError };
