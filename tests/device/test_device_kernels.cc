@@ -352,3 +352,21 @@ Test(device_kernels, a_fault_is_reported_not_hidden) {
   cr_assert(st.message().find("CUDA_ERROR_ILLEGAL_ADDRESS") != std::string::npos, "%s",
             st.message().c_str());
 }
+
+Test(device_kernels, without_kernels_the_error_says_why) {
+  // Only in a build without nvcc or with DDL_CUDA_KERNELS=OFF: device_reduce refuses with the
+  // reason, and device buffers keep working through staging (test_device_collectives).
+  setenv("DDL_CUDA_LIBRARY", FAKE_CUDA, 1);
+  FakeCuda::get();
+  const dev::CudaDriver *cu = dev::cuda_driver();
+  cr_assert(cu, "no driver: %s", dev::cuda_absent_reason().c_str());
+  if (dev::cuda_kernels_built()) cr_skip_test("this build has the CUDA kernels");
+  DeviceBuffer a(64);
+  const void *srcs[2] = {a.device(), a.device()};
+  const ddl::Status st =
+      dev::device_reduce(*cu, nullptr, a.device(), srcs, 2, 4, DDL_FLOAT32, DDL_SUM, 1);
+  cr_assert_eq(st.code(), DDL_ERR_UNSUPPORTED, "%s", st.message().c_str());
+  cr_assert(st.message().find(dev::cuda_kernels_absent_reason()) != std::string::npos, "%s",
+            st.message().c_str());
+  cr_assert(!dev::cuda_kernels_absent_reason().empty());
+}
