@@ -19,7 +19,11 @@ time is reported. Per setup, size and library: the median over the rounds, the l
 
   bound(N) = 2(h-1)/h * N / (R * B)      h hosts, R rails, B = rate in bytes/s (1gbit: 125e6)
 
-(each host must send and receive at least 2(h-1)/h * N bytes over its R links), the speedup
+(each host must send and receive at least 2(h-1)/h * N bytes over its R links), what plain TCP
+achieves with that traffic on the same links in the same rounds (bench/tcp_ring.py: every host
+sends 2(h-1)/h * N / R bytes to the next host and receives as much from the previous one on
+each rail, all at once; TCP's headers alone keep it below ~95.6% of the nominal bound), the
+speedup
 over Open MPI (MPI time / ddl time; > 1: ddl faster) and % of the bound (bound / time), the
 bytes each host sent on each NIC, and the issue's targets with their verdicts.
 
@@ -94,6 +98,7 @@ def parse_args(argv):
     p.add_argument("--build-dir", default=os.environ.get("DDL_BUILD_DIR", os.path.join(REPO, "build")),
                    help="build directory with ddlrun, ddl_perf, mpi_allreduce (default build)")
     p.add_argument("--no-mpi", action="store_true", help="ddl only")
+    p.add_argument("--no-tcp", action="store_true", help="skip the plain-TCP measurement of the links")
     p.add_argument("--mpi-mca", action="append", default=[], metavar="KEY=VALUE",
                    help="extra Open MPI --mca setting (repeatable), e.g. mpi_yield_when_idle=1")
     p.add_argument("--spin", default="20",
@@ -142,6 +147,24 @@ def nic_tx_bytes(setup):
     return out
 
 
+def tcp_ring_run(setup, ddlrun, agent, timeout):
+    """One round of bench/tcp_ring.py per size: the time plain TCP takes to move what each host
+    must send for an allreduce of that size (the slowest host's)."""
+    h, rails = setup["hosts"], setup["rails"]
+    hostlist = ",".join("h%d:1" % i for i in range(h))
+    times = {}
+    for size in setup["sizes"]:
+        per_rail = int(2.0 * (h - 1) / h * size / rails)
+        cmd = [ddlrun, "-H", hostlist, "--launch-agent", agent, "--", sys.executable,
+               os.path.join(REPO, "bench", "tcp_ring.py"), "--bytes", str(per_rail), "--rails", str(rails)]
+        out = run_command(cmd, "tcp_ring in setup %s" % setup["name"], timeout)
+        seconds = [float(x) for x in re.findall(r"tcp_ring host \d+ seconds ([0-9.]+)", out)]
+        if len(seconds) != h:
+            raise Failure("tcp_ring printed %d of %d hosts' times: %s" % (len(seconds), h, out[-500:]))
+        times[str(size)] = max(seconds) * 1e6
+    return dict(times=times, in_place=times, tx={}, load=[os.getloadavg()[0]] * 2, seconds=0)
+
+
 def inner(args):
     setup = setup_params(args.inner, args)
     agent = os.environ["EMUHOSTS_AGENT"]
@@ -150,6 +173,8 @@ def inner(args):
     sizes = setup["sizes"]
     factor = sizes[1] // sizes[0] if len(sizes) > 1 else 2
     libs = ["ddl:" + a for a in args.algos] + ([] if args.no_mpi else ["mpi"])
+    if not args.no_tcp and sizes != [8]:
+        libs.append("tcp")
     bins = dict(ddlrun=os.path.join(args.build_dir, "tools", "ddlrun", "ddlrun"),
                 ddl_perf=os.path.join(args.build_dir, "tools", "ddl_perf", "ddl_perf"),
                 mpi_allreduce=os.path.join(args.build_dir, "bench", "mpi_allreduce"))
@@ -160,6 +185,11 @@ def inner(args):
         for lib in libs if rnd % 2 == 0 else list(reversed(libs)):
             flags = ["-b", str(sizes[0]), "-e", str(sizes[-1]), "-f", str(factor), "-n", str(setup["iters"]),
                      "-w", str(setup["warmup"]), "-c", "0", "-J", json_path]
+            if lib == "tcp":
+                log("  %s round %d/%d: tcp" % (setup["name"], rnd + 1, args.rounds))
+                runs[lib].append(tcp_ring_run(setup, bins["ddlrun"], agent, args.timeout))
+                names[lib] = "TCP"
+                continue
             if lib == "mpi":
                 cmd = [EMUHOSTS, "exec", "h0", "--", "mpirun", "--allow-run-as-root", "--mca", "plm_rsh_agent",
                        agent, "--bind-to", "none", "-H", hostlist, "-np", str(nranks)]
@@ -237,15 +267,18 @@ def summarize(result, args):
         bound_us = 2.0 * (h - 1) / h * size / (rails * args.rate_bps) * 1e6
         bound1_us = bound_us * rails
         row = {"size": size, "bound_us": bound_us, "bound_1rail_us": bound1_us, "libs": {}}
-        mpi_t = None
+        mpi_t = tcp_t = None
         if result["runs"].get("mpi"):
             mpi_t = statistics.median([r["times"][str(size)] for r in result["runs"]["mpi"]])
+        if result["runs"].get("tcp"):
+            tcp_t = statistics.median([r["times"][str(size)] for r in result["runs"]["tcp"]])
         for lib in result["libs"]:
             ts = [r["times"][str(size)] for r in result["runs"][lib]]
             t = statistics.median(ts)
             row["libs"][lib] = dict(time_us=t, all_us=ts, min_us=min(ts), max_us=max(ts),
                                     speedup_vs_mpi=(mpi_t / t) if mpi_t else None,
-                                    pct_bound=100.0 * bound_us / t, pct_bound_1rail=100.0 * bound1_us / t)
+                                    pct_bound=100.0 * bound_us / t, pct_bound_1rail=100.0 * bound1_us / t,
+                                    pct_tcp=(100.0 * tcp_t / t) if tcp_t else None)
         table.append(row)
     result["table"] = table
     return result
@@ -309,12 +342,13 @@ def render(result, args):
     lines.append("")
     lat = s["sizes"] == [8]
     header = ["size", "library", "median (ms)" if not lat else "median (us)", "min..max",
-              "vs MPI (MPI time / time)"] + ([] if lat else ["% of bound"] + (["% of 1-rail bound"] if s["rails"] > 1 else []))
+              "vs MPI (MPI time / time)"] + ([] if lat else ["% of bound"] + (["% of 1-rail bound"] if s["rails"] > 1 else []) + ["% of TCP"])
     body = []
     for row in result["table"]:
         if not lat:
             body.append([human(row["size"]), "bound", "%.1f" % (row["bound_us"] / 1e3), "", "", "100.0"] +
-                        (["%.1f" % (100.0 * row["bound_1rail_us"] / row["bound_us"])] if s["rails"] > 1 else []))
+                        (["%.1f" % (100.0 * row["bound_1rail_us"] / row["bound_us"])] if s["rails"] > 1 else []) +
+                        [""])
         for lib in result["libs"]:
             x = row["libs"][lib]
             scale = 1.0 if lat else 1e3
@@ -326,6 +360,7 @@ def render(result, args):
                 cells.append("%.1f" % x["pct_bound"])
                 if s["rails"] > 1:
                     cells.append("%.1f" % x["pct_bound_1rail"])
+                cells.append("%.1f" % x["pct_tcp"] if x["pct_tcp"] else "-")
             body.append(cells)
     widths = [max(len(r[i]) for r in [header] + body) for i in range(len(header))]
     lines.append("| " + " | ".join(c.ljust(w) for c, w in zip(header, widths)) + " |")
@@ -335,6 +370,8 @@ def render(result, args):
         # Bytes each host sent per NIC (median over the rounds): shows which rails carry the data.
         parts = []
         for lib in result["libs"]:
+            if not result["runs"][lib][0]["tx"]:
+                continue  # tcp_ring: its bytes are what it was told to send
             per = []
             for host in sorted(result["runs"][lib][0]["tx"]):
                 nics = sorted(result["runs"][lib][0]["tx"][host])
