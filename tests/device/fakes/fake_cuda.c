@@ -512,6 +512,13 @@ CUresult cuLaunchKernel(void *function, unsigned gx, unsigned gy, unsigned gz, u
   return enqueue(stream, op);
 }
 
+/* Waits for the default stream (the stand-in's streams are not tracked per context). */
+CUresult cuCtxSynchronize(void) {
+  NEED_CONTEXT();
+  cuStreamSynchronize(NULL);
+  return sticky_fault() ? kIllegalAddress : kOk;
+}
+
 /* Synchronous copies (ordered after the legacy default stream's work, as the driver's are). */
 CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t bytes) {
   NEED_CONTEXT();

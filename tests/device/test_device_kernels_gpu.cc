@@ -1,0 +1,195 @@
+// The CUDA reduction kernels on a real GPU (libcuda.so.1), skipped with a message where there
+// is none: every datatype and op, 2, 3 and 8 inputs, small and odd counts, aligned, equally
+// offset (scalar head + vectors) and differently offset pointers (scalars), compared with
+// the kernels' arithmetic on the host (reduce_math.h, itself checked against lib/reduce by
+// tests/kernels/test_device_kernel_math.cc). Which NaN SUM/PROD/AVG return is the GPU's
+// (canonical NaN), so there any NaN matches a NaN. Written without a GPU at hand: it has
+// only ever skipped so far.
+#include <criterion/criterion.h>
+#include <dlfcn.h>
+#include <stdlib.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "lib/common/datatype.h"
+#include "lib/device/cuda_driver.h"
+#include "lib/device/device_reduce.h"
+#include "lib/device/kernels/reduce_math.h"
+
+namespace dev = ddl::device;
+namespace k = ddl::kernels;
+
+namespace {
+
+struct Gpu {
+  int (*device_get)(int *, int);
+  int (*primary_ctx_retain)(void **, int);
+  int (*mem_alloc)(unsigned long long *, size_t);
+  int (*mem_free)(unsigned long long);
+  int (*htod)(unsigned long long, const void *, size_t);
+  int (*dtoh)(void *, unsigned long long, size_t);
+  int (*ctx_synchronize)();
+};
+
+// The real driver with device 0's primary context current, or a skip saying why not.
+const dev::CudaDriver &real_driver(Gpu *gpu) {
+  // DDL_GPU_TEST_LIBRARY: another driver, e.g. the stand-in, to check this test itself.
+  const char *other = getenv("DDL_GPU_TEST_LIBRARY");
+  const std::string library = other && *other ? other : "libcuda.so.1";
+  setenv("DDL_CUDA_LIBRARY", library.c_str(), 1);
+  void *lib = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!lib) cr_skip_test("no CUDA driver here (%s)", dlerror());
+  const dev::CudaDriver *cu = dev::cuda_driver();
+  if (!cu) cr_skip_test("ddl found no CUDA driver: %s", dev::cuda_absent_reason().c_str());
+  if (!dev::cuda_kernels_built())
+    cr_skip_test("this build has no CUDA kernels: %s", dev::cuda_kernels_absent_reason().c_str());
+  auto sym = [&](const char *name) {
+    void *p = dlsym(lib, name);
+    cr_assert(p, "%s lacks %s", library.c_str(), name);
+    return p;
+  };
+  gpu->device_get = reinterpret_cast<int (*)(int *, int)>(sym("cuDeviceGet"));
+  gpu->primary_ctx_retain =
+      reinterpret_cast<int (*)(void **, int)>(sym("cuDevicePrimaryCtxRetain"));
+  gpu->mem_alloc = reinterpret_cast<int (*)(unsigned long long *, size_t)>(sym("cuMemAlloc_v2"));
+  gpu->mem_free = reinterpret_cast<int (*)(unsigned long long)>(sym("cuMemFree_v2"));
+  gpu->htod =
+      reinterpret_cast<int (*)(unsigned long long, const void *, size_t)>(sym("cuMemcpyHtoD_v2"));
+  gpu->dtoh = reinterpret_cast<int (*)(void *, unsigned long long, size_t)>(sym("cuMemcpyDtoH_v2"));
+  gpu->ctx_synchronize = reinterpret_cast<int (*)()>(sym("cuCtxSynchronize"));
+  int device = 0;
+  void *ctx = nullptr;
+  if (cu->init(0) != 0 || gpu->device_get(&device, 0) != 0) cr_skip_test("no usable GPU");
+  cr_assert_eq(gpu->primary_ctx_retain(&ctx, device), 0);
+  cr_assert_eq(cu->ctx_set_current(static_cast<dev::CUcontext>(ctx)), 0);
+  return *cu;
+}
+
+template <class Codec>
+void expect_one(int op, const std::vector<std::vector<unsigned char>> &in, size_t i, int divisor,
+                unsigned char *out) {
+  using S = typename Codec::S;
+  S v[8] = {};
+  const int n = static_cast<int>(in.size());
+  for (int j = 0; j < n && j < 8; ++j) std::memcpy(&v[j], in[j].data() + i * sizeof(S), sizeof(S));
+  S r{};
+  switch (op) {
+    case k::kOpSum:
+      r = k::reduce_values<Codec, k::kOpSum>(v, n, divisor);
+      break;
+    case k::kOpProd:
+      r = k::reduce_values<Codec, k::kOpProd>(v, n, divisor);
+      break;
+    case k::kOpMin:
+      r = k::reduce_values<Codec, k::kOpMin>(v, n, divisor);
+      break;
+    case k::kOpMax:
+      r = k::reduce_values<Codec, k::kOpMax>(v, n, divisor);
+      break;
+    default:
+      r = k::reduce_values<Codec, k::kOpAvg>(v, n, divisor);
+  }
+  std::memcpy(out, &r, sizeof r);
+}
+
+void expected(int dtype, int op, const std::vector<std::vector<unsigned char>> &in, size_t i,
+              int divisor, unsigned char *out) {
+  switch (dtype) {
+    case DDL_INT8:
+      return expect_one<k::NativeCodec<int8_t>>(op, in, i, divisor, out);
+    case DDL_UINT8:
+      return expect_one<k::NativeCodec<uint8_t>>(op, in, i, divisor, out);
+    case DDL_INT32:
+      return expect_one<k::NativeCodec<int32_t>>(op, in, i, divisor, out);
+    case DDL_UINT32:
+      return expect_one<k::NativeCodec<uint32_t>>(op, in, i, divisor, out);
+    case DDL_INT64:
+      return expect_one<k::NativeCodec<int64_t>>(op, in, i, divisor, out);
+    case DDL_UINT64:
+      return expect_one<k::NativeCodec<uint64_t>>(op, in, i, divisor, out);
+    case DDL_FLOAT16:
+      return expect_one<k::Float16Codec>(op, in, i, divisor, out);
+    case DDL_BFLOAT16:
+      return expect_one<k::Bfloat16Codec>(op, in, i, divisor, out);
+    case DDL_FLOAT32:
+      return expect_one<k::NativeCodec<float>>(op, in, i, divisor, out);
+    default:
+      return expect_one<k::NativeCodec<double>>(op, in, i, divisor, out);
+  }
+}
+
+bool is_nan(int dtype, const unsigned char *p) {
+  uint64_t u = 0;
+  std::memcpy(&u, p, ddl::datatype_size(dtype));
+  switch (dtype) {
+    case DDL_FLOAT16:
+      return (u & 0x7fff) > 0x7c00;
+    case DDL_BFLOAT16:
+      return (u & 0x7fff) > 0x7f80;
+    case DDL_FLOAT32:
+      return (u & 0x7fffffffu) > 0x7f800000u;
+    case DDL_FLOAT64:
+      return (u & 0x7fffffffffffffffull) > 0x7ff0000000000000ull;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+Test(device_kernels_gpu, every_datatype_and_op_on_a_real_gpu, .timeout = 600) {
+  Gpu gpu{};
+  const dev::CudaDriver &cu = real_driver(&gpu);
+  std::mt19937_64 rng(90);
+  struct Layout {
+    size_t dst, src;  // byte offsets: dst and the first input at `dst`, the others at `src`
+  };
+  for (int dtype = 0; dtype < DDL_DATATYPE_COUNT; ++dtype) {
+    const size_t size = ddl::datatype_size(dtype);
+    for (const Layout layout : {Layout{0, 0}, Layout{4, 4}, Layout{0, 8}, Layout{1, 1}}) {
+      for (int op = 0; op < DDL_OP_COUNT; ++op)
+        for (int n : {2, 3, 8})
+          for (size_t count : {size_t(1), size_t(31), size_t(1000003)}) {
+            const int divisor = op == DDL_AVG ? n : 1;
+            const size_t bytes = count * size + 16;
+            std::vector<std::vector<unsigned char>> in(n, std::vector<unsigned char>(count * size));
+            for (auto &v : in)
+              for (size_t b = 0; b < v.size(); b += 8) {
+                const uint64_t r = rng();
+                std::memcpy(v.data() + b, &r, std::min<size_t>(8, v.size() - b));
+              }
+            std::vector<unsigned long long> bufs(n + 1);
+            for (auto &b : bufs) cr_assert_eq(gpu.mem_alloc(&b, bytes), 0);
+            std::vector<const void *> srcs;
+            for (int j = 0; j < n; ++j) {
+              const size_t off = j == 0 ? layout.dst : layout.src;
+              cr_assert_eq(gpu.htod(bufs[j + 1] + off, in[j].data(), count * size), 0);
+              srcs.push_back(reinterpret_cast<void *>(bufs[j + 1] + off));
+            }
+            void *dst = reinterpret_cast<void *>(bufs[0] + layout.dst);
+            const ddl::Status st = dev::device_reduce(cu, nullptr, dst, srcs.data(), n, count,
+                                                      static_cast<ddl_datatype_t>(dtype),
+                                                      static_cast<ddl_op_t>(op), divisor);
+            cr_assert(st.ok(), "%s", st.message().c_str());
+            cr_assert_eq(gpu.ctx_synchronize(), 0, "the kernel failed on the GPU");
+            std::vector<unsigned char> got(count * size);
+            cr_assert_eq(gpu.dtoh(got.data(), bufs[0] + layout.dst, got.size()), 0);
+            for (auto b : bufs) gpu.mem_free(b);
+            for (size_t i = 0; i < count; ++i) {
+              unsigned char want[8];
+              expected(dtype, op, in, i, divisor, want);
+              const unsigned char *g = got.data() + i * size;
+              const bool same =
+                  std::memcmp(g, want, size) == 0 ||
+                  (op != DDL_MIN && op != DDL_MAX && is_nan(dtype, g) && is_nan(dtype, want));
+              cr_assert(same, "%s %s, %d inputs, count %zu, offsets %zu/%zu: element %zu differs",
+                        ddl::datatype_name(dtype), ddl::op_name(op), n, count, layout.dst,
+                        layout.src, i);
+            }
+          }
+    }
+  }
+}
