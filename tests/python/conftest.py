@@ -18,6 +18,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 PACKAGE_DIR = os.path.join(REPO, "bindings", "python")
 BUILD_DIR = os.environ.get("DDL_BUILD_DIR") or os.path.join(REPO, "build")
 RANK_MAIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "rank_main.py")
+FUSION_MAIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fusion_rank.py")
 
 sys.path.insert(0, PACKAGE_DIR)
 os.environ["DDL_BUILD_DIR"] = BUILD_DIR  # for this process's own `import ddl` too
@@ -55,15 +56,16 @@ class Rank:
         return f"--- rank {self.rank} (exit {self.returncode}) ---\n{self.out}"
 
 
-def run_ranks(nranks, scenario, *args, timeout=90, env=None, expect=None):
-    """Runs `rank_main.py scenario args...` as nranks processes of one job; fails the test
-    (with every rank's output) unless each rank's exit status is as expected (default 0).
-    `expect` maps rank -> exit status. Returns the Ranks. A rank exiting with SKIP skips."""
+def run_ranks(nranks, scenario, *args, timeout=90, env=None, expect=None, main=RANK_MAIN):
+    """Runs `main scenario args...` (rank_main.py unless given) as nranks processes of one
+    job; fails the test (with every rank's output) unless each rank's exit status is as
+    expected (default 0). `expect` maps rank -> exit status. Returns the Ranks. A rank
+    exiting with SKIP skips."""
     port, token = free_port(), secrets.token_hex(8)
     procs = []
     for r in range(nranks):
         procs.append(subprocess.Popen(
-            [sys.executable, RANK_MAIN, scenario, *map(str, args)],
+            [sys.executable, main, scenario, *map(str, args)],
             env=rank_env(nranks, r, port, token, env), stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True))
     deadline = time.monotonic() + timeout

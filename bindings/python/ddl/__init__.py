@@ -4,6 +4,8 @@
     comm = ddl.init()                      # under ddlrun, mpirun, srun or torchrun
     comm.allreduce(grad)                   # in place, sum
     req = comm.allgather(x, out, async_=True); ...; req.wait()
+    fuser = ddl.Fuser(comm)                # Horovod-style fusion of many small allreduces
+    h = fuser.allreduce_async(grad, name="layer1.weight"); ...; h.wait()
 
 Buffers are numpy arrays, PyTorch CPU tensors or anything with the buffer protocol; the GIL
 is released while ddl works. Failures raise ddl.Error with ddl's code and message.
@@ -28,11 +30,13 @@ from ._core import (
     version,
 )
 from ._library import LibraryNotFoundError
+from . import fusion
+from .fusion import Fuser
 
 __version__ = "0.1.0"
 
 __all__ = [
     "AVG", "MAX", "MIN", "PROD", "SUM", "SPLIT_NOCOLOR", "Communicator", "DataType", "Error",
-    "LibraryNotFoundError", "LibraryTooOldError", "Op", "Request", "group", "init",
+    "Fuser", "LibraryNotFoundError", "LibraryTooOldError", "Op", "Request", "group", "init",
     "library_path", "version",
 ]

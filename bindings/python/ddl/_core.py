@@ -296,6 +296,7 @@ class Communicator:
         fns = _library.lib()
         self._fns = fns
         self._handle = handle
+        self._fuser = None  # enable_fusion()
         value = ctypes.c_int()
         rc = fns.ddl_comm_rank(handle, ctypes.byref(value))
         if rc:
@@ -315,7 +316,10 @@ class Communicator:
         return handle
 
     def destroy(self):
-        """Frees the communicator; calling it again does nothing. Not collective."""
+        """Frees the communicator (closing its Fuser first, see enable_fusion); calling it
+        again does nothing. Not collective, except for closing the Fuser."""
+        if getattr(self, "_fuser", None) is not None:
+            self.disable_fusion()
         handle = getattr(self, "_handle", None)
         if not handle:
             return
@@ -375,12 +379,38 @@ class Communicator:
             _group.handles.append(handle)
         return result
 
+    # -- fusion
+
+    def enable_fusion(self, fusion_bytes=None, cycle_ms=None, timeout_ms=None):
+        """Collective. From now on allreduce(..., async_=True) outside ddl.group() goes
+        through a ddl.Fuser (Horovod-style negotiated fusion, see ddl.fusion) and returns
+        its Handle; `name=` then matches tensors across ranks by name. Such allreduces run
+        on the Fuser's own communicator: they are not ordered with this communicator's other
+        calls. Returns the Fuser; calling it again returns the same one."""
+        if self._fuser is None:
+            from .fusion import Fuser
+            self._live()
+            self._fuser = Fuser(self, fusion_bytes=fusion_bytes, cycle_ms=cycle_ms,
+                                timeout_ms=timeout_ms)
+        return self._fuser
+
+    def disable_fusion(self, timeout=10.0):
+        """Collective: closes the Fuser of enable_fusion (Fuser.close: drains what every
+        rank submitted, never hangs past `timeout` seconds and a grace period)."""
+        fuser, self._fuser = self._fuser, None
+        if fuser is not None:
+            fuser.close(timeout)
+
     # -- collectives
 
-    def allreduce(self, send, recv=None, op=SUM, async_=False):
+    def allreduce(self, send, recv=None, op=SUM, async_=False, name=None):
         """Reduces send across ranks into recv (in place in send when recv is None).
-        Returns recv (or send), or a Request when async_."""
+        Returns recv (or send), or a Request when async_. With enable_fusion(), async_
+        calls go through the Fuser and return a ddl.fusion.Handle; `name` (used only then)
+        matches the tensor across ranks by name instead of by call order."""
         handle = self._live()
+        if async_ and self._fuser is not None and not _group.depth:
+            return self._fuser.allreduce_async(send, op=op, name=name, out=recv)
         op = _op(op)
         if recv is None or recv is send:
             s = r = as_buffer(send, "allreduce: send (in place)", writable=True)
