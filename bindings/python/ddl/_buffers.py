@@ -107,15 +107,20 @@ def _from_numpy(a, what, writable):
                          "output)")
     if writable and not flags.writeable:
         raise ValueError(f"{what}: numpy array is read-only, but ddl writes its result there")
-    if flags.writeable and a.size:
+    address = None
+    if flags.writeable and a.size and a.dtype not in _NOT_EXPORTABLE:
         # Cheaper than building __array_interface__'s dict (which also works read-only).
-        address = ctypes.addressof(_BYTE.from_buffer(a))
-    else:
+        try:
+            address = ctypes.addressof(_BYTE.from_buffer(a))
+        except (ValueError, TypeError):  # a dtype the buffer protocol cannot describe
+            _NOT_EXPORTABLE.add(a.dtype)  # (ml_dtypes' bfloat16)
+    if address is None:
         address = a.__array_interface__["data"][0]
     return Buffer(address, a.size, dtype, a)
 
 
 _BYTE = ctypes.c_char
+_NOT_EXPORTABLE = set()
 
 
 # Buffer-protocol format codes (native byte order) -> ddl type, by kind and item size.

@@ -323,6 +323,11 @@ class Fuser:
             h._order = self._submitted
             self._submitted += 1
             self._inbox.append(h)
+        if not h._order & 31:
+            # Submitting is pure Python: a burst of it never releases the GIL, and the
+            # background thread, back from a ddl call, would wait for the interpreter's
+            # switch interval (5 ms) each time, in every rank's cycle. Yield now and then.
+            time.sleep(0)
         return h
 
     def allreduce(self, tensor, op=Op.SUM, name=None, out=None, timeout=None):
