@@ -209,12 +209,13 @@ Status run_collective(ddl_comm *comm, const CollectiveCall &call) {
     Status s = device::classify_call(call, &where);
     if (!s.ok())
       return s.prefix(describe_call(comm, call, static_cast<uint32_t>(comm->calls)) + ": ");
-    if (where.kind == device::MemoryKind::kDevice) return device::run_staged(comm, call, where);
+    if (where.kind == device::MemoryKind::kDevice)
+      return device::run_device_collective(comm, call, where, /*from_stream=*/false);
   }
   return run_host_collective(comm, call);
 }
 
-Status run_host_collective(ddl_comm *comm, const CollectiveCall &call) {
+Status run_host_collective(ddl_comm *comm, const CollectiveCall &call, CallRunner *runner) {
   const uint32_t seq = static_cast<uint32_t>(comm->calls);
   // Built only on failure: the success path stays free of string formatting.
   auto context = [&] { return describe_call(comm, call, seq) + ": "; };
@@ -232,10 +233,10 @@ Status run_host_collective(ddl_comm *comm, const CollectiveCall &call) {
   const bool empty = call.count == 0 && call.collective != Collective::kBarrier;
   if (empty && comm->nranks == 1) return Status::Ok();
 
-  const bool direct = direct_collective_applies(comm, call);
-  const bool flat = !direct && flat_collective_applies(comm, call);
+  const bool direct = !runner && direct_collective_applies(comm, call);
+  const bool flat = !runner && !direct && flat_collective_applies(comm, call);
   const Plan *plan = &empty_plan();
-  if (!empty && !direct && !flat) {
+  if (!empty && !direct && !flat && !runner) {
     s = find_plan(comm, call, in_place, &plan);
     if (!s.ok()) return s.prefix(context());
   }
@@ -274,7 +275,9 @@ Status run_host_collective(ddl_comm *comm, const CollectiveCall &call) {
     DDL_INFO("%s of %zu B: %s", collective_name(call.collective), call.count * elem,
              (direct ? why_direct(comm, call) : why_flat_collective(comm, call)).c_str());
   }
-  if (direct) {
+  if (runner) {
+    s = runner->run(comm, call, exec, call_number, &found_failure);
+  } else if (direct) {
     s = run_direct_collective(comm, call, exec, call_number, &found_failure);
   } else if (flat) {
     s = run_flat_collective(comm, call, exec, call_number, &found_failure);

@@ -26,11 +26,25 @@ struct CollectiveCall {
   device::StreamCall *stream = nullptr;
 };
 
+// A way to run a call other than the host algorithms (lib/device's CUDA-IPC allreduce). It
+// gets the call as run_host_collective prepared it: checked, numbered (call_number, as
+// ddl_comm::calls), with its ExecArgs (sequence number, signature, notices, deadline, abort);
+// run_host_collective keeps the rest (failure notices when *found_failure, the sticky
+// failure, the error's prefix naming the call).
+class CallRunner {
+ public:
+  virtual ~CallRunner() = default;
+  virtual Status run(ddl_comm *comm, const CollectiveCall &call, const ExecArgs &exec,
+                     uint64_t call_number, bool *found_failure) = 0;
+};
+
 // Validates and runs one collective on comm (a live communicator owned by this thread):
 // host buffers as they are, device buffers and stream calls through lib/device/staging.h.
 Status run_collective(ddl_comm *comm, const CollectiveCall &call);
-// The host path of run_collective: every buffer of call is host memory.
-Status run_host_collective(ddl_comm *comm, const CollectiveCall &call);
+// The host path of run_collective: every buffer of call is host memory; or, with a runner,
+// the call as the runner moves it.
+Status run_host_collective(ddl_comm *comm, const CollectiveCall &call,
+                           CallRunner *runner = nullptr);
 
 // The argument checks of run_collective alone, for calls queued to run later (nonblocking
 // calls, groups): they fail at the call, naming the rank and the collective.

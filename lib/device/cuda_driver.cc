@@ -2,6 +2,8 @@
 
 #include <dlfcn.h>
 
+#include <utility>
+
 #include "lib/common/log.h"
 #include "lib/common/params.h"
 #include "lib/common/status.h"
@@ -88,6 +90,11 @@ Loaded open_driver() {
   load(handle, "cuLaunchKernel", &cu.launch_kernel);
   load(handle, "cuCtxGetDevice", &cu.ctx_get_device);
   load(handle, "cuDeviceGetAttribute", &cu.device_get_attribute);
+  load(handle, "cuIpcGetMemHandle", &cu.ipc_get_mem_handle);
+  load_any(handle, {"cuIpcOpenMemHandle_v2", "cuIpcOpenMemHandle"}, &cu.ipc_open_mem_handle);
+  load(handle, "cuIpcCloseMemHandle", &cu.ipc_close_mem_handle);
+  load(handle, "cuMemGetAddressRange_v2", &cu.mem_get_address_range);
+  load(handle, "cuMemcpyDtoDAsync_v2", &cu.memcpy_dtod_async);
   out.present = true;
   return out;
 }
@@ -120,6 +127,22 @@ std::string cuda_error_text(const CudaDriver &cu, CUresult result) {
   if (cu.get_error_name && cu.get_error_name(result, &name) == kCudaSuccess && name)
     return strprintf("%s (%d)", name, result);
   return strprintf("CUDA error %d", result);
+}
+
+bool has_ipc_entry_points(const CudaDriver &cu, const char **missing) {
+  const std::pair<bool, const char *> needed[] = {
+      {cu.ipc_get_mem_handle != nullptr, "cuIpcGetMemHandle"},
+      {cu.ipc_open_mem_handle != nullptr, "cuIpcOpenMemHandle_v2"},
+      {cu.ipc_close_mem_handle != nullptr, "cuIpcCloseMemHandle"},
+      {cu.mem_get_address_range != nullptr, "cuMemGetAddressRange_v2"},
+      {cu.memcpy_dtod_async != nullptr, "cuMemcpyDtoDAsync_v2"}};
+  for (const auto &n : needed)
+    if (!n.first) {
+      *missing = n.second;
+      return false;
+    }
+  *missing = nullptr;
+  return true;
 }
 
 PointerInfo pointer_info(const CudaDriver &cu, const void *ptr) {

@@ -19,6 +19,10 @@ typedef struct CUmod_st *CUmodule;
 typedef struct CUfunc_st *CUfunction;
 typedef int CUdevice;
 typedef void (*CUhostFn)(void *user_data);
+// An exported device allocation (CU_IPC_HANDLE_SIZE bytes), passed by value as cuda.h does.
+struct CUipcMemHandle {
+  char reserved[64];
+};
 
 constexpr CUresult kCudaSuccess = 0;
 constexpr CUresult kCudaErrorNotInitialized = 3;
@@ -33,6 +37,11 @@ constexpr unsigned kMemHostAllocDeviceMap = 0x2;
 constexpr unsigned kStreamNonBlocking = 0x1;
 constexpr unsigned kEventDisableTiming = 0x2;
 constexpr unsigned kStreamWaitValueGeq = 0x0;
+constexpr unsigned kIpcMemLazyEnablePeerAccess = 0x1;
+// CU_STREAM_LEGACY: the legacy default stream, which waits for every blocking stream.
+inline CUstream legacy_stream() {
+  return reinterpret_cast<CUstream>(uintptr_t{1});
+}
 
 struct CudaDriver {
   std::string library;  // what was opened (DDL_CUDA_LIBRARY, or libcuda.so.1)
@@ -67,7 +76,17 @@ struct CudaDriver {
                             unsigned shared_bytes, CUstream stream, void **params, void **extra);
   CUresult (*ctx_get_device)(CUdevice *device);
   CUresult (*device_get_attribute)(int *value, int attribute, CUdevice device);
+  // Optional, for reducing straight out of other processes' device memory inside a host
+  // (lib/device/ipc_allreduce.h): without any of them, device buffers are staged.
+  CUresult (*ipc_get_mem_handle)(CUipcMemHandle *handle, CUdeviceptr base);
+  CUresult (*ipc_open_mem_handle)(CUdeviceptr *base, CUipcMemHandle handle, unsigned flags);
+  CUresult (*ipc_close_mem_handle)(CUdeviceptr base);
+  CUresult (*mem_get_address_range)(CUdeviceptr *base, size_t *bytes, CUdeviceptr ptr);
+  CUresult (*memcpy_dtod_async)(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream);
 };
+
+// Whether cu has every entry point of the CUDA-IPC path; *missing names the first it lacks.
+bool has_ipc_entry_points(const CudaDriver &cu, const char **missing);
 
 // The driver, opened on the first call and kept for the process; null when there is none
 // (no library, a missing entry point, or DDL_CUDA=0). The answer is cached: a process without

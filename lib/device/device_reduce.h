@@ -2,15 +2,11 @@
 // fatbin embedded in libddl at build time is loaded with cuModuleLoadData once per context,
 // on first use, and its 50 kernels (10 datatypes x 5 ops) looked up by name.
 //
-// Where they are used: nowhere in the collectives yet. Device buffers are staged through
-// pinned host memory (staging.h), where the CPU kernels reduce; a device reduction there
-// would add a copy back to the device per step and win nothing. They pay once ranks reduce
-// straight out of each other's device memory: the CUDA-IPC path inside a host (issue 13,
-// item 4), which needs (a) cuIpcGetMemHandle/cuIpcOpenMemHandle exchanged over the shm
-// segment, with peer access or a pinned-host fallback, (b) an algorithm in lib/algorithms
-// whose local-reduce steps name device ranges, and (c) the executor calling device_reduce on
-// the collective's stream with events between ranks. Until then this is an internal entry
-// point, tested through the stand-in driver (tests/device) and by hand on a GPU.
+// Where they are used: the CUDA-IPC allreduce inside a host (ipc_allreduce.cc), where each
+// rank reduces its block straight out of every rank's device memory. The staged path
+// (staging.h) reduces in pinned host memory with the CPU kernels: a device reduction there
+// would add a copy back to the device per step and win nothing. Tested through the stand-in
+// driver (tests/device) and by hand on a GPU (never run on one so far).
 #pragma once
 
 #include <cstddef>

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <set>
+#include <string>
 
 #include "lib/common/status.h"
 #include "lib/device/cuda_driver.h"
@@ -17,10 +19,14 @@ struct ddl_comm;
 namespace ddl {
 namespace device {
 
+struct IpcState;  // lib/device/cuda_ipc.h
+
 struct DeviceState {
   const CudaDriver *cu = nullptr;
   size_t stage_bytes = 0;  // DDL_CUDA_STAGE_BYTES: one stage's pinned slot
   bool logged_path = false;
+  std::set<std::string> paths_logged;  // "allreduce of device buffers: CUDA IPC ...", once each
+  IpcState *ipc = nullptr;             // the CUDA-IPC path's stream, plans and opened handles
 
   // Staging: two slots of slot_bytes each (PORTABLE: usable from every context), and the
   // copy stream and events of the context they were made in.
@@ -42,6 +48,10 @@ struct DeviceState {
 
 // The communicator's state, made on first use (thread-safe).
 Status device_state(ddl_comm *comm, DeviceState **out);
+
+// Closes the peers' allocations opened by the CUDA-IPC path and frees its stream (at
+// destroy, after the progress thread has ended).
+void destroy_ipc(DeviceState *st);
 
 // Polls event until it has happened, the deadline passes, or abort is raised. `what` names
 // the wait in the error.

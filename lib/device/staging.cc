@@ -274,8 +274,7 @@ Status run_staged(ddl_comm *comm, const CollectiveCall &call, const PointerInfo 
     st->logged_path = true;
     DDL_INFO(
         "device buffers: staged through pinned host memory in chunks of up to %zu B "
-        "(DDL_CUDA_STAGE_BYTES), device copies overlapping the host collective: no "
-        "GPUDirect/CUDA-IPC path yet",
+        "(DDL_CUDA_STAGE_BYTES), device copies overlapping the host collective",
         st->stage_bytes);
   }
   ScopedContext scope(*st->cu, where.context);
@@ -306,6 +305,7 @@ void destroy_device_state(ddl_comm *comm) {
   comm->device = nullptr;
   const CudaDriver &cu = *st->cu;
   // Errors are ignored: the application may have destroyed its context already.
+  destroy_ipc(st);
   if (st->copy_stream) {
     ScopedContext scope(cu, st->context);
     for (CUevent e : st->staged) cu.event_destroy(e);

@@ -22,6 +22,15 @@ namespace device {
 Status classify_call(const CollectiveCall &call, PointerInfo *where);
 
 // Runs a collective whose buffers are device memory (where: from classify_call), on the
+// calling thread: through CUDA IPC where it applies (lib/device/ipc_allreduce.cc: an
+// allreduce, every rank on this host, the driver's IPC entry points, the kernels built),
+// else staged (run_staged); the log says which path and why. from_stream: a stream-ordered
+// call, whose stream run_stream_call has waited for (a blocking call waits for the legacy
+// default stream's work itself).
+Status run_device_collective(ddl_comm *comm, const CollectiveCall &call, const PointerInfo &where,
+                             bool from_stream);
+
+// Runs a collective whose buffers are device memory (where: from classify_call), on the
 // calling thread: chunks of DDL_CUDA_STAGE_BYTES (per stage; two stages in flight) go to
 // pinned host memory, through the host collective, and back.
 Status run_staged(ddl_comm *comm, const CollectiveCall &call, const PointerInfo &where);

@@ -153,8 +153,9 @@ Status run_stream_call(ddl_comm *comm, const CollectiveCall &call) {
       comm->failure = s;
     }
   } else {
-    s = op->where.kind == MemoryKind::kDevice ? run_staged(comm, plain, op->where)
-                                              : run_host_collective(comm, plain);
+    s = op->where.kind == MemoryKind::kDevice
+            ? run_device_collective(comm, plain, op->where, /*from_stream=*/true)
+            : run_host_collective(comm, plain);
     // No request carries a stream call's failure: the communicator's next call reports it.
     if (!s.ok() && comm->failure.ok() && !comm->aborted.load()) comm->failure = s;
   }

@@ -24,6 +24,8 @@ struct FakeCuda {
   int (*stream_destroy)(void *);
   int (*launch_host_func)(void *, void (*)(void *), void *);
   void *(*host_view)(CUdeviceptr);
+  // Handles this process opened and closed (first opens, last closes), and imports open now.
+  void (*ipc_stats)(int *opened, int *closed, int *open_now);
 
   // Loads the fake and makes its context current on this thread; aborts on failure.
   static FakeCuda &get() {
@@ -41,7 +43,8 @@ struct FakeCuda {
           sym(lib, "cuStreamSynchronize", &f.stream_synchronize) &&
           sym(lib, "cuStreamDestroy_v2", &f.stream_destroy) &&
           sym(lib, "cuLaunchHostFunc", &f.launch_host_func) &&
-          sym(lib, "fake_cuda_host_view", &f.host_view);
+          sym(lib, "fake_cuda_host_view", &f.host_view) &&
+          sym(lib, "fake_cuda_ipc_stats", &f.ipc_stats);
       if (!ok) abort();
       return f;
     }();

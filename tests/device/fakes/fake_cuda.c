@@ -15,13 +15,40 @@
  * the device code. A launch that would fault on a GPU is counted and described
  * (fake_cuda_kernel_faults), and makes later calls fail as a sticky GPU error would.
  * FAKE_CUDA_SMS sets the multiprocessor count (default 4), FAKE_CUDA_DEVICES the number of
- * devices cuDeviceGetCount reports (all of them are device 0 here). */
+ * devices cuDeviceGetCount reports (all of them are device 0 here).
+ *
+ * IPC between processes (one "GPU" shared by several processes): every allocation's shadow
+ * is a memfd mapped shared. cuIpcGetMemHandle takes the base of an allocation only (as the
+ * driver documents) and writes (pid, fd, size, id) into the handle; cuIpcOpenMemHandle in
+ * another process takes the fd out of the exporter (pidfd_getfd, else /proc/PID/fd/N),
+ * checks the allocation's id (kept in a trailer page of the memfd, so that a stale handle to
+ * a freed allocation whose fd number was reused is refused), and maps it behind a fresh
+ * PROT_NONE range: a second "device address" of the same bytes, as a real import is.
+ * Opening a handle of one's own process fails (CUDA_ERROR_INVALID_CONTEXT), as on the driver;
+ * opening one handle twice gives the same address, reference counted; cuIpcCloseMemHandle
+ * takes only imported addresses. What this checks: ddl's protocol (handles of allocation
+ * bases plus offsets, what is opened and closed and when, the order of its phases, that
+ * reads of a peer happen after the peer's host-side signal). What it cannot: a GPU's memory
+ * model (here every write is visible once the stream thread ran it; on a GPU only after the
+ * work completed and, across devices, through peer access), peer access between devices,
+ * what a freed exported allocation does to its importers (undefined on the driver; here the
+ * memfd keeps the bytes), and any performance. fake_cuda_ipc_stats counts opens and closes;
+ * FAKE_CUDA_IPC_REFUSE makes cuIpcGetMemHandle refuse every allocation; FAKE_CUDA_DIE_AT kills
+ * the process inside a collective's phase.
+ * cuInit lets any process of the user read this one (PR_SET_PTRACER_ANY), as ddl itself does
+ * for its single-copy path: Yama would otherwise refuse pidfd_getfd between sibling ranks. */
 #define _GNU_SOURCE
+#include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 typedef int CUresult;
@@ -30,8 +57,10 @@ enum {
   kOk = 0,
   kInvalidValue = 1,
   kNotInitialized = 3,
+  kOutOfMemory = 2,
   kInvalidImage = 200,
   kInvalidContext = 201,
+  kMapFailed = 205,
   kInvalidHandle = 400,
   kNotFound = 500,
   kNotReady = 600,
@@ -50,6 +79,12 @@ struct region {
   size_t size;
   char *shadow; /* where the bytes are (base itself for pinned host memory) */
   unsigned type;
+  int fd;        /* device memory: the memfd behind the shadow */
+  uint64_t id;   /* device memory: unique per allocation (and per import) */
+  int imported;  /* opened from another process's handle: its reference count */
+  int owner_pid; /* imported: the exporter's pid, fd and id */
+  int owner_fd;
+  uint64_t owner_id;
 };
 static pthread_mutex_t regions_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct region regions[1024];
@@ -71,11 +106,11 @@ static char *translate(uintptr_t p, size_t n) {
   return out;
 }
 
-static CUresult add_region(uintptr_t base, size_t size, char *shadow, unsigned type) {
+static CUresult add_region(struct region region) {
   pthread_mutex_lock(&regions_mu);
   CUresult r = kInvalidValue;
   if (nregions < (int)(sizeof regions / sizeof regions[0])) {
-    regions[nregions++] = (struct region){base, size, shadow, type};
+    regions[nregions++] = region;
     r = kOk;
   }
   pthread_mutex_unlock(&regions_mu);
@@ -259,6 +294,7 @@ static int sticky_fault(void) {
 
 CUresult cuInit(unsigned flags) {
   (void)flags;
+  if (!initialized) prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
   initialized = 1;
   return kOk;
 }
@@ -286,20 +322,45 @@ CUresult cuCtxGetCurrent(void **ctx) {
   return kOk;
 }
 
+/* The id of the next allocation; the trailer page of each memfd holds its own. */
+static uint64_t next_id = 1;
+static size_t page_round(size_t bytes) {
+  return (bytes + 4095) / 4096 * 4096;
+}
+
 CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes) {
   NEED_CONTEXT();
   if (bytes == 0) return kInvalidValue;
-  void *base = mmap(NULL, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  char *shadow = malloc(bytes);
-  if (base == MAP_FAILED || !shadow) return 2; /* CUDA_ERROR_OUT_OF_MEMORY */
+  const size_t mapped = page_round(bytes);
+  const int fd = memfd_create("fake_cuda_device_memory", MFD_CLOEXEC);
+  if (fd < 0) return kOutOfMemory;
+  const uint64_t id =
+      __atomic_fetch_add(&next_id, 1, __ATOMIC_RELAXED) | ((uint64_t)getpid() << 32);
+  if (ftruncate(fd, (off_t)(mapped + 4096)) != 0 ||
+      pwrite(fd, &id, sizeof id, (off_t)mapped) != (ssize_t)sizeof id) {
+    close(fd);
+    return kOutOfMemory;
+  }
+  void *base = mmap(NULL, mapped, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  void *shadow = mmap(NULL, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (base == MAP_FAILED || shadow == MAP_FAILED) {
+    close(fd);
+    return kOutOfMemory;
+  }
   *dptr = (uintptr_t)base;
-  return add_region((uintptr_t)base, bytes, shadow, kTypeDevice);
+  struct region r = {(uintptr_t)base, bytes, shadow, kTypeDevice, fd, id, 0, 0, -1, 0};
+  return add_region(r);
 }
 CUresult cuMemFree_v2(CUdeviceptr dptr) {
   struct region r;
   if (!remove_region((uintptr_t)dptr, &r) || r.type != kTypeDevice) return kInvalidValue;
-  munmap((void *)r.base, r.size);
-  free(r.shadow);
+  if (r.imported) { /* the driver frees only its own allocations */
+    add_region(r);
+    return kInvalidValue;
+  }
+  munmap((void *)r.base, page_round(r.size));
+  munmap(r.shadow, page_round(r.size));
+  close(r.fd);
   return kOk;
 }
 CUresult cuMemHostAlloc(void **ptr, size_t bytes, unsigned flags) {
@@ -308,7 +369,8 @@ CUresult cuMemHostAlloc(void **ptr, size_t bytes, unsigned flags) {
   char *p = aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
   if (!p) return 2;
   *ptr = p;
-  return add_region((uintptr_t)p, bytes, p, kTypeHost);
+  struct region r = {(uintptr_t)p, bytes, p, kTypeHost, -1, 0, 0, 0, -1, 0};
+  return add_region(r);
 }
 CUresult cuMemFreeHost(void *ptr) {
   struct region r;
@@ -354,6 +416,161 @@ CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t bytes, void *st
 }
 CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t bytes, void *stream) {
   return copy_async(translate((uintptr_t)dst, bytes), src, bytes, stream);
+}
+
+/* FAKE_CUDA_DIE_AT="launch:N" or "dtod:N": the process kills itself at its N-th kernel
+ * launch or device-to-device copy (1-based), to test a rank dying inside a collective. */
+static void maybe_die(const char *what) {
+  static int launches, copies;
+  const char *at = getenv("FAKE_CUDA_DIE_AT");
+  if (!at) return;
+  const size_t len = strlen(what);
+  if (strncmp(at, what, len) != 0 || at[len] != ':') return;
+  const int n = atoi(at + len + 1);
+  int *counter = strcmp(what, "launch") == 0 ? &launches : &copies;
+  if (__atomic_add_fetch(counter, 1, __ATOMIC_RELAXED) == n) raise(SIGKILL);
+}
+
+CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t bytes, void *stream) {
+  maybe_die("dtod");
+  return copy_async(translate((uintptr_t)dst, bytes), translate((uintptr_t)src, bytes), bytes,
+                    stream);
+}
+
+CUresult cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdeviceptr ptr) {
+  NEED_CONTEXT();
+  pthread_mutex_lock(&regions_mu);
+  struct region *r = find((uintptr_t)ptr);
+  const int found = r && r->type == kTypeDevice;
+  if (found) {
+    if (base) *base = r->base;
+    if (size) *size = r->size;
+  }
+  pthread_mutex_unlock(&regions_mu);
+  return found ? kOk : kNotFound;
+}
+
+/* ---- IPC ---------------------------------------------------------------------------------- */
+
+typedef struct {
+  char reserved[64];
+} CUipcMemHandle;
+struct handle_words {
+  uint32_t magic;
+  int32_t pid;
+  int32_t fd;
+  uint32_t pad;
+  uint64_t size;
+  uint64_t id;
+};
+enum { kHandleMagic = 0x46495043 }; /* "FIPC" */
+static int ipc_opened, ipc_closed;
+
+CUresult cuIpcGetMemHandle(CUipcMemHandle *handle, CUdeviceptr base) {
+  NEED_CONTEXT();
+  pthread_mutex_lock(&regions_mu);
+  struct region *r = find((uintptr_t)base);
+  struct handle_words w = {0};
+  CUresult result = kInvalidValue;
+  /* The base of an allocation of this process: not an interior pointer, not an import.
+   * FAKE_CUDA_IPC_REFUSE: every allocation is one the driver cannot export. */
+  if (!getenv("FAKE_CUDA_IPC_REFUSE") && r && r->type == kTypeDevice &&
+      r->base == (uintptr_t)base && !r->imported) {
+    w = (struct handle_words){kHandleMagic, getpid(), r->fd, 0, r->size, r->id};
+    result = kOk;
+  }
+  pthread_mutex_unlock(&regions_mu);
+  if (result != kOk) return result;
+  memset(handle, 0, sizeof *handle);
+  memcpy(handle->reserved, &w, sizeof w);
+  return kOk;
+}
+
+/* The exporter's fd, duplicated into this process. */
+static int take_fd(pid_t pid, int fd) {
+#if defined(SYS_pidfd_open) && defined(SYS_pidfd_getfd)
+  const int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+  if (pidfd >= 0) {
+    const int got = (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0);
+    close(pidfd);
+    if (got >= 0) return got;
+  }
+#endif
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)pid, fd);
+  return open(path, O_RDWR | O_CLOEXEC);
+}
+
+CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *dptr, CUipcMemHandle handle, unsigned flags) {
+  NEED_CONTEXT();
+  struct handle_words w;
+  memcpy(&w, handle.reserved, sizeof w);
+  if (flags != 1 || w.magic != kHandleMagic || w.size == 0) return kInvalidValue;
+  if (w.pid == getpid()) return kInvalidContext;
+  pthread_mutex_lock(&regions_mu);
+  for (int i = 0; i < nregions; ++i)
+    if (regions[i].imported && regions[i].owner_pid == w.pid && regions[i].owner_id == w.id) {
+      ++regions[i].imported;
+      *dptr = regions[i].base;
+      pthread_mutex_unlock(&regions_mu);
+      return kOk;
+    }
+  pthread_mutex_unlock(&regions_mu);
+  const int fd = take_fd(w.pid, w.fd);
+  if (fd < 0) return kMapFailed;
+  const size_t mapped = page_round(w.size);
+  uint64_t id = 0;
+  struct stat st;
+  if (fstat(fd, &st) != 0 || (size_t)st.st_size != mapped + 4096 ||
+      pread(fd, &id, sizeof id, (off_t)mapped) != (ssize_t)sizeof id || id != w.id) {
+    close(fd); /* not the allocation the handle was made for: freed, its fd reused */
+    return kInvalidHandle;
+  }
+  void *base = mmap(NULL, mapped, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  void *shadow = mmap(NULL, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (base == MAP_FAILED || shadow == MAP_FAILED) {
+    close(fd);
+    return kMapFailed;
+  }
+  struct region r = {(uintptr_t)base,
+                     (size_t)w.size,
+                     shadow,
+                     kTypeDevice,
+                     fd,
+                     __atomic_fetch_add(&next_id, 1, __ATOMIC_RELAXED),
+                     1,
+                     w.pid,
+                     w.fd,
+                     w.id};
+  if (add_region(r) != kOk) return kOutOfMemory;
+  pthread_mutex_lock(&kernels_mu);
+  ++ipc_opened;
+  pthread_mutex_unlock(&kernels_mu);
+  *dptr = (uintptr_t)base;
+  return kOk;
+}
+
+CUresult cuIpcCloseMemHandle(CUdeviceptr dptr) {
+  if (!initialized) return kNotInitialized;
+  pthread_mutex_lock(&regions_mu);
+  struct region *found = find((uintptr_t)dptr);
+  int last = 0;
+  CUresult result = kInvalidValue;
+  if (found && found->imported && found->base == (uintptr_t)dptr) {
+    result = kOk;
+    last = --found->imported == 0;
+  }
+  pthread_mutex_unlock(&regions_mu);
+  if (result != kOk || !last) return result;
+  struct region r;
+  remove_region((uintptr_t)dptr, &r);
+  munmap((void *)r.base, page_round(r.size));
+  munmap(r.shadow, page_round(r.size));
+  close(r.fd);
+  pthread_mutex_lock(&kernels_mu);
+  ++ipc_closed;
+  pthread_mutex_unlock(&kernels_mu);
+  return kOk;
 }
 
 CUresult cuStreamCreate(void **stream, unsigned flags) {
@@ -493,6 +710,7 @@ CUresult cuLaunchKernel(void *function, unsigned gx, unsigned gy, unsigned gz, u
                         unsigned by, unsigned bz, unsigned shared, void *stream, void **params,
                         void **extra) {
   NEED_CONTEXT();
+  maybe_die("launch");
   /* The limits of a real launch, and what ddl's kernels need (1-D, no shared memory). */
   if (!function || gx < 1 || gx > 0x7fffffffu || gy != 1 || gz != 1 || bx < 1 || bx > 1024 ||
       by != 1 || bz != 1 || shared != 0 || !params || !params[0] || extra)
@@ -551,6 +769,12 @@ CUresult cuGetErrorName(CUresult error, const char **name) {
     case kInvalidContext:
       *name = "CUDA_ERROR_INVALID_CONTEXT";
       return kOk;
+    case kMapFailed:
+      *name = "CUDA_ERROR_MAP_FAILED";
+      return kOk;
+    case kOutOfMemory:
+      *name = "CUDA_ERROR_OUT_OF_MEMORY";
+      return kOk;
     case kInvalidHandle:
       *name = "CUDA_ERROR_INVALID_HANDLE";
       return kOk;
@@ -597,4 +821,18 @@ int fake_cuda_kernel_faults(const char **why) {
   *why = kernel_fault;
   pthread_mutex_unlock(&kernels_mu);
   return n;
+}
+
+/* Handles opened (first opens of a handle) and closed (last closes) by this process, and the
+ * imports open now. */
+void fake_cuda_ipc_stats(int *opened, int *closed, int *open_now) {
+  pthread_mutex_lock(&kernels_mu);
+  *opened = ipc_opened;
+  *closed = ipc_closed;
+  pthread_mutex_unlock(&kernels_mu);
+  pthread_mutex_lock(&regions_mu);
+  int n = 0;
+  for (int i = 0; i < nregions; ++i) n += regions[i].imported != 0;
+  pthread_mutex_unlock(&regions_mu);
+  *open_now = n;
 }
