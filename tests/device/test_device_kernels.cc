@@ -19,6 +19,7 @@
 #include "lib/device/cuda_driver.h"
 #include "lib/device/device_reduce.h"
 #include "lib/device/kernels/reduce_math.h"
+#include "tests/kernels/kernel_reference.h"
 
 using namespace ddltest;
 namespace dev = ddl::device;
@@ -63,56 +64,13 @@ const dev::CudaDriver &driver() {
   return *cu;
 }
 
-// The expected element: the kernels' arithmetic on the host.
-template <class Codec>
-void expect_one(int op, const unsigned char *const *in, int n, size_t i, int divisor, void *out) {
-  using S = typename Codec::S;
-  S v[8];
-  for (int j = 0; j < n && j < 8; ++j) std::memcpy(&v[j], in[j] + i * sizeof(S), sizeof(S));
-  S r{};
-  switch (op) {
-    case k::kOpSum:
-      r = k::reduce_values<Codec, k::kOpSum>(v, n, divisor);
-      break;
-    case k::kOpProd:
-      r = k::reduce_values<Codec, k::kOpProd>(v, n, divisor);
-      break;
-    case k::kOpMin:
-      r = k::reduce_values<Codec, k::kOpMin>(v, n, divisor);
-      break;
-    case k::kOpMax:
-      r = k::reduce_values<Codec, k::kOpMax>(v, n, divisor);
-      break;
-    default:
-      r = k::reduce_values<Codec, k::kOpAvg>(v, n, divisor);
-  }
-  std::memcpy(out, &r, sizeof r);
-}
-
+// The expected element: the kernels' arithmetic on the host, on element i of each input.
 void expected(int dtype, int op, const unsigned char *const *in, int n, size_t i, int divisor,
               void *out) {
-  switch (dtype) {
-    case DDL_INT8:
-      return expect_one<k::NativeCodec<int8_t>>(op, in, n, i, divisor, out);
-    case DDL_UINT8:
-      return expect_one<k::NativeCodec<uint8_t>>(op, in, n, i, divisor, out);
-    case DDL_INT32:
-      return expect_one<k::NativeCodec<int32_t>>(op, in, n, i, divisor, out);
-    case DDL_UINT32:
-      return expect_one<k::NativeCodec<uint32_t>>(op, in, n, i, divisor, out);
-    case DDL_INT64:
-      return expect_one<k::NativeCodec<int64_t>>(op, in, n, i, divisor, out);
-    case DDL_UINT64:
-      return expect_one<k::NativeCodec<uint64_t>>(op, in, n, i, divisor, out);
-    case DDL_FLOAT16:
-      return expect_one<k::Float16Codec>(op, in, n, i, divisor, out);
-    case DDL_BFLOAT16:
-      return expect_one<k::Bfloat16Codec>(op, in, n, i, divisor, out);
-    case DDL_FLOAT32:
-      return expect_one<k::NativeCodec<float>>(op, in, n, i, divisor, out);
-    default:
-      return expect_one<k::NativeCodec<double>>(op, in, n, i, divisor, out);
-  }
+  const size_t size = ddl::datatype_size(dtype);
+  unsigned char values[8 * 8];
+  for (int j = 0; j < n && j < 8; ++j) std::memcpy(values + j * size, in[j] + i * size, size);
+  kernel_reduce_element(dtype, op, values, n, divisor, out);
 }
 
 // Random element bytes: integers of every bit pattern; floats as small values (so that

@@ -18,6 +18,7 @@
 #include "lib/device/cuda_driver.h"
 #include "lib/device/device_reduce.h"
 #include "lib/device/kernels/reduce_math.h"
+#include "tests/kernels/kernel_reference.h"
 
 namespace dev = ddl::device;
 namespace k = ddl::kernels;
@@ -68,57 +69,15 @@ const dev::CudaDriver &real_driver(Gpu *gpu) {
   return *cu;
 }
 
-template <class Codec>
-void expect_one(int op, const std::vector<std::vector<unsigned char>> &in, size_t i, int divisor,
-                unsigned char *out) {
-  using S = typename Codec::S;
-  S v[8] = {};
-  const int n = static_cast<int>(in.size());
-  for (int j = 0; j < n && j < 8; ++j) std::memcpy(&v[j], in[j].data() + i * sizeof(S), sizeof(S));
-  S r{};
-  switch (op) {
-    case k::kOpSum:
-      r = k::reduce_values<Codec, k::kOpSum>(v, n, divisor);
-      break;
-    case k::kOpProd:
-      r = k::reduce_values<Codec, k::kOpProd>(v, n, divisor);
-      break;
-    case k::kOpMin:
-      r = k::reduce_values<Codec, k::kOpMin>(v, n, divisor);
-      break;
-    case k::kOpMax:
-      r = k::reduce_values<Codec, k::kOpMax>(v, n, divisor);
-      break;
-    default:
-      r = k::reduce_values<Codec, k::kOpAvg>(v, n, divisor);
-  }
-  std::memcpy(out, &r, sizeof r);
-}
-
+// The expected element: the kernels' arithmetic on the host, on element i of each input.
 void expected(int dtype, int op, const std::vector<std::vector<unsigned char>> &in, size_t i,
               int divisor, unsigned char *out) {
-  switch (dtype) {
-    case DDL_INT8:
-      return expect_one<k::NativeCodec<int8_t>>(op, in, i, divisor, out);
-    case DDL_UINT8:
-      return expect_one<k::NativeCodec<uint8_t>>(op, in, i, divisor, out);
-    case DDL_INT32:
-      return expect_one<k::NativeCodec<int32_t>>(op, in, i, divisor, out);
-    case DDL_UINT32:
-      return expect_one<k::NativeCodec<uint32_t>>(op, in, i, divisor, out);
-    case DDL_INT64:
-      return expect_one<k::NativeCodec<int64_t>>(op, in, i, divisor, out);
-    case DDL_UINT64:
-      return expect_one<k::NativeCodec<uint64_t>>(op, in, i, divisor, out);
-    case DDL_FLOAT16:
-      return expect_one<k::Float16Codec>(op, in, i, divisor, out);
-    case DDL_BFLOAT16:
-      return expect_one<k::Bfloat16Codec>(op, in, i, divisor, out);
-    case DDL_FLOAT32:
-      return expect_one<k::NativeCodec<float>>(op, in, i, divisor, out);
-    default:
-      return expect_one<k::NativeCodec<double>>(op, in, i, divisor, out);
-  }
+  const size_t size = ddl::datatype_size(dtype);
+  const int n = static_cast<int>(in.size());
+  unsigned char values[8 * 8];
+  for (int j = 0; j < n && j < 8; ++j)
+    std::memcpy(values + j * size, in[j].data() + i * size, size);
+  ddltest::kernel_reduce_element(dtype, op, values, n, divisor, out);
 }
 
 bool is_nan(int dtype, const unsigned char *p) {

@@ -23,6 +23,7 @@
 #include "lib/common/datatype.h"
 #include "lib/device/kernels/reduce_math.h"
 #include "lib/reduce/reduce.h"
+#include "tests/kernels/kernel_reference.h"
 
 namespace k = ddl::kernels;
 
@@ -88,57 +89,6 @@ Test(device_kernel_math, float32_to_sixteen_bit_sweep) {
 }
 
 namespace {
-
-// reduce_values over n inputs for a datatype and op, from raw element bytes.
-template <class Codec>
-void kernel_reduce(int op, const void *inputs, int n, int divisor, void *out) {
-  using S = typename Codec::S;
-  S in[8];
-  std::memcpy(in, inputs, sizeof(S) * static_cast<size_t>(n));
-  S r{};
-  switch (op) {
-    case k::kOpSum:
-      r = k::reduce_values<Codec, k::kOpSum>(in, n, divisor);
-      break;
-    case k::kOpProd:
-      r = k::reduce_values<Codec, k::kOpProd>(in, n, divisor);
-      break;
-    case k::kOpMin:
-      r = k::reduce_values<Codec, k::kOpMin>(in, n, divisor);
-      break;
-    case k::kOpMax:
-      r = k::reduce_values<Codec, k::kOpMax>(in, n, divisor);
-      break;
-    default:
-      r = k::reduce_values<Codec, k::kOpAvg>(in, n, divisor);
-  }
-  std::memcpy(out, &r, sizeof r);
-}
-
-void kernel_reduce_any(int dtype, int op, const void *in, int n, int divisor, void *out) {
-  switch (dtype) {
-    case DDL_INT8:
-      return kernel_reduce<k::NativeCodec<int8_t>>(op, in, n, divisor, out);
-    case DDL_UINT8:
-      return kernel_reduce<k::NativeCodec<uint8_t>>(op, in, n, divisor, out);
-    case DDL_INT32:
-      return kernel_reduce<k::NativeCodec<int32_t>>(op, in, n, divisor, out);
-    case DDL_UINT32:
-      return kernel_reduce<k::NativeCodec<uint32_t>>(op, in, n, divisor, out);
-    case DDL_INT64:
-      return kernel_reduce<k::NativeCodec<int64_t>>(op, in, n, divisor, out);
-    case DDL_UINT64:
-      return kernel_reduce<k::NativeCodec<uint64_t>>(op, in, n, divisor, out);
-    case DDL_FLOAT16:
-      return kernel_reduce<k::Float16Codec>(op, in, n, divisor, out);
-    case DDL_BFLOAT16:
-      return kernel_reduce<k::Bfloat16Codec>(op, in, n, divisor, out);
-    case DDL_FLOAT32:
-      return kernel_reduce<k::NativeCodec<float>>(op, in, n, divisor, out);
-    default:
-      return kernel_reduce<k::NativeCodec<double>>(op, in, n, divisor, out);
-  }
-}
 
 // Values worth trying for each datatype, as bytes: extremes, zeros of both signs, NaNs with
 // payloads, infinities, subnormals, values whose sums overflow or round at ties.
@@ -242,7 +192,7 @@ void check_pair(int dtype, int op, const unsigned char *a, const unsigned char *
   unsigned char in[16], got[8] = {}, want[8] = {};
   std::memcpy(in, a, size);
   std::memcpy(in + size, b, size);
-  kernel_reduce_any(dtype, op, in, 2, divisor, got);
+  ddltest::kernel_reduce_element(dtype, op, in, 2, divisor, got);
   ddl::reduce(static_cast<ddl_datatype_t>(dtype), static_cast<ddl_op_t>(op), want, a, b, 1,
               divisor);
   if (!same_result(dtype, op, got, want)) {
@@ -317,7 +267,7 @@ Test(device_kernel_math, more_inputs_match_a_chain_of_cpu_reductions) {
             ddl::reduce(static_cast<ddl_datatype_t>(dtype),
                         static_cast<ddl_op_t>(i == n - 1 ? op : first_op), want, want,
                         in + i * size, 1, divisor);
-          kernel_reduce_any(dtype, op, in, n, divisor, got);
+          ddltest::kernel_reduce_element(dtype, op, in, n, divisor, got);
           cr_assert(same_result(dtype, op, got, want), "%s %s of %d inputs (trial %d) differs",
                     ddl::datatype_name(dtype), ddl::op_name(op), n, trial);
         }
@@ -360,7 +310,7 @@ Test(device_kernel_math, sixteen_bit_floats_round_once_over_many_inputs) {
           if (op == DDL_AVG && divisor != 1) acc = acc / static_cast<float>(divisor);
           const uint16_t want = half ? ddl::float_to_half(acc) : ddl::float_to_bfloat16(acc);
           uint16_t got = 0;
-          kernel_reduce_any(dtype, op, in, n, divisor, &got);
+          ddltest::kernel_reduce_element(dtype, op, in, n, divisor, &got);
           cr_assert(same_result(dtype, op, reinterpret_cast<const unsigned char *>(&got),
                                 reinterpret_cast<const unsigned char *>(&want)),
                     "%s %s of %d inputs (trial %d): 0x%04x, expected 0x%04x",
