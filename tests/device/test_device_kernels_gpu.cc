@@ -80,23 +80,6 @@ void expected(int dtype, int op, const std::vector<std::vector<unsigned char>> &
   ddltest::kernel_reduce_element(dtype, op, values, n, divisor, out);
 }
 
-bool is_nan(int dtype, const unsigned char *p) {
-  uint64_t u = 0;
-  std::memcpy(&u, p, ddl::datatype_size(dtype));
-  switch (dtype) {
-    case DDL_FLOAT16:
-      return (u & 0x7fff) > 0x7c00;
-    case DDL_BFLOAT16:
-      return (u & 0x7fff) > 0x7f80;
-    case DDL_FLOAT32:
-      return (u & 0x7fffffffu) > 0x7f800000u;
-    case DDL_FLOAT64:
-      return (u & 0x7fffffffffffffffull) > 0x7ff0000000000000ull;
-    default:
-      return false;
-  }
-}
-
 }  // namespace
 
 Test(device_kernels_gpu, every_datatype_and_op_on_a_real_gpu, .timeout = 600) {
@@ -141,9 +124,9 @@ Test(device_kernels_gpu, every_datatype_and_op_on_a_real_gpu, .timeout = 600) {
               unsigned char want[8];
               expected(dtype, op, in, i, divisor, want);
               const unsigned char *g = got.data() + i * size;
-              const bool same =
-                  std::memcmp(g, want, size) == 0 ||
-                  (op != DDL_MIN && op != DDL_MAX && is_nan(dtype, g) && is_nan(dtype, want));
+              const bool same = std::memcmp(g, want, size) == 0 ||
+                                (op != DDL_MIN && op != DDL_MAX && ddltest::is_nan(dtype, g) &&
+                                 ddltest::is_nan(dtype, want));
               cr_assert(same, "%s %s, %d inputs, count %zu, offsets %zu/%zu: element %zu differs",
                         ddl::datatype_name(dtype), ddl::op_name(op), n, count, layout.dst,
                         layout.src, i);

@@ -3,9 +3,11 @@
 // the device tests compare the kernels' results with it.
 #pragma once
 
+#include <cstdint>
 #include <cstring>
 
 #include "ddl/ddl.h"
+#include "lib/common/datatype.h"
 #include "lib/device/kernels/reduce_math.h"
 
 namespace ddltest {
@@ -60,6 +62,24 @@ inline void kernel_reduce_element(int dtype, int op, const void *values, int n, 
       return with_codec(k::NativeCodec<float>{});
     default:
       return with_codec(k::NativeCodec<double>{});
+  }
+}
+
+// Whether the element of dtype at p is a NaN (false for integer types).
+inline bool is_nan(int dtype, const unsigned char *p) {
+  uint64_t u = 0;
+  std::memcpy(&u, p, ddl::datatype_size(dtype));
+  switch (dtype) {
+    case DDL_FLOAT16:
+      return (u & 0x7fff) > 0x7c00;
+    case DDL_BFLOAT16:
+      return (u & 0x7fff) > 0x7f80;
+    case DDL_FLOAT32:
+      return (u & 0x7fffffffu) > 0x7f800000u;
+    case DDL_FLOAT64:
+      return (u & 0x7fffffffffffffffull) > 0x7ff0000000000000ull;
+    default:
+      return false;
   }
 }
 

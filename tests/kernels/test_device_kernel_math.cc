@@ -160,30 +160,14 @@ std::vector<std::vector<unsigned char>> special_values(int dtype) {
 
 const int kDivisors[] = {1, 2, 3, 7, 255, 256, 1000};
 
-bool is_nan(int dtype, const unsigned char *p) {
-  uint64_t u = 0;
-  std::memcpy(&u, p, ddl::datatype_size(dtype));
-  switch (dtype) {
-    case DDL_FLOAT16:
-      return (u & 0x7fff) > 0x7c00;
-    case DDL_BFLOAT16:
-      return (u & 0x7fff) > 0x7f80;
-    case DDL_FLOAT32:
-      return (u & 0x7fffffffu) > 0x7f800000u;
-    case DDL_FLOAT64:
-      return (u & 0x7fffffffffffffffull) > 0x7ff0000000000000ull;
-    default:
-      return false;
-  }
-}
-
 // Equal bytes; or, for the arithmetic ops, NaN on both sides: which NaN an addition or a
 // multiplication returns is the hardware's choice (x86 returns one operand's, depending on
 // the instruction's operand order, which differs between ddl's ISAs; NVIDIA GPUs return the
 // canonical NaN). MIN/MAX and the conversions move NaNs untouched and must match exactly.
 bool same_result(int dtype, int op, const unsigned char *got, const unsigned char *want) {
   if (std::memcmp(got, want, ddl::datatype_size(dtype)) == 0) return true;
-  return op != DDL_MIN && op != DDL_MAX && is_nan(dtype, got) && is_nan(dtype, want);
+  return op != DDL_MIN && op != DDL_MAX && ddltest::is_nan(dtype, got) &&
+         ddltest::is_nan(dtype, want);
 }
 
 // Two inputs: the kernel arithmetic and ddl::reduce give the same bytes.
