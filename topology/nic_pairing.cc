@@ -46,6 +46,28 @@ std::vector<int> candidate_nics(const Topology &topology, bool include_down_port
   return up.empty() ? candidates : up;
 }
 
+std::vector<std::string> rail_devices(const Topology &topology) {
+  std::vector<std::string> devices;
+  for (int index : candidate_nics(topology, /*include_down_ports=*/false)) {
+    const Nic &nic = topology.nics[index];
+    if (!nic.usable()) continue;  // candidate_nics offers down NICs when all are down
+    if (!nic.rdma) {
+      devices.push_back(nic.name);
+      continue;
+    }
+    int port = 1;  // verbs ports count from 1
+    for (const NicPort &p : nic.ports) {
+      if (p.state == PortState::kActive || p.state == PortState::kUnknown) {
+        port = p.number;
+        break;
+      }
+    }
+    devices.push_back(nic.name + ":" + std::to_string(port));
+  }
+  std::sort(devices.begin(), devices.end());
+  return devices;
+}
+
 std::vector<GpuNic> pair_gpus_with_nics(const Topology &topology, const PairingOptions &options) {
   size_t ngpus = topology.gpus.size();
   std::vector<GpuNic> result(ngpus);

@@ -50,5 +50,11 @@ std::vector<GpuNic> pair_gpus_with_nics(const Topology &topology, const PairingO
 // The NICs pair_gpus_with_nics chooses from.
 std::vector<int> candidate_nics(const Topology &topology, bool include_down_ports);
 
+// The NICs a host's ranks spread their traffic to other hosts over (DDL_RAILS=auto), named as
+// UCX names devices: an RDMA NIC by its first usable port ("mlx5_0:1"), an Ethernet NIC by its
+// interface ("eno1"). The candidate NICs with a usable port, sorted by name, so that rail k is
+// the same NIC on hosts built alike. Empty when there is none.
+std::vector<std::string> rail_devices(const Topology &topology);
+
 }  // namespace topo
 }  // namespace ddl

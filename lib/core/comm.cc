@@ -14,6 +14,7 @@
 #include "lib/common/params.h"
 #include "lib/core/progress.h"
 #include "lib/device/staging.h"
+#include "topology/nic_pairing.h"
 
 namespace ddl {
 namespace {
@@ -75,6 +76,7 @@ Status exchange_placements(ddl_comm *comm) {
   Status s = topo::discover(topo::discover_options_from_env(), &topology);
   if (!s.ok())
     DDL_WARN("topology discovery failed, placing this rank by host only: %s", s.message().c_str());
+  if (env_string("DDL_RAILS") == "auto") comm->rail_devices = topo::rail_devices(topology);
   const topo::Placement mine = topo::local_placement(topology, -1);
   std::vector<std::string> all;
   s = comm->bootstrap->allgather(topo::serialize(mine), &all);
@@ -191,21 +193,48 @@ std::vector<std::string> split_string(const std::string &text, char separator) {
   return parts;
 }
 
-// DDL_RAILS="eth0,eth1": the NICs of every host, by rail. A rank of local index i (its place
-// among its host's ranks) drives rail i mod R: a UCX transport of its own, bound to that NIC,
-// carries its messages to the ranks of other hosts on the same rail. hier's cross-host step
-// runs between ranks of the same local index, so each host's ranks then drive all its NICs
-// at once; everything else keeps the main transport (UCX's choice of devices). A rank whose
-// rail transport cannot be made says so and keeps the main one; both ends must have one.
+// DDL_RAILS="eth0,eth1": the NICs of every host, by rail; "auto": the NICs the topology finds
+// on each host (topo::rail_devices: RDMA NICs with a usable port, else Ethernet ones). A rank
+// of local index i (its place among its host's ranks) drives rail i mod R: a UCX transport of
+// its own, bound to that NIC, carries its messages to the ranks of other hosts on the same
+// rail. hier's cross-host step runs between ranks of the same local index, so each host's
+// ranks then drive all its NICs at once; everything else keeps the main transport (UCX's
+// choice of devices). R is the fewest NICs any rank names, agreed by all, so that hosts with
+// fewer NICs (or a shorter list) still pair rail k with rail k; below 2 there are no rails. A
+// rank whose rail transport cannot be made says so and keeps the main one; both ends must
+// have one.
 Status connect_rails(ddl_comm *comm) {
+  const std::string setting = env_string("DDL_RAILS");
   std::vector<std::string> nics;
-  for (const std::string &nic : split_string(env_string("DDL_RAILS"), ','))
-    if (!nic.empty()) nics.push_back(nic);
+  if (setting == "auto") {
+    nics = comm->rail_devices;
+  } else {
+    for (const std::string &nic : split_string(setting, ','))
+      if (!nic.empty()) nics.push_back(nic);
+  }
   const topo::Tier &hosts = comm->tiers.at(topo::TierLevel::kHost);
   const bool several_hosts =
       std::any_of(hosts.group_of.begin(), hosts.group_of.end(),
                   [&](int group) { return group != hosts.group_of[comm->rank]; });
-  if (nics.empty() || !several_hosts) return Status::Ok();  // the same on every rank
+  if (setting.empty() || !several_hosts) return Status::Ok();  // the same on every rank
+  std::vector<std::string> counts;
+  Status agreed = comm->bootstrap->allgather(std::to_string(nics.size()), &counts);
+  if (!agreed.ok()) return agreed.prefix("agreeing on the number of rails: ");
+  size_t rails = nics.size();
+  for (size_t r = 0; r < counts.size(); ++r) {
+    int64_t count = 0;
+    if (!parse_int(counts[r], 0, 1 << 16, &count))
+      return internal_error("rank %zu sent a bad rail count '%s'", r, counts[r].c_str());
+    rails = std::min(rails, static_cast<size_t>(count));
+  }
+  if (rails < 2) {
+    std::string here;
+    for (const std::string &nic : nics) here += (here.empty() ? "" : ",") + nic;
+    DDL_INFO("DDL_RAILS=%s: %zu NIC(s) on the rank with the fewest (here: %s); no rails",
+             setting.c_str(), rails, here.empty() ? "none" : here.c_str());
+    return Status::Ok();
+  }
+  nics.resize(rails);
   std::vector<int> local_index(comm->nranks, 0), rail_of(comm->nranks, 0);
   std::map<int, int> seen;  // ranks per host so far
   for (int r = 0; r < comm->nranks; ++r) {
@@ -236,10 +265,27 @@ Status connect_rails(ddl_comm *comm) {
     peers[r].wanted = via_rail[r];
     if (via_rail[r]) served += strprintf("%s%d", served.empty() ? "" : ",", r);
   }
-  if (!comm->rail) return Status::Ok();
-  s = comm->rail->connect(peers);
+  s = comm->rail ? comm->rail->connect(peers) : Status::Ok();
   if (!s.ok())
-    return s.prefix(strprintf("connecting rail %d (NIC %s): ", rail_of[comm->rank], nic.c_str()));
+    s = s.prefix(strprintf("connecting rail %d (NIC %s): ", rail_of[comm->rank], nic.c_str()));
+  if (setting == "auto") {
+    // NICs the topology named rather than the user: one that cannot connect (a device UCX
+    // cannot drive, a fabric that does not reach the other hosts) costs the rails, not the
+    // job. Every rank must decide alike, or messages would wait on the wrong transport.
+    std::vector<std::string> verdicts;
+    Status told = comm->bootstrap->allgather(s.ok() ? "" : s.message(), &verdicts);
+    if (!told.ok()) return told.prefix("agreeing on the rails: ");
+    for (int r = 0; r < comm->nranks; ++r) {
+      if (verdicts[r].empty()) continue;
+      DDL_WARN("DDL_RAILS=auto: rank %d: %s; no rails, UCX's choice carries everything", r,
+               verdicts[r].c_str());
+      comm->rail.reset();
+      return Status::Ok();
+    }
+  } else if (!s.ok()) {
+    return s;
+  }
+  if (!comm->rail) return Status::Ok();
   comm->routes->add_rail(comm->rail.get(), via_rail);
   DDL_INFO("rail %d of %zu: NIC %s carries this rank's traffic to ranks %s", rail_of[comm->rank],
            nics.size(), nic.c_str(), served.empty() ? "(none)" : served.c_str());

@@ -42,6 +42,7 @@ struct ddl_comm {
   std::unique_ptr<ddl::UcxTransport> transport;  // every peer; notices
   std::unique_ptr<ddl::ShmTransport> shm;        // peers on this host, when it works here
   std::unique_ptr<ddl::UcxTransport> rail;       // this rank's own NIC (DDL_RAILS), or null
+  std::vector<std::string> rail_devices;         // this host's NICs for DDL_RAILS=auto
   std::unique_ptr<ddl::RoutedTransport> routes;  // what collectives use: shm, rail, else UCX
   ddl::Executor executor;
   std::vector<pid_t> pids;  // by rank

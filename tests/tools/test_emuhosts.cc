@@ -310,3 +310,43 @@ Test(emuhosts, rails_drive_every_nic_of_a_host) {
     ++host;
   }
 }
+
+// DDL_RAILS=auto takes the NICs the topology finds. Here the topology is a file describing 8
+// InfiniBand NICs these emulated hosts do not have: the rails cannot connect, and the job
+// must go on without them on every rank, saying why, rather than fail.
+Test(emuhosts, auto_rails_that_cannot_connect_fall_back_on_every_rank) {
+  up_or_skip({"--hosts", "2", "--rails", "2"});
+  const std::string topology = std::string(TOPOLOGY_DATA_DIR) + "/dgx-a100-like.xml";
+  RunResult r = run_command({kDdlrun,
+                             "-H",
+                             "h0:2,h1:2",
+                             "--launch-agent",
+                             agent(),
+                             "--timeout",
+                             "90",
+                             "-x",
+                             "DDL_RAILS=auto",
+                             "-x",
+                             "DDL_TOPO_FILE=" + topology,
+                             "--",
+                             kDdlPerf,
+                             "-b",
+                             "1M",
+                             "-e",
+                             "1M",
+                             "-n",
+                             "2",
+                             "-w",
+                             "0",
+                             "-c",
+                             "1"},
+                            110);
+  cr_assert_eq(r.exit_status, 0, "stdout:\n%s\nstderr:\n%s", r.out.c_str(), r.err.c_str());
+  cr_assert(contains(r.out, "# Out of bounds values : 0 OK"), "%s", r.out.c_str());
+  for (int rank = 0; rank < 4; ++rank)
+    cr_assert(
+        contains(r.out + r.err, "ddl[" + std::to_string(rank) + "] warn: DDL_RAILS=auto: rank"),
+        "rank %d does not say the rails fell back:\n%s", rank, r.err.c_str());
+  cr_assert(contains(r.out + r.err, "NIC mlx5_"), "the warning does not name the NIC:\n%s",
+            r.err.c_str());
+}

@@ -2,6 +2,7 @@
 // absent). The expectations are what a person reading `lstopo --input FILE` would say.
 #include <criterion/criterion.h>
 
+#include "topology/nic_pairing.h"
 #include "topology/paths.h"
 #include "topology/report.h"
 #include "topology/tiers.h"
@@ -43,6 +44,8 @@ Test(real_topologies, dell_xe8640_4xh100) {
   for (int g = 0; g < 4; ++g)
     cr_assert_eq(t.numa_nodes[t.gpus[g].pci.numa].os_index, numa_of_gpu[g]);
   cr_assert_eq(t.nics.size(), 6u);  // mlx5_0..3, eno8303, eno8403
+  // Only one NIC is up: DDL_RAILS=auto finds one rail (so none).
+  cr_assert(rail_devices(t) == std::vector<std::string>({"mlx5_0:1"}));
   cr_assert_eq(t.nics[0].name, "mlx5_0");
   cr_assert_eq(t.nics[3].name, "mlx5_3");
   cr_assert(t.nics[0].usable());

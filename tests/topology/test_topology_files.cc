@@ -278,3 +278,37 @@ Test(topology_helpers, bus_ids_and_names) {
   cr_assert_not(parse_path_type("PIXX", &type));
   cr_assert_eq(cpu_ranges({0, 1, 2, 5, 7, 8}), "0-2,5,7-8");
 }
+
+// DDL_RAILS=auto: the RDMA NICs with a usable port, as UCX names them, by name; Ethernet ones
+// only where there is no RDMA NIC; down NICs never.
+Test(rail_devices, rdma_ports_by_name_ethernet_only_without_rdma_down_never) {
+  Topology t = load(data_file("dgx-a100-like.xml"));
+  std::vector<std::string> expected;
+  for (int i = 0; i < 8; ++i) expected.push_back("mlx5_" + std::to_string(i) + ":1");
+  cr_assert(rail_devices(t) == expected);
+
+  t.nics[3].ports[0].state = PortState::kDown;  // mlx5_3 unplugged
+  expected.erase(expected.begin() + 3);
+  cr_assert(rail_devices(t) == expected);
+
+  Topology ethernet;
+  for (const char *name : {"eth1", "eth0"}) {
+    Nic nic;
+    nic.name = name;
+    ethernet.nics.push_back(nic);
+  }
+  cr_assert(rail_devices(ethernet) == std::vector<std::string>({"eth0", "eth1"}));
+
+  Topology two_ports;
+  Nic hca;
+  hca.name = "mlx5_9";
+  hca.rdma = true;
+  hca.ports.resize(2);
+  hca.ports[0].number = 1;
+  hca.ports[0].state = PortState::kDown;
+  hca.ports[1].number = 2;
+  hca.ports[1].state = PortState::kActive;
+  two_ports.nics.push_back(hca);
+  cr_assert(rail_devices(two_ports) == std::vector<std::string>({"mlx5_9:2"}));
+  cr_assert(rail_devices(Topology()).empty());
+}
