@@ -51,83 +51,57 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-typedef int CUresult;
-typedef unsigned long long CUdeviceptr;
-enum {
-  kOk = 0,
-  kInvalidValue = 1,
-  kNotInitialized = 3,
-  kOutOfMemory = 2,
-  kInvalidImage = 200,
-  kInvalidContext = 201,
-  kMapFailed = 205,
-  kInvalidHandle = 400,
-  kNotFound = 500,
-  kNotReady = 600,
-  kIllegalAddress = 700
-};
-enum { kTypeHost = 1, kTypeDevice = 2 };
+#include "fake_cuda_internal.h"
 
-static int initialized;
+int fake_initialized;
 static char primary_context;   /* the one context: its address is the CUcontext */
 static __thread void *current; /* this thread's current context */
 
 /* ---- Memory ---------------------------------------------------------------------------- */
 
-struct region {
-  uintptr_t base;
-  size_t size;
-  char *shadow; /* where the bytes are (base itself for pinned host memory) */
-  unsigned type;
-  int fd;        /* device memory: the memfd behind the shadow */
-  uint64_t id;   /* device memory: unique per allocation (and per import) */
-  int imported;  /* opened from another process's handle: its reference count */
-  int owner_pid; /* imported: the exporter's pid, fd and id */
-  int owner_fd;
-  uint64_t owner_id;
-};
-static pthread_mutex_t regions_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct region regions[1024];
-static int nregions;
+pthread_mutex_t fake_regions_mu = PTHREAD_MUTEX_INITIALIZER;
+struct region fake_regions[1024];
+int fake_nregions;
 
-static struct region *find(uintptr_t p) {
-  for (int i = 0; i < nregions; ++i)
-    if (p >= regions[i].base && p < regions[i].base + regions[i].size) return &regions[i];
+struct region *fake_find_region(uintptr_t p) {
+  for (int i = 0; i < fake_nregions; ++i)
+    if (p >= fake_regions[i].base && p < fake_regions[i].base + fake_regions[i].size)
+      return &fake_regions[i];
   return NULL;
 }
 
 /* The host address of [p, p+n) in memory the fake made (device or pinned), or NULL. */
 static char *translate(uintptr_t p, size_t n) {
-  pthread_mutex_lock(&regions_mu);
-  struct region *r = find(p);
+  pthread_mutex_lock(&fake_regions_mu);
+  struct region *r = fake_find_region(p);
   char *out = NULL;
   if (r && p + n <= r->base + r->size) out = r->shadow + (p - r->base);
-  pthread_mutex_unlock(&regions_mu);
+  pthread_mutex_unlock(&fake_regions_mu);
   return out;
 }
 
-static CUresult add_region(struct region region) {
-  pthread_mutex_lock(&regions_mu);
+CUresult fake_add_region(struct region region) {
+  pthread_mutex_lock(&fake_regions_mu);
   CUresult r = kInvalidValue;
-  if (nregions < (int)(sizeof regions / sizeof regions[0])) {
-    regions[nregions++] = region;
+  if (fake_nregions < (int)(sizeof fake_regions / sizeof fake_regions[0])) {
+    fake_regions[fake_nregions++] = region;
     r = kOk;
   }
-  pthread_mutex_unlock(&regions_mu);
+  pthread_mutex_unlock(&fake_regions_mu);
   return r;
 }
 
-static int remove_region(uintptr_t base, struct region *out) {
-  pthread_mutex_lock(&regions_mu);
+int fake_remove_region(uintptr_t base, struct region *out) {
+  pthread_mutex_lock(&fake_regions_mu);
   int found = 0;
-  for (int i = 0; i < nregions; ++i)
-    if (regions[i].base == base) {
-      *out = regions[i];
-      regions[i] = regions[--nregions];
+  for (int i = 0; i < fake_nregions; ++i)
+    if (fake_regions[i].base == base) {
+      *out = fake_regions[i];
+      fake_regions[i] = fake_regions[--fake_nregions];
       found = 1;
       break;
     }
-  pthread_mutex_unlock(&regions_mu);
+  pthread_mutex_unlock(&fake_regions_mu);
   return found;
 }
 
@@ -147,8 +121,9 @@ int fake_kernel_run(const void *kernel, const void *args_copy, unsigned long lon
                     size_t why_size);
 
 /* Kernel launches that ran, and those that would have faulted (the first one's words). */
-static pthread_mutex_t kernels_mu = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t fake_kernels_mu = PTHREAD_MUTEX_INITIALIZER;
 static int kernels_run, kernel_faults, modules_loaded, modules_unloaded;
+int fake_ipc_opened, fake_ipc_closed;
 static char kernel_fault[512];
 static unsigned last_grid, last_block;
 static char last_kernel[64];
@@ -202,10 +177,10 @@ static void run_op(struct op *op) {
       const int fault =
           fake_kernel_run(op->kernel, op->args, (unsigned long long)op->grid * op->block, translate,
                           why, sizeof why);
-      pthread_mutex_lock(&kernels_mu);
+      pthread_mutex_lock(&fake_kernels_mu);
       ++kernels_run;
       if (fault && kernel_faults++ == 0) strcpy(kernel_fault, why);
-      pthread_mutex_unlock(&kernels_mu);
+      pthread_mutex_unlock(&fake_kernels_mu);
       free(op->args);
       break;
     }
@@ -276,66 +251,66 @@ static struct op *new_op(int kind) {
 }
 
 static int sticky_fault(void) {
-  pthread_mutex_lock(&kernels_mu);
+  pthread_mutex_lock(&fake_kernels_mu);
   const int f = kernel_faults;
-  pthread_mutex_unlock(&kernels_mu);
+  pthread_mutex_unlock(&fake_kernels_mu);
   return f;
 }
 
 /* A kernel that faulted leaves the context unusable, as on a GPU. */
-#define NEED_CONTEXT()                          \
-  do {                                          \
-    if (!initialized) return kNotInitialized;   \
-    if (!current) return kInvalidContext;       \
-    if (sticky_fault()) return kIllegalAddress; \
-  } while (0)
+CUresult fake_need_context(void) {
+  if (!fake_initialized) return kNotInitialized;
+  if (!current) return kInvalidContext;
+  if (sticky_fault()) return kIllegalAddress;
+  return kOk;
+}
 
 /* ---- The driver API ddl and the tests use ------------------------------------------------ */
 
 CUresult cuInit(unsigned flags) {
   (void)flags;
-  if (!initialized) prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
-  initialized = 1;
+  if (!fake_initialized) prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+  fake_initialized = 1;
   return kOk;
 }
 CUresult cuDeviceGet(int *device, int ordinal) {
-  if (!initialized) return kNotInitialized;
+  if (!fake_initialized) return kNotInitialized;
   if (ordinal != 0) return kInvalidValue;
   *device = 0;
   return kOk;
 }
 CUresult cuDevicePrimaryCtxRetain(void **ctx, int device) {
-  if (!initialized) return kNotInitialized;
+  if (!fake_initialized) return kNotInitialized;
   (void)device;
   *ctx = &primary_context;
   return kOk;
 }
 CUresult cuCtxSetCurrent(void *ctx) {
-  if (!initialized) return kNotInitialized;
+  if (!fake_initialized) return kNotInitialized;
   if (ctx && ctx != &primary_context) return kInvalidContext;
   current = ctx;
   return kOk;
 }
 CUresult cuCtxGetCurrent(void **ctx) {
-  if (!initialized) return kNotInitialized;
+  if (!fake_initialized) return kNotInitialized;
   *ctx = current;
   return kOk;
 }
 
 /* The id of the next allocation; the trailer page of each memfd holds its own. */
-static uint64_t next_id = 1;
-static size_t page_round(size_t bytes) {
+uint64_t fake_next_id = 1;
+size_t fake_page_round(size_t bytes) {
   return (bytes + 4095) / 4096 * 4096;
 }
 
 CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes) {
   NEED_CONTEXT();
   if (bytes == 0) return kInvalidValue;
-  const size_t mapped = page_round(bytes);
+  const size_t mapped = fake_page_round(bytes);
   const int fd = memfd_create("fake_cuda_device_memory", MFD_CLOEXEC);
   if (fd < 0) return kOutOfMemory;
   const uint64_t id =
-      __atomic_fetch_add(&next_id, 1, __ATOMIC_RELAXED) | ((uint64_t)getpid() << 32);
+      __atomic_fetch_add(&fake_next_id, 1, __ATOMIC_RELAXED) | ((uint64_t)getpid() << 32);
   if (ftruncate(fd, (off_t)(mapped + 4096)) != 0 ||
       pwrite(fd, &id, sizeof id, (off_t)mapped) != (ssize_t)sizeof id) {
     close(fd);
@@ -349,17 +324,17 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes) {
   }
   *dptr = (uintptr_t)base;
   struct region r = {(uintptr_t)base, bytes, shadow, kTypeDevice, fd, id, 0, 0, -1, 0};
-  return add_region(r);
+  return fake_add_region(r);
 }
 CUresult cuMemFree_v2(CUdeviceptr dptr) {
   struct region r;
-  if (!remove_region((uintptr_t)dptr, &r) || r.type != kTypeDevice) return kInvalidValue;
+  if (!fake_remove_region((uintptr_t)dptr, &r) || r.type != kTypeDevice) return kInvalidValue;
   if (r.imported) { /* the driver frees only its own allocations */
-    add_region(r);
+    fake_add_region(r);
     return kInvalidValue;
   }
-  munmap((void *)r.base, page_round(r.size));
-  munmap(r.shadow, page_round(r.size));
+  munmap((void *)r.base, fake_page_round(r.size));
+  munmap(r.shadow, fake_page_round(r.size));
   close(r.fd);
   return kOk;
 }
@@ -370,11 +345,11 @@ CUresult cuMemHostAlloc(void **ptr, size_t bytes, unsigned flags) {
   if (!p) return 2;
   *ptr = p;
   struct region r = {(uintptr_t)p, bytes, p, kTypeHost, -1, 0, 0, 0, -1, 0};
-  return add_region(r);
+  return fake_add_region(r);
 }
 CUresult cuMemFreeHost(void *ptr) {
   struct region r;
-  if (!remove_region((uintptr_t)ptr, &r) || r.type != kTypeHost) return kInvalidValue;
+  if (!fake_remove_region((uintptr_t)ptr, &r) || r.type != kTypeHost) return kInvalidValue;
   free(r.shadow);
   return kOk;
 }
@@ -386,11 +361,11 @@ CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *dptr, void *ptr, unsigned fla
 }
 
 CUresult cuPointerGetAttributes(unsigned n, int *attributes, void **data, CUdeviceptr ptr) {
-  if (!initialized) return kNotInitialized;
-  pthread_mutex_lock(&regions_mu);
-  struct region *r = find((uintptr_t)ptr);
+  if (!fake_initialized) return kNotInitialized;
+  pthread_mutex_lock(&fake_regions_mu);
+  struct region *r = fake_find_region((uintptr_t)ptr);
   const unsigned type = r ? r->type : 0;
-  pthread_mutex_unlock(&regions_mu);
+  pthread_mutex_unlock(&fake_regions_mu);
   for (unsigned i = 0; i < n; ++i) {
     if (attributes[i] == 1) /* CU_POINTER_ATTRIBUTE_CONTEXT */
       *(void **)data[i] = type ? &primary_context : NULL;
@@ -420,7 +395,7 @@ CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t bytes, vo
 
 /* FAKE_CUDA_DIE_AT="launch:N" or "dtod:N": the process kills itself at its N-th kernel
  * launch or device-to-device copy (1-based), to test a rank dying inside a collective. */
-static void maybe_die(const char *what) {
+void fake_maybe_die(const char *what) {
   static int launches, copies;
   const char *at = getenv("FAKE_CUDA_DIE_AT");
   if (!at) return;
@@ -432,145 +407,22 @@ static void maybe_die(const char *what) {
 }
 
 CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t bytes, void *stream) {
-  maybe_die("dtod");
+  fake_maybe_die("dtod");
   return copy_async(translate((uintptr_t)dst, bytes), translate((uintptr_t)src, bytes), bytes,
                     stream);
 }
 
 CUresult cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdeviceptr ptr) {
   NEED_CONTEXT();
-  pthread_mutex_lock(&regions_mu);
-  struct region *r = find((uintptr_t)ptr);
+  pthread_mutex_lock(&fake_regions_mu);
+  struct region *r = fake_find_region((uintptr_t)ptr);
   const int found = r && r->type == kTypeDevice;
   if (found) {
     if (base) *base = r->base;
     if (size) *size = r->size;
   }
-  pthread_mutex_unlock(&regions_mu);
+  pthread_mutex_unlock(&fake_regions_mu);
   return found ? kOk : kNotFound;
-}
-
-/* ---- IPC ---------------------------------------------------------------------------------- */
-
-typedef struct {
-  char reserved[64];
-} CUipcMemHandle;
-struct handle_words {
-  uint32_t magic;
-  int32_t pid;
-  int32_t fd;
-  uint32_t pad;
-  uint64_t size;
-  uint64_t id;
-};
-enum { kHandleMagic = 0x46495043 }; /* "FIPC" */
-static int ipc_opened, ipc_closed;
-
-CUresult cuIpcGetMemHandle(CUipcMemHandle *handle, CUdeviceptr base) {
-  NEED_CONTEXT();
-  pthread_mutex_lock(&regions_mu);
-  struct region *r = find((uintptr_t)base);
-  struct handle_words w = {0};
-  CUresult result = kInvalidValue;
-  /* The base of an allocation of this process: not an interior pointer, not an import.
-   * FAKE_CUDA_IPC_REFUSE: every allocation is one the driver cannot export. */
-  if (!getenv("FAKE_CUDA_IPC_REFUSE") && r && r->type == kTypeDevice &&
-      r->base == (uintptr_t)base && !r->imported) {
-    w = (struct handle_words){kHandleMagic, getpid(), r->fd, 0, r->size, r->id};
-    result = kOk;
-  }
-  pthread_mutex_unlock(&regions_mu);
-  if (result != kOk) return result;
-  memset(handle, 0, sizeof *handle);
-  memcpy(handle->reserved, &w, sizeof w);
-  return kOk;
-}
-
-/* The exporter's fd, duplicated into this process. */
-static int take_fd(pid_t pid, int fd) {
-#if defined(SYS_pidfd_open) && defined(SYS_pidfd_getfd)
-  const int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-  if (pidfd >= 0) {
-    const int got = (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0);
-    close(pidfd);
-    if (got >= 0) return got;
-  }
-#endif
-  char path[64];
-  snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)pid, fd);
-  return open(path, O_RDWR | O_CLOEXEC);
-}
-
-CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *dptr, CUipcMemHandle handle, unsigned flags) {
-  NEED_CONTEXT();
-  struct handle_words w;
-  memcpy(&w, handle.reserved, sizeof w);
-  if (flags != 1 || w.magic != kHandleMagic || w.size == 0) return kInvalidValue;
-  if (w.pid == getpid()) return kInvalidContext;
-  pthread_mutex_lock(&regions_mu);
-  for (int i = 0; i < nregions; ++i)
-    if (regions[i].imported && regions[i].owner_pid == w.pid && regions[i].owner_id == w.id) {
-      ++regions[i].imported;
-      *dptr = regions[i].base;
-      pthread_mutex_unlock(&regions_mu);
-      return kOk;
-    }
-  pthread_mutex_unlock(&regions_mu);
-  const int fd = take_fd(w.pid, w.fd);
-  if (fd < 0) return kMapFailed;
-  const size_t mapped = page_round(w.size);
-  uint64_t id = 0;
-  struct stat st;
-  if (fstat(fd, &st) != 0 || (size_t)st.st_size != mapped + 4096 ||
-      pread(fd, &id, sizeof id, (off_t)mapped) != (ssize_t)sizeof id || id != w.id) {
-    close(fd); /* not the allocation the handle was made for: freed, its fd reused */
-    return kInvalidHandle;
-  }
-  void *base = mmap(NULL, mapped, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  void *shadow = mmap(NULL, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (base == MAP_FAILED || shadow == MAP_FAILED) {
-    close(fd);
-    return kMapFailed;
-  }
-  struct region r = {(uintptr_t)base,
-                     (size_t)w.size,
-                     shadow,
-                     kTypeDevice,
-                     fd,
-                     __atomic_fetch_add(&next_id, 1, __ATOMIC_RELAXED),
-                     1,
-                     w.pid,
-                     w.fd,
-                     w.id};
-  if (add_region(r) != kOk) return kOutOfMemory;
-  pthread_mutex_lock(&kernels_mu);
-  ++ipc_opened;
-  pthread_mutex_unlock(&kernels_mu);
-  *dptr = (uintptr_t)base;
-  return kOk;
-}
-
-CUresult cuIpcCloseMemHandle(CUdeviceptr dptr) {
-  if (!initialized) return kNotInitialized;
-  pthread_mutex_lock(&regions_mu);
-  struct region *found = find((uintptr_t)dptr);
-  int last = 0;
-  CUresult result = kInvalidValue;
-  if (found && found->imported && found->base == (uintptr_t)dptr) {
-    result = kOk;
-    last = --found->imported == 0;
-  }
-  pthread_mutex_unlock(&regions_mu);
-  if (result != kOk || !last) return result;
-  struct region r;
-  remove_region((uintptr_t)dptr, &r);
-  munmap((void *)r.base, page_round(r.size));
-  munmap(r.shadow, page_round(r.size));
-  close(r.fd);
-  pthread_mutex_lock(&kernels_mu);
-  ++ipc_closed;
-  pthread_mutex_unlock(&kernels_mu);
-  return kOk;
 }
 
 CUresult cuStreamCreate(void **stream, unsigned flags) {
@@ -580,7 +432,7 @@ CUresult cuStreamCreate(void **stream, unsigned flags) {
   return kOk;
 }
 CUresult cuStreamSynchronize(void *handle) {
-  if (!initialized) return kNotInitialized;
+  if (!fake_initialized) return kNotInitialized;
   struct stream *s = stream_of(handle);
   pthread_mutex_lock(&s->mu);
   while (s->head || s->running) pthread_cond_wait(&s->cv, &s->mu);
@@ -600,7 +452,7 @@ CUresult cuStreamDestroy_v2(void *handle) {
   return kOk;
 }
 CUresult cuStreamGetCtx(void *handle, void **ctx) {
-  if (!initialized) return kNotInitialized;
+  if (!fake_initialized) return kNotInitialized;
   *ctx = (uintptr_t)handle <= 2 ? current : ((struct stream *)handle)->context;
   return kOk;
 }
@@ -652,12 +504,12 @@ static int env_int(const char *name, int fallback) {
 }
 
 CUresult cuDeviceGetCount(int *count) {
-  if (!initialized) return kNotInitialized;
+  if (!fake_initialized) return kNotInitialized;
   *count = env_int("FAKE_CUDA_DEVICES", 1);
   return kOk;
 }
 CUresult cuDeviceGetName(char *name, int len, int device) {
-  if (!initialized) return kNotInitialized;
+  if (!fake_initialized) return kNotInitialized;
   if (device != 0 || len < 1) return kInvalidValue;
   strncpy(name, "Fake CUDA device (tests/device/fakes)", (size_t)len - 1);
   name[len - 1] = 0;
@@ -665,7 +517,7 @@ CUresult cuDeviceGetName(char *name, int len, int device) {
 }
 CUresult cuDevicePrimaryCtxRelease_v2(int device) {
   (void)device;
-  return initialized ? kOk : kNotInitialized;
+  return fake_initialized ? kOk : kNotInitialized;
 }
 CUresult cuCtxGetDevice(int *device) {
   NEED_CONTEXT();
@@ -673,7 +525,7 @@ CUresult cuCtxGetDevice(int *device) {
   return kOk;
 }
 CUresult cuDeviceGetAttribute(int *value, int attribute, int device) {
-  if (!initialized) return kNotInitialized;
+  if (!fake_initialized) return kNotInitialized;
   if (device != 0) return kInvalidValue;
   if (attribute != 16) return kInvalidValue; /* only CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT */
   *value = env_int("FAKE_CUDA_SMS", 4);
@@ -685,9 +537,9 @@ CUresult cuModuleLoadData(void **module, const void *image) {
   const unsigned char magic[4] = {0x50, 0xed, 0x55, 0xba}; /* a fatbin's, little endian */
   if (!image || memcmp(image, magic, 4) != 0) return kInvalidImage;
   *module = malloc(1);
-  pthread_mutex_lock(&kernels_mu);
+  pthread_mutex_lock(&fake_kernels_mu);
   ++modules_loaded;
-  pthread_mutex_unlock(&kernels_mu);
+  pthread_mutex_unlock(&fake_kernels_mu);
   return kOk;
 }
 CUresult cuModuleGetFunction(void **function, void *module, const char *name) {
@@ -701,16 +553,16 @@ CUresult cuModuleGetFunction(void **function, void *module, const char *name) {
 CUresult cuModuleUnload(void *module) {
   if (!module) return kInvalidHandle;
   free(module);
-  pthread_mutex_lock(&kernels_mu);
+  pthread_mutex_lock(&fake_kernels_mu);
   ++modules_unloaded;
-  pthread_mutex_unlock(&kernels_mu);
+  pthread_mutex_unlock(&fake_kernels_mu);
   return kOk;
 }
 CUresult cuLaunchKernel(void *function, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                         unsigned by, unsigned bz, unsigned shared, void *stream, void **params,
                         void **extra) {
   NEED_CONTEXT();
-  maybe_die("launch");
+  fake_maybe_die("launch");
   /* The limits of a real launch, and what ddl's kernels need (1-D, no shared memory). */
   if (!function || gx < 1 || gx > 0x7fffffffu || gy != 1 || gz != 1 || bx < 1 || bx > 1024 ||
       by != 1 || bz != 1 || shared != 0 || !params || !params[0] || extra)
@@ -722,11 +574,11 @@ CUresult cuLaunchKernel(void *function, unsigned gx, unsigned gy, unsigned gz, u
   memcpy(op->args, params[0], bytes); /* the driver copies the arguments at launch */
   op->grid = gx;
   op->block = bx;
-  pthread_mutex_lock(&kernels_mu);
+  pthread_mutex_lock(&fake_kernels_mu);
   last_grid = gx;
   last_block = bx;
   strncpy(last_kernel, fake_kernel_name(function), sizeof last_kernel - 1);
-  pthread_mutex_unlock(&kernels_mu);
+  pthread_mutex_unlock(&fake_kernels_mu);
   return enqueue(stream, op);
 }
 
@@ -806,33 +658,19 @@ void *fake_cuda_host_view(CUdeviceptr dptr) {
  * kernel, and the launches that would have faulted on a GPU (the first one's reason). */
 void fake_cuda_kernel_stats(int *run, int *loaded, int *unloaded, unsigned *grid, unsigned *block,
                             const char **kernel) {
-  pthread_mutex_lock(&kernels_mu);
+  pthread_mutex_lock(&fake_kernels_mu);
   *run = kernels_run;
   *loaded = modules_loaded;
   *unloaded = modules_unloaded;
   *grid = last_grid;
   *block = last_block;
   *kernel = last_kernel;
-  pthread_mutex_unlock(&kernels_mu);
+  pthread_mutex_unlock(&fake_kernels_mu);
 }
 int fake_cuda_kernel_faults(const char **why) {
-  pthread_mutex_lock(&kernels_mu);
+  pthread_mutex_lock(&fake_kernels_mu);
   const int n = kernel_faults;
   *why = kernel_fault;
-  pthread_mutex_unlock(&kernels_mu);
+  pthread_mutex_unlock(&fake_kernels_mu);
   return n;
-}
-
-/* Handles opened (first opens of a handle) and closed (last closes) by this process, and the
- * imports open now. */
-void fake_cuda_ipc_stats(int *opened, int *closed, int *open_now) {
-  pthread_mutex_lock(&kernels_mu);
-  *opened = ipc_opened;
-  *closed = ipc_closed;
-  pthread_mutex_unlock(&kernels_mu);
-  pthread_mutex_lock(&regions_mu);
-  int n = 0;
-  for (int i = 0; i < nregions; ++i) n += regions[i].imported != 0;
-  pthread_mutex_unlock(&regions_mu);
-  *open_now = n;
 }
