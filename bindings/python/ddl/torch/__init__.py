@@ -58,10 +58,17 @@ def extension():
             here = os.path.dirname(os.path.abspath(__file__))
             # The torch version is in the name: an extension built against one torch must not
             # be loaded by another (C++ ABI), and torch's cache keys only on sources and flags.
+            # So is a digest of every file of the backend: torch's cache does not see a change
+            # to a header alone.
             tag = torch.__version__.split("+")[0].replace(".", "_")
+            files = [os.path.join(here, name) for name in ("backend.cpp", "libddl_api.h")]
+            digest = hashlib.sha256()
+            for path in files:
+                with open(path, "rb") as f:
+                    digest.update(f.read())
             _ext = cpp_extension.load(
-                name=f"ddl_torch_backend_{tag}",
-                sources=[os.path.join(here, "backend.cpp")],
+                name=f"ddl_torch_backend_{tag}_{digest.hexdigest()[:12]}",
+                sources=files[:1],
                 extra_cflags=["-O2"],
                 extra_ldflags=["-ldl"],
                 verbose=os.environ.get("DDL_TORCH_VERBOSE_BUILD") == "1",

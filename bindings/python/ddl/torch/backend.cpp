@@ -25,138 +25,9 @@
 #include <torch/csrc/distributed/c10d/Work.hpp>
 #include <torch/extension.h>
 
-namespace {
+#include "libddl_api.h"
 
-// ddl.h's enum values. Its ABI rules say values are never renumbered, so they can be restated
-// here (the header is not installed with the Python package).
-enum DdlType { I8 = 0, U8 = 1, I32 = 2, U32 = 3, I64 = 4, U64 = 5, F16 = 6, BF16 = 7, F32 = 8, F64 = 9 };
-enum DdlOp { OP_SUM = 0, OP_PROD = 1, OP_MIN = 2, OP_MAX = 3, OP_AVG = 4 };
-
-using Req = void*;  // ddl_request_t
-using Comm = void*; // ddl_comm_t
-
-// The libddl functions this backend calls. The nonblocking ones may be missing in an older
-// libddl: then every collective runs blocking and returns a finished Work.
-struct Api {
-  int (*allreduce)(const void*, void*, size_t, int, int, Comm) = nullptr;
-  int (*broadcast)(void*, size_t, int, int, Comm) = nullptr;
-  int (*allgather)(const void*, void*, size_t, int, Comm) = nullptr;
-  int (*reduce_scatter)(const void*, void*, size_t, int, int, Comm) = nullptr;
-  int (*barrier)(Comm) = nullptr;
-  int (*comm_abort)(Comm) = nullptr;
-  const char* (*result_string)(int) = nullptr;
-  const char* (*last_error)(Comm) = nullptr;
-  int (*iallreduce)(const void*, void*, size_t, int, int, Comm, Req*) = nullptr;
-  int (*ibroadcast)(void*, size_t, int, int, Comm, Req*) = nullptr;
-  int (*iallgather)(const void*, void*, size_t, int, Comm, Req*) = nullptr;
-  int (*ireduce_scatter)(const void*, void*, size_t, int, int, Comm, Req*) = nullptr;
-  int (*ibarrier)(Comm, Req*) = nullptr;
-  int (*test)(Req, int*) = nullptr;
-  int (*wait)(Req) = nullptr;
-  int (*request_free)(Req) = nullptr;
-  int (*group_start)() = nullptr;
-  int (*group_end)() = nullptr;
-
-  bool nonblocking() const {
-    return iallreduce && ibroadcast && iallgather && ireduce_scatter && ibarrier && test && wait &&
-           request_free && group_start && group_end;
-  }
-
-  static Api load(const std::string& path) {
-    // RTLD_NOLOAD first: the package has loaded it already; fall back to loading it.
-    void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_NOLOAD);
-    if (!h) h = dlopen(path.c_str(), RTLD_NOW);
-    TORCH_CHECK(h, "ddl backend: cannot load ", path, ": ", dlerror());
-    Api a;
-    auto need = [&](auto& fn, const char* name) {
-      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(h, name));
-      TORCH_CHECK(fn, "ddl backend: ", path, " has no ", name);
-    };
-    auto maybe = [&](auto& fn, const char* name) {
-      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(h, name));
-    };
-    need(a.allreduce, "ddl_allreduce");
-    need(a.broadcast, "ddl_broadcast");
-    need(a.allgather, "ddl_allgather");
-    need(a.reduce_scatter, "ddl_reduce_scatter");
-    need(a.barrier, "ddl_barrier");
-    need(a.comm_abort, "ddl_comm_abort");
-    need(a.result_string, "ddl_result_string");
-    need(a.last_error, "ddl_comm_last_error");
-    maybe(a.iallreduce, "ddl_iallreduce");
-    maybe(a.ibroadcast, "ddl_ibroadcast");
-    maybe(a.iallgather, "ddl_iallgather");
-    maybe(a.ireduce_scatter, "ddl_ireduce_scatter");
-    maybe(a.ibarrier, "ddl_ibarrier");
-    maybe(a.test, "ddl_test");
-    maybe(a.wait, "ddl_wait");
-    maybe(a.request_free, "ddl_request_free");
-    maybe(a.group_start, "ddl_group_start");
-    maybe(a.group_end, "ddl_group_end");
-    return a;
-  }
-
-  // "DDL_ERR_TIMEOUT: ...: <ddl's words>", for an exception.
-  std::string message(int rc, Comm words_of, const char* what) const {
-    std::string text = std::string("ddl ") + what + " failed: " + result_string(rc);
-    const char* detail = last_error(words_of);
-    if (detail && *detail) text += std::string(": ") + detail;
-    return text;
-  }
-};
-
-int ddl_type(const at::Tensor& t) {
-  switch (t.scalar_type()) {
-    case at::kChar: return I8;
-    case at::kByte: return U8;
-    case at::kBool: return U8;  // one byte per element; SUM/PROD become MAX/MIN (see ddl_op)
-    case at::kInt: return I32;
-    case at::kUInt32: return U32;
-    case at::kLong: return I64;
-    case at::kUInt64: return U64;
-    case at::kHalf: return F16;
-    case at::kBFloat16: return BF16;
-    case at::kFloat: return F32;
-    case at::kDouble: return F64;
-    default:
-      TORCH_CHECK(false, "ddl backend: tensors of dtype ", t.scalar_type(), " are not supported");
-  }
-}
-
-// torch's op for dtype of t, as ddl's op. PREMUL_SUM arrives here as SUM (the caller scaled).
-int ddl_op(const c10d::ReduceOp& op, const at::Tensor& t) {
-  bool boolean = t.scalar_type() == at::kBool;
-  switch (op.op_) {
-    case c10d::ReduceOp::SUM: return boolean ? OP_MAX : OP_SUM;  // logical or
-    case c10d::ReduceOp::PRODUCT: return boolean ? OP_MIN : OP_PROD;  // logical and
-    case c10d::ReduceOp::MIN: return OP_MIN;
-    case c10d::ReduceOp::MAX: return OP_MAX;
-    case c10d::ReduceOp::AVG: return OP_AVG;
-    case c10d::ReduceOp::PREMUL_SUM: return OP_SUM;
-    default:
-      TORCH_CHECK(false, "ddl backend: reduce op ", static_cast<int>(op.op_),
-                  " (BAND/BOR/BXOR) is not supported; use SUM, PRODUCT, MIN, MAX, AVG or "
-                  "PREMUL_SUM");
-  }
-}
-
-// PREMUL_SUM's factor applied to a copy of input (or to input itself when in_place).
-at::Tensor premultiplied(const c10d::ReduceOp& op, const at::Tensor& input, bool in_place) {
-  if (op.op_ != c10d::ReduceOp::PREMUL_SUM) return input;
-  auto* s = dynamic_cast<c10d::PreMulSumSupplement*>(op.supplement_.get());
-  TORCH_CHECK(s, "ddl backend: PREMUL_SUM without its factor");
-  if (s->tensor_factor.defined()) {
-    auto f = s->tensor_factor.to(input.device(), input.scalar_type());
-    return in_place ? input.mul_(f) : input.mul(f);
-  }
-  return in_place ? input.mul_(s->double_factor) : input.mul(s->double_factor);
-}
-
-void check_cpu(const at::Tensor& t, const char* what) {
-  TORCH_CHECK(t.device().is_cpu(), "ddl backend: ", what, " is on ", t.device(),
-              "; the ddl backend takes CPU tensors");
-  TORCH_CHECK(t.layout() == at::kStrided, "ddl backend: ", what, " must be a dense tensor");
-}
+namespace ddl_torch {
 
 class Completer;
 
@@ -718,15 +589,15 @@ class DdlBackend : public c10d::Backend {
   py::object owner_;
 };
 
-}  // namespace
+}  // namespace ddl_torch
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "ddl's torch.distributed backend (see ddl/torch/__init__.py)";
   // c10d::Backend is registered by torch._C; import it so pybind11 knows the base class.
   py::module_::import("torch.distributed");
-  py::class_<DdlBackend, c10d::Backend, c10::intrusive_ptr<DdlBackend>>(m, "DdlBackend")
+  py::class_<ddl_torch::DdlBackend, c10d::Backend, c10::intrusive_ptr<ddl_torch::DdlBackend>>(m, "DdlBackend")
       .def(py::init<int, int, uintptr_t, const std::string&, py::object>(), py::arg("rank"),
            py::arg("size"), py::arg("comm"), py::arg("library"), py::arg("owner"))
-      .def_property_readonly("nonblocking", &DdlBackend::nonblocking,
+      .def_property_readonly("nonblocking", &ddl_torch::DdlBackend::nonblocking,
                              "whether libddl has nonblocking collectives (else every call blocks)");
 }
