@@ -46,26 +46,53 @@ std::vector<int> candidate_nics(const Topology &topology, bool include_down_port
   return up.empty() ? candidates : up;
 }
 
+namespace {
+
+// An RDMA NIC by its first usable port ("mlx5_0:1"), an Ethernet NIC by its interface.
+std::string ucx_device_name(const Nic &nic) {
+  if (!nic.rdma) return nic.name;
+  int port = 1;  // verbs ports count from 1
+  for (const NicPort &p : nic.ports) {
+    if (p.state == PortState::kActive || p.state == PortState::kUnknown) {
+      port = p.number;
+      break;
+    }
+  }
+  return nic.name + ":" + std::to_string(port);
+}
+
+}  // namespace
+
 std::vector<std::string> rail_devices(const Topology &topology) {
   std::vector<std::string> devices;
   for (int index : candidate_nics(topology, /*include_down_ports=*/false)) {
     const Nic &nic = topology.nics[index];
-    if (!nic.usable()) continue;  // candidate_nics offers down NICs when all are down
-    if (!nic.rdma) {
-      devices.push_back(nic.name);
-      continue;
-    }
-    int port = 1;  // verbs ports count from 1
-    for (const NicPort &p : nic.ports) {
-      if (p.state == PortState::kActive || p.state == PortState::kUnknown) {
-        port = p.number;
-        break;
-      }
-    }
-    devices.push_back(nic.name + ":" + std::to_string(port));
+    if (nic.usable()) devices.push_back(ucx_device_name(nic));  // all down: no rails
   }
   std::sort(devices.begin(), devices.end());
   return devices;
+}
+
+GpuRail gpu_rail(const Topology &topology, const std::string &gpu_bus_id) {
+  GpuRail rail;
+  const int gpu = find_gpu(topology, gpu_bus_id);
+  if (gpu < 0) return rail;
+  rail.gpu = topology.gpus[gpu].pci.bus_id;
+  const GpuNic pair = pair_gpus_with_nics(topology, PairingOptions())[gpu];
+  if (pair.nic < 0 || !topology.nics[pair.nic].usable()) return rail;
+  const Nic &nic = topology.nics[pair.nic];
+  rail.names.push_back(ucx_device_name(nic));
+  rail.names.push_back(nic.name);
+  rail.names.insert(rail.names.end(), nic.netdevs.begin(), nic.netdevs.end());
+  rail.path = pair.path;
+  return rail;
+}
+
+int rail_index(const std::vector<std::string> &rails, const GpuRail &rail) {
+  for (size_t i = 0; i < rails.size(); ++i)
+    if (std::find(rail.names.begin(), rail.names.end(), rails[i]) != rail.names.end())
+      return static_cast<int>(i);
+  return -1;
 }
 
 std::vector<GpuNic> pair_gpus_with_nics(const Topology &topology, const PairingOptions &options) {

@@ -56,5 +56,18 @@ std::vector<int> candidate_nics(const Topology &topology, bool include_down_port
 // the same NIC on hosts built alike. Empty when there is none.
 std::vector<std::string> rail_devices(const Topology &topology);
 
+// The NIC that carries a GPU's traffic to other hosts (pair_gpus_with_nics, ports that are up),
+// as a rail list may name it.
+struct GpuRail {
+  std::string gpu;                 // the GPU's bus id, normalized; "" when the topology lacks it
+  std::vector<std::string> names;  // as UCX names it (first), its own name, its interfaces
+  Path path;                       // GPU to NIC
+};
+// For the GPU at `gpu_bus_id` (any form normalize_pci_bus_id takes). names is empty when the
+// topology has no such GPU or no NIC for it.
+GpuRail gpu_rail(const Topology &topology, const std::string &gpu_bus_id);
+// Index of the entry of `rails` (DDL_RAILS's list, or rail_devices) that names rail's NIC, or -1.
+int rail_index(const std::vector<std::string> &rails, const GpuRail &rail);
+
 }  // namespace topo
 }  // namespace ddl

@@ -13,6 +13,7 @@
 #include "lib/common/log.h"
 #include "lib/common/params.h"
 #include "lib/core/progress.h"
+#include "lib/device/cuda_driver.h"
 #include "lib/device/staging.h"
 #include "topology/nic_pairing.h"
 
@@ -77,6 +78,12 @@ Status exchange_placements(ddl_comm *comm) {
   if (!s.ok())
     DDL_WARN("topology discovery failed, placing this rank by host only: %s", s.message().c_str());
   if (env_string("DDL_RAILS") == "auto") comm->rail_devices = topo::rail_devices(topology);
+  // A rank that chose its GPU before creating the communicator (as NCCL and PyTorch expect)
+  // sends to other hosts through the NIC closest to it.
+  if (!env_string("DDL_RAILS").empty()) {
+    const std::string gpu = device::current_gpu_bus_id();
+    if (!gpu.empty()) comm->gpu_rail = topo::gpu_rail(topology, gpu);
+  }
   const topo::Placement mine = topo::local_placement(topology, -1);
   std::vector<std::string> all;
   s = comm->bootstrap->allgather(topo::serialize(mine), &all);
@@ -195,14 +202,15 @@ std::vector<std::string> split_string(const std::string &text, char separator) {
 
 // DDL_RAILS="eth0,eth1": the NICs of every host, by rail; "auto": the NICs the topology finds
 // on each host (topo::rail_devices: RDMA NICs with a usable port, else Ethernet ones). A rank
-// of local index i (its place among its host's ranks) drives rail i mod R: a UCX transport of
-// its own, bound to that NIC, carries its messages to the ranks of other hosts on the same
-// rail. hier's cross-host step runs between ranks of the same local index, so each host's
-// ranks then drive all its NICs at once; everything else keeps the main transport (UCX's
-// choice of devices). R is the fewest NICs any rank names, agreed by all, so that hosts with
-// fewer NICs (or a shorter list) still pair rail k with rail k; below 2 there are no rails. A
-// rank whose rail transport cannot be made says so and keeps the main one; both ends must
-// have one.
+// that uses a GPU (current when the communicator was made) drives the rail of the NIC closest
+// to it (topo::gpu_rail, as NCCL pairs them); any other rank, of local index i (its place
+// among its host's ranks), rail i mod R. A UCX transport of its own, bound to that NIC,
+// carries its messages to the ranks of other hosts on the same rail. hier's cross-host step runs
+// between ranks of the same local index, so each host's ranks then drive all its NICs at once;
+// everything else keeps the main transport (UCX's choice of devices). R is the fewest NICs any rank
+// names, agreed by all, so that hosts with fewer NICs (or a shorter list) still pair rail k with
+// rail k; below 2 there are no rails. A rank whose rail transport cannot be made says so and keeps
+// the main one; both ends must have one.
 Status connect_rails(ddl_comm *comm) {
   const std::string setting = env_string("DDL_RAILS");
   std::vector<std::string> nics;
@@ -217,15 +225,21 @@ Status connect_rails(ddl_comm *comm) {
       std::any_of(hosts.group_of.begin(), hosts.group_of.end(),
                   [&](int group) { return group != hosts.group_of[comm->rank]; });
   if (setting.empty() || !several_hosts) return Status::Ok();  // the same on every rank
-  std::vector<std::string> counts;
-  Status agreed = comm->bootstrap->allgather(std::to_string(nics.size()), &counts);
+  // Every rank says how many NICs it has and which one its GPU prefers (-1: none).
+  const int gpu_choice = topo::rail_index(nics, comm->gpu_rail);
+  std::vector<std::string> offers;
+  Status agreed = comm->bootstrap->allgather(strprintf("%zu %d", nics.size(), gpu_choice), &offers);
   if (!agreed.ok()) return agreed.prefix("agreeing on the number of rails: ");
   size_t rails = nics.size();
-  for (size_t r = 0; r < counts.size(); ++r) {
-    int64_t count = 0;
-    if (!parse_int(counts[r], 0, 1 << 16, &count))
-      return internal_error("rank %zu sent a bad rail count '%s'", r, counts[r].c_str());
+  std::vector<int> preferred(comm->nranks, -1);
+  for (int r = 0; r < comm->nranks; ++r) {
+    const size_t space = offers[r].find(' ');
+    int64_t count = 0, choice = -1;
+    if (space == std::string::npos || !parse_int(offers[r].substr(0, space), 0, 1 << 16, &count) ||
+        !parse_int(offers[r].substr(space + 1), -1, 1 << 16, &choice))
+      return internal_error("rank %d sent a bad rail offer '%s'", r, offers[r].c_str());
     rails = std::min(rails, static_cast<size_t>(count));
+    preferred[r] = static_cast<int>(choice);
   }
   if (rails < 2) {
     std::string here;
@@ -239,9 +253,15 @@ Status connect_rails(ddl_comm *comm) {
   std::map<int, int> seen;  // ranks per host so far
   for (int r = 0; r < comm->nranks; ++r) {
     local_index[r] = seen[hosts.group_of[r]]++;
-    rail_of[r] = local_index[r] % static_cast<int>(nics.size());
+    const bool by_gpu = preferred[r] >= 0 && preferred[r] < static_cast<int>(rails);
+    rail_of[r] = by_gpu ? preferred[r] : local_index[r] % static_cast<int>(rails);
   }
   const std::string &nic = nics[rail_of[comm->rank]];
+  const std::string why =
+      rail_of[comm->rank] == preferred[comm->rank]
+          ? strprintf("closest to this rank's GPU %s, path %s", comm->gpu_rail.gpu.c_str(),
+                      topo::path_type_name(comm->gpu_rail.path.type))
+          : strprintf("local index %d of its host", local_index[comm->rank]);
   UcxOptions options;
   options.net_device = nic;
   options.heartbeats = false;  // the main transport watches every peer
@@ -287,8 +307,9 @@ Status connect_rails(ddl_comm *comm) {
   }
   if (!comm->rail) return Status::Ok();
   comm->routes->add_rail(comm->rail.get(), via_rail);
-  DDL_INFO("rail %d of %zu: NIC %s carries this rank's traffic to ranks %s", rail_of[comm->rank],
-           nics.size(), nic.c_str(), served.empty() ? "(none)" : served.c_str());
+  DDL_INFO("rail %d of %zu: NIC %s (%s) carries this rank's traffic to ranks %s",
+           rail_of[comm->rank], nics.size(), nic.c_str(), why.c_str(),
+           served.empty() ? "(none)" : served.c_str());
   return Status::Ok();
 }
 

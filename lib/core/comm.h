@@ -18,6 +18,7 @@
 #include "lib/exec/executor.h"
 #include "lib/exec/plan.h"
 #include "lib/exec/signature.h"
+#include "topology/nic_pairing.h"
 #include "topology/tiers.h"
 #include "transports/routed_transport.h"
 #include "transports/shm/cma.h"
@@ -43,6 +44,7 @@ struct ddl_comm {
   std::unique_ptr<ddl::ShmTransport> shm;        // peers on this host, when it works here
   std::unique_ptr<ddl::UcxTransport> rail;       // this rank's own NIC (DDL_RAILS), or null
   std::vector<std::string> rail_devices;         // this host's NICs for DDL_RAILS=auto
+  ddl::topo::GpuRail gpu_rail;                   // the NIC closest to this rank's GPU, if any
   std::unique_ptr<ddl::RoutedTransport> routes;  // what collectives use: shm, rail, else UCX
   ddl::Executor executor;
   std::vector<pid_t> pids;  // by rank

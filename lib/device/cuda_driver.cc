@@ -90,6 +90,7 @@ Loaded open_driver() {
   load(handle, "cuLaunchKernel", &cu.launch_kernel);
   load(handle, "cuCtxGetDevice", &cu.ctx_get_device);
   load(handle, "cuDeviceGetAttribute", &cu.device_get_attribute);
+  load(handle, "cuDeviceGetPCIBusId", &cu.device_get_pci_bus_id);
   load(handle, "cuIpcGetMemHandle", &cu.ipc_get_mem_handle);
   load_any(handle, {"cuIpcOpenMemHandle_v2", "cuIpcOpenMemHandle"}, &cu.ipc_open_mem_handle);
   load(handle, "cuIpcCloseMemHandle", &cu.ipc_close_mem_handle);
@@ -120,6 +121,21 @@ const CudaDriver *cuda_driver() {
 
 const std::string &cuda_absent_reason() {
   return loaded().absent;
+}
+
+std::string current_gpu_bus_id() {
+  const CudaDriver *cu = cuda_driver();
+  if (!cu || !cu->ctx_get_device || !cu->device_get_pci_bus_id) return std::string();
+  // Before cuInit this fails with NOT_INITIALIZED; with no context it gives null.
+  CUcontext context = nullptr;
+  if (cu->ctx_get_current(&context) != kCudaSuccess || !context) return std::string();
+  CUdevice device = 0;
+  char bus_id[32] = "";
+  if (cu->ctx_get_device(&device) != kCudaSuccess ||
+      cu->device_get_pci_bus_id(bus_id, sizeof bus_id, device) != kCudaSuccess)
+    return std::string();
+  bus_id[sizeof bus_id - 1] = 0;
+  return bus_id;
 }
 
 std::string cuda_error_text(const CudaDriver &cu, CUresult result) {

@@ -76,6 +76,8 @@ struct CudaDriver {
                             unsigned shared_bytes, CUstream stream, void **params, void **extra);
   CUresult (*ctx_get_device)(CUdevice *device);
   CUresult (*device_get_attribute)(int *value, int attribute, CUdevice device);
+  // Optional, to find the GPU a rank uses in the topology (current_gpu_bus_id).
+  CUresult (*device_get_pci_bus_id)(char *bus_id, int length, CUdevice device);
   // Optional, for reducing straight out of other processes' device memory inside a host
   // (lib/device/ipc_allreduce.h): without any of them, device buffers are staged.
   CUresult (*ipc_get_mem_handle)(CUipcMemHandle *handle, CUdeviceptr base);
@@ -94,6 +96,13 @@ bool has_ipc_entry_points(const CudaDriver &cu, const char **missing);
 const CudaDriver *cuda_driver();
 // Why cuda_driver() is null ("DDL_CUDA=0", "cannot load libcuda.so.1: ..."); "" when it is not.
 const std::string &cuda_absent_reason();
+
+// The PCI address of the GPU whose context is current on this thread ("0000:4E:00.0"), as a
+// rank that called cudaSetDevice (or torch.cuda.set_device) before creating its communicator
+// has it; "" when there is no driver, the process has not initialised CUDA (ddl never does
+// it for the process: that would cost every CPU-only rank a driver start), or no context is
+// current.
+std::string current_gpu_bus_id();
 
 // "CUDA_ERROR_INVALID_VALUE (1)": a driver result in words.
 std::string cuda_error_text(const CudaDriver &cu, CUresult result);

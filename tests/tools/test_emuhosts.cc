@@ -296,7 +296,9 @@ Test(emuhosts, rails_drive_every_nic_of_a_host) {
                             110);
   cr_assert_eq(r.exit_status, 0, "stdout:\n%s\nstderr:\n%s", r.out.c_str(), r.err.c_str());
   cr_assert(contains(r.out, "# Out of bounds values : 0 OK"), "%s", r.out.c_str());
-  cr_assert(contains(r.out + r.err, "rail 1 of 2: NIC eth1 carries this rank's traffic to ranks 3"),
+  cr_assert(contains(r.out + r.err,
+                     "rail 1 of 2: NIC eth1 (local index 1 of its host) carries this rank's "
+                     "traffic to ranks 3"),
             "rank 1's log does not name its rail:\n%s", r.err.c_str());
   int host = 0;
   for (const char *name : {"h0", "h1"}) {
@@ -349,4 +351,73 @@ Test(emuhosts, auto_rails_that_cannot_connect_fall_back_on_every_rank) {
         "rank %d does not say the rails fell back:\n%s", rank, r.err.c_str());
   cr_assert(contains(r.out + r.err, "NIC mlx5_"), "the warning does not name the NIC:\n%s",
             r.err.c_str());
+}
+
+// A rank that uses a GPU drives the NIC closest to it (as NCCL pairs them), not the rail of its
+// local index. The topology file crosses them: GPU 0 (bus 04) shares a PCIe switch with eth1,
+// GPU 1 (bus 84) with eth0. Each rank opens GPU <local rank> of the stand-in CUDA driver
+// (ddl_perf -G) before it creates its communicator, and the allreduce runs on its "device"
+// buffers, staged through host memory across the hosts.
+Test(emuhosts, gpu_ranks_drive_the_nic_closest_to_their_gpu) {
+#ifndef FAKE_CUDA
+  cr_skip_test("built without the stand-in CUDA driver (tests/device)");
+#else
+  up_or_skip({"--hosts", "2", "--rails", "2"});
+  const std::string topology = std::string(TOPOLOGY_DATA_DIR) + "/two-gpu-crossed-eth.xml";
+  RunResult r = run_command({kDdlrun,
+                             "-H",
+                             "h0:2,h1:2",
+                             "--launch-agent",
+                             agent(),
+                             "--timeout",
+                             "90",
+                             "-x",
+                             "DDL_RAILS=auto",
+                             "-x",
+                             "DDL_TOPO_FILE=" + topology,
+                             "-x",
+                             "DDL_LOG_LEVEL=info",
+                             "-x",
+                             std::string("DDL_CUDA_LIBRARY=") + FAKE_CUDA,
+                             "-x",
+                             "FAKE_CUDA_DEVICES=2",
+                             "-x",
+                             "FAKE_CUDA_BUS_IDS=0000:04:00.0,0000:84:00.0",
+                             "--",
+                             kDdlPerf,
+                             "-G",
+                             "-a",
+                             "hier",
+                             "-b",
+                             "1M",
+                             "-e",
+                             "1M",
+                             "-n",
+                             "2",
+                             "-w",
+                             "0",
+                             "-c",
+                             "1"},
+                            110);
+  cr_assert_eq(r.exit_status, 0, "stdout:\n%s\nstderr:\n%s", r.out.c_str(), r.err.c_str());
+  cr_assert(contains(r.out, "# Out of bounds values : 0 OK"), "%s", r.out.c_str());
+  const std::string log = r.out + r.err;
+  // Ranks 0 and 2 are local rank 0 of their hosts (GPU 0, eth1); ranks 1 and 3 local rank 1.
+  const struct {
+    int rank, rail, peer;
+    const char *nic, *gpu;
+  } expected[] = {{0, 1, 2, "eth1", "0000:04:00.0"},
+                  {1, 0, 3, "eth0", "0000:84:00.0"},
+                  {2, 1, 0, "eth1", "0000:04:00.0"},
+                  {3, 0, 1, "eth0", "0000:84:00.0"}};
+  for (const auto &e : expected) {
+    const std::string line = "ddl[" + std::to_string(e.rank) + "] info: rail " +
+                             std::to_string(e.rail) + " of 2: NIC " + e.nic +
+                             " (closest to this rank's GPU " + e.gpu;
+    cr_assert(contains(log, line), "no \"%s\" in:\n%s", line.c_str(), log.c_str());
+    const std::string peers = "carries this rank's traffic to ranks " + std::to_string(e.peer);
+    cr_assert(contains(log.substr(log.find(line)), peers), "rank %d: no \"%s\" in:\n%s", e.rank,
+              peers.c_str(), log.c_str());
+  }
+#endif
 }

@@ -312,3 +312,36 @@ Test(rail_devices, rdma_ports_by_name_ethernet_only_without_rdma_down_never) {
   cr_assert(rail_devices(two_ports) == std::vector<std::string>({"mlx5_9:2"}));
   cr_assert(rail_devices(Topology()).empty());
 }
+
+// A rank on a GPU drives the rail of the NIC paired with that GPU: found by the GPU's PCI
+// address in any form CUDA or NVML print it, named as rail lists name it.
+Test(rail_devices, a_gpu_takes_the_rail_of_its_paired_nic) {
+  const Topology crossed = load(data_file("two-gpu-crossed-eth.xml"));
+  const std::vector<std::string> rails = rail_devices(crossed);
+  cr_assert(rails == std::vector<std::string>({"eth0", "eth1"}));
+  const GpuRail first = gpu_rail(crossed, "0000:04:00.0");
+  cr_assert_eq(first.gpu, "0000:04:00.0");
+  cr_assert_eq(first.names.front(), "eth1");
+  cr_assert_eq(rail_index(rails, first), 1);
+  const GpuRail second = gpu_rail(crossed, "00000000:84:00.0");  // as NVML prints it
+  cr_assert_eq(second.names.front(), "eth0");
+  cr_assert_eq(rail_index(rails, second), 0);
+  cr_assert_eq(rail_index({"eth2", "eth0"}, second), 1, "a DDL_RAILS list in any order");
+  cr_assert_eq(rail_index({"eth2", "eth3"}, second), -1, "a list without the GPU's NIC");
+  const GpuRail nowhere = gpu_rail(crossed, "0000:99:00.0");
+  cr_assert(nowhere.gpu.empty() && nowhere.names.empty());
+  cr_assert_eq(rail_index(rails, nowhere), -1);
+
+  // An RDMA NIC answers to its UCX device name, its own name and its interfaces; GPU i of this
+  // machine shares a PCIe switch with mlx5_i.
+  const Topology dgx = load(data_file("dgx-a100-like.xml"));
+  const std::vector<std::string> hcas = rail_devices(dgx);
+  for (size_t g = 0; g < dgx.gpus.size(); ++g) {
+    const GpuRail rail = gpu_rail(dgx, dgx.gpus[g].pci.bus_id);
+    const std::string hca = "mlx5_" + std::to_string(g);
+    cr_assert_eq(rail.names.at(0), hca + ":1");
+    cr_assert_eq(rail.names.at(1), hca);
+    cr_assert_eq(rail_index(hcas, rail), static_cast<int>(g), "GPU %zu", g);
+    cr_assert_eq(rail_index({"x", rail.names.at(2)}, rail), 1, "by its interface");
+  }
+}

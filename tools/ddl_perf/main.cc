@@ -112,14 +112,12 @@ class DdlBackend : public ddl_perf::CollectiveBackend {
   int nranks_ = 0;
 };
 
-// -G: every rank opens its GPU; all of them learn whether every rank could, so that one
-// rank's failure ends the run everywhere with words rather than hangs the others.
-bool open_device(ddl_comm_t comm, const ddl_perf::PerfOptions &options,
-                 ddl_perf::DeviceMemory *device) {
+// -G: every rank has opened its GPU (before its communicator, as NCCL and PyTorch expect,
+// so that ddl knows which GPU the rank uses); all of them learn whether every rank could, so
+// that one rank's failure ends the run everywhere with words rather than hangs the others.
+bool every_rank_opened(ddl_comm_t comm, bool opened, const std::string &error) {
   int rank = 0;
   ddl_comm_rank(comm, &rank);
-  std::string error;
-  const bool opened = device->open(options.device, ddl_perf::local_rank_from_env(rank), &error);
   if (!opened) std::fprintf(stderr, "ddl_perf: rank %d: -G: %s\n", rank, error.c_str());
   int32_t mine = opened ? 1 : 0, all = 0;
   const ddl_result_t r = ddl_allreduce(&mine, &all, 1, DDL_INT32, DDL_MIN, comm);
@@ -153,6 +151,9 @@ int main(int argc, char **argv) {
 
   // The library reads DDL_ALGO when the communicator is created.
   if (!options.algorithm.empty()) setenv("DDL_ALGO", options.algorithm.c_str(), 1);
+  ddl_perf::DeviceMemory device;
+  const bool opened = !options.device_memory ||
+                      device.open(options.device, ddl_perf::local_rank_from_env(), &error);
   ddl_comm_t comm = nullptr;
   ddl_result_t result = ddl_comm_init_from_env(&comm);
   if (result != DDL_SUCCESS) {
@@ -161,8 +162,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   int status = 0;
-  ddl_perf::DeviceMemory device;
-  if (options.device_memory && !open_device(comm, options, &device)) status = 1;
+  if (options.device_memory && !every_rank_opened(comm, opened, error)) status = 1;
   if (status == 0) {
     DdlBackend backend(comm);
     status = ddl_perf::run_perf(options, backend, "ddl_perf", &device);

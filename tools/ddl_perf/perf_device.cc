@@ -37,14 +37,15 @@ bool load(void *handle, const char *name, F *fn, std::string *missing) {
 
 }  // namespace
 
-int local_rank_from_env(int fallback) {
+int local_rank_from_env() {
   for (const char *var :
-       {"DDL_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "LOCAL_RANK", "SLURM_LOCALID"}) {
+       {"DDL_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "LOCAL_RANK", "SLURM_LOCALID", "DDL_RANK",
+        "OMPI_COMM_WORLD_RANK", "RANK", "SLURM_PROCID"}) {
     int64_t value = 0;
     const char *text = std::getenv(var);
     if (text && ddl::parse_int(text, 0, 1 << 20, &value)) return static_cast<int>(value);
   }
-  return fallback;
+  return 0;
 }
 
 DeviceMemory::~DeviceMemory() {

@@ -10,8 +10,9 @@
 namespace ddl_perf {
 
 // The local rank from the launcher's environment (ddlrun's DDL_LOCAL_RANK, Open MPI's,
-// torchrun's LOCAL_RANK, Slurm's SLURM_LOCALID); `fallback` when none is set.
-int local_rank_from_env(int fallback);
+// torchrun's LOCAL_RANK, Slurm's SLURM_LOCALID); else the rank (DDL_RANK, Open MPI's, RANK,
+// SLURM_PROCID); 0 when none is set.
+int local_rank_from_env();
 
 class DeviceMemory {
  public:

@@ -15,7 +15,9 @@
  * the device code. A launch that would fault on a GPU is counted and described
  * (fake_cuda_kernel_faults), and makes later calls fail as a sticky GPU error would.
  * FAKE_CUDA_SMS sets the multiprocessor count (default 4), FAKE_CUDA_DEVICES the number of
- * devices cuDeviceGetCount reports (all of them are device 0 here).
+ * devices (default 1). They share one context and one memory; the context remembers which
+ * device it was retained for (cuCtxGetDevice), and cuDeviceGetPCIBusId gives entry N of
+ * FAKE_CUDA_BUS_IDS (comma-separated) for device N, else 0000:0N:00.0 (N + 1, in hex).
  *
  * IPC between processes (one "GPU" shared by several processes): every allocation's shadow
  * is a memfd mapped shared. cuIpcGetMemHandle takes the base of an allocation only (as the
@@ -56,6 +58,7 @@
 int fake_initialized;
 static char primary_context;   /* the one context: its address is the CUcontext */
 static __thread void *current; /* this thread's current context */
+static int context_device;     /* the device the context was last retained for */
 
 /* ---- Memory ---------------------------------------------------------------------------- */
 
@@ -273,15 +276,17 @@ CUresult cuInit(unsigned flags) {
   fake_initialized = 1;
   return kOk;
 }
+static int device_count(void);
 CUresult cuDeviceGet(int *device, int ordinal) {
   if (!fake_initialized) return kNotInitialized;
-  if (ordinal != 0) return kInvalidValue;
-  *device = 0;
+  if (ordinal < 0 || ordinal >= device_count()) return kInvalidValue;
+  *device = ordinal;
   return kOk;
 }
 CUresult cuDevicePrimaryCtxRetain(void **ctx, int device) {
   if (!fake_initialized) return kNotInitialized;
-  (void)device;
+  if (device < 0 || device >= device_count()) return kInvalidValue;
+  context_device = device;
   *ctx = &primary_context;
   return kOk;
 }
@@ -503,14 +508,17 @@ static int env_int(const char *name, int fallback) {
   return v && atoi(v) > 0 ? atoi(v) : fallback;
 }
 
+static int device_count(void) {
+  return env_int("FAKE_CUDA_DEVICES", 1);
+}
 CUresult cuDeviceGetCount(int *count) {
   if (!fake_initialized) return kNotInitialized;
-  *count = env_int("FAKE_CUDA_DEVICES", 1);
+  *count = device_count();
   return kOk;
 }
 CUresult cuDeviceGetName(char *name, int len, int device) {
   if (!fake_initialized) return kNotInitialized;
-  if (device != 0 || len < 1) return kInvalidValue;
+  if (device < 0 || device >= device_count() || len < 1) return kInvalidValue;
   strncpy(name, "Fake CUDA device (tests/device/fakes)", (size_t)len - 1);
   name[len - 1] = 0;
   return kOk;
@@ -521,12 +529,31 @@ CUresult cuDevicePrimaryCtxRelease_v2(int device) {
 }
 CUresult cuCtxGetDevice(int *device) {
   NEED_CONTEXT();
-  *device = 0;
+  *device = context_device;
+  return kOk;
+}
+CUresult cuDeviceGetPCIBusId(char *bus_id, int len, int device) {
+  if (!fake_initialized) return kNotInitialized;
+  if (device < 0 || device >= device_count() || len < 13) return kInvalidValue;
+  char own[32];
+  snprintf(own, sizeof own, "0000:%02X:00.0", device + 1);
+  const char *listed = getenv("FAKE_CUDA_BUS_IDS");
+  for (int i = 0; listed && *listed; ++i) {
+    const char *comma = strchr(listed, ',');
+    const size_t n = comma ? (size_t)(comma - listed) : strlen(listed);
+    if (i == device && n < sizeof own) {
+      memcpy(own, listed, n);
+      own[n] = 0;
+      break;
+    }
+    listed = comma ? comma + 1 : NULL;
+  }
+  snprintf(bus_id, (size_t)len, "%s", own);
   return kOk;
 }
 CUresult cuDeviceGetAttribute(int *value, int attribute, int device) {
   if (!fake_initialized) return kNotInitialized;
-  if (device != 0) return kInvalidValue;
+  if (device < 0 || device >= device_count()) return kInvalidValue;
   if (attribute != 16) return kInvalidValue; /* only CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT */
   *value = env_int("FAKE_CUDA_SMS", 4);
   return kOk;

@@ -283,8 +283,31 @@ def make_no_gpu():
     return machine("no-gpu", [s0])
 
 
+def make_two_gpu_crossed_eth():
+    """One socket, two PCIe switches, each with one GPU and one Ethernet NIC, crossed against
+    their names: GPU0 (bus 04) shares its switch with eth1, GPU1 (bus 84) with eth0. A rank on
+    GPU0 pairs with eth1 where counting local ranks would give it eth0 (the emulated hosts'
+    rails are eth0 and eth1)."""
+    a100 = "NVIDIA A100-SXM4-40GB"
+    s0 = package(0, [(0, [0, 1, 2, 3])], "AMD EPYC 7302 16-Core Processor")
+    switches = []
+    for g, (bus, nic) in enumerate([(0x04, "eth1"), (0x84, "eth0")]):
+        up = bus - 2
+        switches.append(host_bridge(up - 1, bus + 1, [
+            bridge(1, up - 1, 1, up, bus + 1, ids="1022:1483", children=[
+                bridge(2, up, 0, up + 1, bus + 1, ids="10b5:8796", children=[
+                    bridge(3, up + 1, 0, bus, bus, ids="10b5:8796", children=[
+                        gpu(bus, "10de:20b0", a100, g)]),
+                    bridge(3, up + 1, 1, bus + 1, bus + 1, ids="10b5:8796", children=[
+                        eth_nic(bus + 1, nic, ids="8086:1572", gbs="7.876923")])])])]))
+    s0.children += switches
+    return machine("two-gpu-crossed-eth", [s0])
+
+
 if __name__ == "__main__":
     write("dgx-a100-like.xml", "made up for ddl's tests by generate.py", make_dgx_a100_like())
     write("two-socket-far-nic.xml", "made up for ddl's tests by generate.py",
           make_two_socket_far_nic())
     write("no-gpu.xml", "made up for ddl's tests by generate.py", make_no_gpu())
+    write("two-gpu-crossed-eth.xml", "made up for ddl's tests by generate.py",
+          make_two_gpu_crossed_eth())
