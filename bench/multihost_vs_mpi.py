@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""ddl's allreduce next to Open MPI's across emulated hosts, in one command (issue 11, item 9).
+"""ddl's allreduce (and allgather, reduce-scatter) next to Open MPI's across emulated hosts, in one
+command (issue 11, item 9).
 
 For each setup (hosts x ranks per host x rails, sizes) it makes the hosts with
 `tools/emuhosts/emuhosts run` (network namespaces, every NIC shaped to --rate with tc tbf both
@@ -7,7 +8,7 @@ ways; everything is removed afterwards, even on ^C), and inside them runs, alter
 rounds (the order flips every round):
 
   ddl:  ddlrun -H h0:P,h1:P --launch-agent "$EMUHOSTS_AGENT" -x DDL_SPIN_BEFORE_YIELD=20 --
-        ddl_perf -b N -e N -n ITERS -w W -c 0 [-a hier|ring]       (default choice, hier, ring)
+        ddl_perf -C COLL -b N -e N -n ITERS -w W -c 0 [-a hier|ring]  (default choice, hier, ring)
         (with R > 1 rails also -x DDL_RAILS=eth0,...,eth<R-1>)
   MPI:  emuhosts exec h0 -- mpirun --allow-run-as-root --mca plm_rsh_agent "$EMUHOSTS_AGENT"
         --bind-to none -H h0:P,h1:P -np H*P mpi_allreduce (same flags)
@@ -17,12 +18,13 @@ inside one; the tcp btl uses every NIC it finds). Both programs share ddl_perf's
 time is the mean per iteration over -n iterations, the maximum across ranks; the out-of-place
 time is reported. Per setup, size and library: the median over the rounds, the link bound
 
-  bound(N) = 2(h-1)/h * N / (R * B)      h hosts, R rails, B = rate in bytes/s (1gbit: 125e6)
+  bound(N) = f * N / (R * B)      h hosts, R rails, B = rate in bytes/s (1gbit: 125e6)
 
-(each host must send and receive at least 2(h-1)/h * N bytes over its R links), what plain TCP
-achieves with that traffic on the same links in the same rounds (bench/tcp_ring.py: every host
-sends 2(h-1)/h * N / R bytes to the next host and receives as much from the previous one on
-each rail, all at once; TCP's headers alone keep it below ~95.6% of the nominal bound), the
+with f = 2(h-1)/h for an allreduce of N bytes and (h-1)/h for an allgather or reduce-scatter of
+N bytes in all (ddl_perf's size: the gathered output, the scattered input): each host must send
+and receive at least f * N bytes over its R links. Also what plain TCP achieves with that
+traffic on the same links in the same rounds (bench/tcp_ring.py: every host sends f * N / R
+bytes to the next host and receives as much from the previous one on each rail, all at once; TCP's headers alone keep it below ~95.6% of the nominal bound), the
 speedup
 over Open MPI (MPI time / ddl time; > 1: ddl faster) and % of the bound (bound / time), the
 bytes each host sent on each NIC, and the issue's targets with their verdicts.
@@ -57,15 +59,18 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EMUHOSTS = os.path.join(REPO, "tools", "emuhosts", "emuhosts")
 M = 1 << 20
 
-# name: (hosts, ranks per host, rails, sizes, iterations, warmup, description)
+# name: (hosts, ranks per host, rails, sizes, iterations, warmup, description, collective)
 SETUPS = {
-    "2x2": (2, 2, 1, [16 * M, 64 * M], 3, 1, "2 hosts x 2 ranks, 1 NIC"),
-    "lat": (2, 1, 1, [8], 2000, 100, "2 hosts x 1 rank, 8 B latency"),
-    "2x4": (2, 4, 1, [64 * M], 3, 1, "2 hosts x 4 ranks, 1 NIC"),
-    "4x1": (4, 1, 1, [64 * M], 3, 1, "4 hosts x 1 rank, 1 NIC"),
-    "2x2r2": (2, 2, 2, [16 * M, 64 * M], 3, 1, "2 hosts x 2 ranks x 2 rails"),
+    "2x2": (2, 2, 1, [16 * M, 64 * M], 3, 1, "2 hosts x 2 ranks, 1 NIC", "allreduce"),
+    "lat": (2, 1, 1, [8], 2000, 100, "2 hosts x 1 rank, 8 B latency", "allreduce"),
+    "2x4": (2, 4, 1, [64 * M], 3, 1, "2 hosts x 4 ranks, 1 NIC", "allreduce"),
+    "4x1": (4, 1, 1, [64 * M], 3, 1, "4 hosts x 1 rank, 1 NIC", "allreduce"),
+    "2x2r2": (2, 2, 2, [16 * M, 64 * M], 3, 1, "2 hosts x 2 ranks x 2 rails", "allreduce"),
+    "2x2ag": (2, 2, 1, [16 * M, 64 * M], 3, 1, "allgather, 2 hosts x 2 ranks, 1 NIC", "allgather"),
+    "2x2rs": (2, 2, 1, [16 * M, 64 * M], 3, 1, "reduce-scatter, 2 hosts x 2 ranks, 1 NIC",
+              "reduce_scatter"),
 }
-ORDER = ["2x2", "lat", "2x4", "4x1", "2x2r2"]
+ORDER = ["2x2", "lat", "2x4", "4x1", "2x2r2", "2x2ag", "2x2rs"]
 ALGOS = ["default", "hier", "ring"]
 
 
@@ -120,14 +125,19 @@ def parse_args(argv):
     return args
 
 
+def traffic_factor(collective, hosts):
+    """The share of N bytes each host must send (and receive) in the collective."""
+    return (2.0 if collective == "allreduce" else 1.0) * (hosts - 1) / hosts
+
+
 def setup_params(name, args):
-    hosts, per_host, rails, sizes, iters, warmup, what = SETUPS[name]
+    hosts, per_host, rails, sizes, iters, warmup, what, collective = SETUPS[name]
     if sizes == [8] and args.lat_iters:
         iters = args.lat_iters
     elif sizes != [8] and args.iters:
         iters = args.iters
     return dict(name=name, hosts=hosts, per_host=per_host, rails=rails, sizes=sizes, iters=iters,
-                warmup=warmup, what=what)
+                warmup=warmup, what=what, collective=collective)
 
 
 def nic_tx_bytes(setup):
@@ -149,12 +159,12 @@ def nic_tx_bytes(setup):
 
 def tcp_ring_run(setup, ddlrun, agent, timeout):
     """One round of bench/tcp_ring.py per size: the time plain TCP takes to move what each host
-    must send for an allreduce of that size (the slowest host's)."""
+    must send for the setup's collective of that size (the slowest host's)."""
     h, rails = setup["hosts"], setup["rails"]
     hostlist = ",".join("h%d:1" % i for i in range(h))
     times = {}
     for size in setup["sizes"]:
-        per_rail = int(2.0 * (h - 1) / h * size / rails)
+        per_rail = int(traffic_factor(setup["collective"], h) * size / rails)
         cmd = [ddlrun, "-H", hostlist, "--launch-agent", agent, "--", sys.executable,
                os.path.join(REPO, "bench", "tcp_ring.py"), "--bytes", str(per_rail), "--rails", str(rails)]
         out = run_command(cmd, "tcp_ring in setup %s" % setup["name"], timeout)
@@ -183,7 +193,7 @@ def inner(args):
     json_path = "/tmp/multihost_vs_mpi.%d.json" % os.getpid()
     for rnd in range(args.rounds):
         for lib in libs if rnd % 2 == 0 else list(reversed(libs)):
-            flags = ["-b", str(sizes[0]), "-e", str(sizes[-1]), "-f", str(factor), "-n", str(setup["iters"]),
+            flags = ["-C", setup["collective"], "-b", str(sizes[0]), "-e", str(sizes[-1]), "-f", str(factor), "-n", str(setup["iters"]),
                      "-w", str(setup["warmup"]), "-c", "0", "-J", json_path]
             if lib == "tcp":
                 log("  %s round %d/%d: tcp" % (setup["name"], rnd + 1, args.rounds))
@@ -264,7 +274,7 @@ def summarize(result, args):
     h, rails = setup["hosts"], setup["rails"]
     table = []
     for size in setup["sizes"]:
-        bound_us = 2.0 * (h - 1) / h * size / (rails * args.rate_bps) * 1e6
+        bound_us = traffic_factor(setup["collective"], h) * size / (rails * args.rate_bps) * 1e6
         bound1_us = bound_us * rails
         row = {"size": size, "bound_us": bound_us, "bound_1rail_us": bound1_us, "libs": {}}
         mpi_t = tcp_t = None
@@ -325,6 +335,13 @@ def verdicts(result):
             if x:
                 out.append(("%s: ddl default >= 90%% of the 2-rail bound" % human(size), x["pct_bound"] >= 90,
                             "%.1f%% (%.1f%% of the 1-rail bound)" % (x["pct_bound"], x["pct_bound_1rail"])))
+    elif s["collective"] != "allreduce":
+        # Issue 15 asks every collective to be no slower than Open MPI (there on one host).
+        for size in s["sizes"]:
+            x = get(size)
+            if x and x["speedup_vs_mpi"]:
+                out.append(("%s %s: ddl default time <= Open MPI's" % (s["collective"], human(size)),
+                            x["speedup_vs_mpi"] >= 1, "%.2fx" % x["speedup_vs_mpi"]))
     return [(name, "MET" if ok else "MISSED", numbers) for name, ok, numbers in out]
 
 
@@ -337,8 +354,9 @@ def render(result, args):
                      args.rounds, s["iters"], s["warmup"], " vs ".join(sorted(set(result["names"].values()))),
                      args.spin, result["seconds"], min(loads), max(loads)))
     if s["sizes"] != [8]:
-        lines.append("- bound = 2(h-1)/h x N / (R x B), h = %d, R = %d, B = %.0f B/s" % (
-            s["hosts"], s["rails"], args.rate_bps))
+        lines.append("- %s float32%s; bound = %s x N / (R x B), h = %d, R = %d, B = %.0f B/s" % (
+            s["collective"], " sum" if s["collective"] != "allgather" else "",
+            "2(h-1)/h" if s["collective"] == "allreduce" else "(h-1)/h", s["hosts"], s["rails"], args.rate_bps))
     lines.append("")
     lat = s["sizes"] == [8]
     header = ["size", "library", "median (ms)" if not lat else "median (us)", "min..max",
@@ -391,7 +409,7 @@ def main(argv):
     args = parse_args(argv)
     if args.list:
         for name in ORDER:
-            h, p, r, sizes, iters, w, what = SETUPS[name]
+            h, p, r, sizes, iters, w, what, collective = SETUPS[name]
             print("%-6s %s; sizes %s; %d iterations" % (name, what, ", ".join(human(x) for x in sizes), iters))
         return 0
     if args.inner:
@@ -404,7 +422,7 @@ def main(argv):
                           % (prog, args.build_dir, args.build_dir))
     started = time.time()
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    results, text = [], ["## allreduce float32 sum across emulated hosts (%s)" % stamp, "",
+    results, text = [], ["## collectives across emulated hosts (%s)" % stamp, "",
                          "`python3 bench/multihost_vs_mpi.py %s`" % " ".join(argv), ""]
     for name in args.setups:
         result = summarize(run_setup(name, args, argv), args)

@@ -6,6 +6,7 @@
 #include "lib/algorithms/chain.h"
 #include "lib/algorithms/dissemination.h"
 #include "lib/algorithms/hier.h"
+#include "lib/algorithms/hier_blocks.h"
 #include "lib/algorithms/recursive_doubling.h"
 #include "lib/algorithms/rhd.h"
 #include "lib/algorithms/ring.h"
@@ -65,9 +66,15 @@ const std::vector<AlgorithmInfo> &algorithm_table() {
        "multi-tier: reduce-scatter in each host, allreduce each shard across hosts, allgather",
        build_hier_allreduce, hier_allreduce_cost},
       {"ring", Collective::kReduceScatter, "n-1 ring steps, each reducing one block",
-       build_ring_reduce_scatter, no_cost},
+       build_ring_reduce_scatter, ring_reduce_scatter_cost},
+      {"hier", Collective::kReduceScatter,
+       "two levels: operands reduced per host, one partial per host to each block's owner",
+       build_hier_reduce_scatter, hier_reduce_scatter_cost},
       {"ring", Collective::kAllgather, "n-1 ring steps, each forwarding one block",
-       build_ring_allgather, no_cost},
+       build_ring_allgather, ring_allgather_cost},
+      {"hier", Collective::kAllgather,
+       "two levels: each block once to every other host, then around each host",
+       build_hier_allgather, hier_allgather_cost},
       {"chain", Collective::kBroadcast, "pipelined chain from the root", build_chain_broadcast,
        no_cost},
       {"dissemination", Collective::kBarrier, "ceil(log2 n) rounds of signals at distance 2^k",

@@ -177,38 +177,45 @@ Test(emuhosts, ddl_perf_across_two_hosts) {
 
 Test(emuhosts, hier_over_uneven_hosts_every_type_and_op) {
   // 2 + 1 + 2 ranks on 3 hosts: shards of different sizes per host, every datatype and op,
-  // in place and not, checked by ddl_perf against its reference.
+  // in place and not, checked by ddl_perf against its reference; allreduce, allgather and
+  // reduce-scatter, each through hier.
   up_or_skip({"--hosts", "3"});
-  RunResult r = run_command({kDdlrun,
-                             "-H",
-                             "h0:2,h1:1,h2:2",
-                             "--launch-agent",
-                             agent(),
-                             "--timeout",
-                             "90",
-                             "--",
-                             kDdlPerf,
-                             "-a",
-                             "hier",
-                             "-b",
-                             "4",
-                             "-e",
-                             "300K",
-                             "-f",
-                             "77",
-                             "-d",
-                             "all",
-                             "-o",
-                             "all",
-                             "-n",
-                             "1",
-                             "-w",
-                             "0",
-                             "-c",
-                             "1"},
-                            110);
-  cr_assert_eq(r.exit_status, 0, "stdout:\n%s\nstderr:\n%s", r.out.c_str(), r.err.c_str());
-  cr_assert(contains(r.out, "# Out of bounds values : 0 OK"), "%s", r.out.c_str());
+  for (const char *collective : {"allreduce", "allgather", "reduce_scatter"}) {
+    RunResult r = run_command({kDdlrun,
+                               "-H",
+                               "h0:2,h1:1,h2:2",
+                               "--launch-agent",
+                               agent(),
+                               "--timeout",
+                               "90",
+                               "--",
+                               kDdlPerf,
+                               "-C",
+                               collective,
+                               "-a",
+                               "hier",
+                               "-b",
+                               "4",
+                               "-e",
+                               "300K",
+                               "-f",
+                               "77",
+                               "-d",
+                               "all",
+                               "-o",
+                               "all",
+                               "-n",
+                               "1",
+                               "-w",
+                               "0",
+                               "-c",
+                               "1"},
+                              110);
+    cr_assert_eq(r.exit_status, 0, "%s: stdout:\n%s\nstderr:\n%s", collective, r.out.c_str(),
+                 r.err.c_str());
+    cr_assert(contains(r.out, "# Out of bounds values : 0 OK"), "%s: %s", collective,
+              r.out.c_str());
+  }
 }
 
 Test(emuhosts, a_failing_rank_on_one_host_stops_the_job) {

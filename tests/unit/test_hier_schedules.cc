@@ -36,13 +36,18 @@ std::vector<std::vector<int>> even_tiers(const std::vector<int> &dims) {
   return tiers;
 }
 
+// hier's collectives: allreduce (multi-tier), allgather and reduce-scatter (two levels).
+const Collective kHierCollectives[] = {Collective::kAllreduce, Collective::kAllgather,
+                                       Collective::kReduceScatter};
+
 void verify_hier(const std::vector<std::vector<int>> &tiers, int nranks,
-                 const std::vector<size_t> &counts, const std::vector<size_t> &chunks) {
+                 const std::vector<size_t> &counts, const std::vector<size_t> &chunks,
+                 Collective collective = Collective::kAllreduce) {
   for (size_t count : counts)
     for (size_t chunk : chunks)
       for (bool in_place : {false, true}) {
         CollectiveArgs a;
-        a.collective = Collective::kAllreduce;
+        a.collective = collective;
         a.nranks = nranks;
         a.count = count;
         a.chunk_elems = chunk;
@@ -51,18 +56,19 @@ void verify_hier(const std::vector<std::vector<int>> &tiers, int nranks,
         a.tiers = tiers;
         a.hosts = 2;
         const Status s = verify_collective(a);
-        cr_assert(s.ok(), "hier n=%d count=%zu chunk=%zu in_place=%d: %s", nranks, count, chunk,
-                  in_place, s.message().c_str());
+        cr_assert(s.ok(), "hier %s n=%d count=%zu chunk=%zu in_place=%d: %s",
+                  collective_name(collective), nranks, count, chunk, in_place, s.message().c_str());
       }
 }
 
 }  // namespace
 
 Test(hier_schedules, even_hosts) {
-  for (int hosts : {2, 3, 4})
-    for (int local : {1, 2, 3, 4})
-      verify_hier(hosts_of_sizes(std::vector<int>(hosts, local)), hosts * local,
-                  {0, 1, 5, 13, 64, 131}, {0, 3});
+  for (Collective c : kHierCollectives)
+    for (int hosts : {1, 2, 3, 4})
+      for (int local : {1, 2, 3, 4})
+        verify_hier(hosts_of_sizes(std::vector<int>(hosts, local)), hosts * local,
+                    {0, 1, 5, 13, 64, 131}, {0, 3}, c);
 }
 
 Test(hier_schedules, uneven_hosts) {
@@ -71,26 +77,36 @@ Test(hier_schedules, uneven_hosts) {
   for (const auto &sizes : shapes) {
     int n = 0;
     for (int s : sizes) n += s;
-    verify_hier(hosts_of_sizes(sizes), n, {0, 1, 2, 7, 13, 60, 131}, {0, 2});
+    for (Collective c : kHierCollectives)
+      verify_hier(hosts_of_sizes(sizes), n, {0, 1, 2, 7, 13, 60, 131}, {0, 2}, c);
   }
 }
 
 Test(hier_schedules, hosts_not_in_rank_order) {
   // Ranks of a host need not be consecutive: ranks 0 and 2 on one host, 1 and 3 on another.
-  verify_hier({{0, 1, 0, 1}}, 4, {1, 9, 64}, {0, 4});
-  verify_hier({{1, 0, 2, 1, 0, 2}}, 6, {5, 37}, {0, 3});
+  for (Collective c : kHierCollectives) {
+    verify_hier({{0, 1, 0, 1}}, 4, {1, 9, 64}, {0, 4}, c);
+    verify_hier({{1, 0, 2, 1, 0, 2}}, 6, {5, 37}, {0, 3}, c);
+  }
 }
 
 Test(hier_schedules, three_tiers) {
   for (const std::vector<int> &dims :
        std::vector<std::vector<int>>{{2, 2, 2}, {2, 3, 2}, {4, 2, 3}, {3, 3, 3}})
-    verify_hier(even_tiers(dims), dims[0] * dims[1] * dims[2], {1, 11, 97}, {0, 5});
+    for (Collective c : kHierCollectives)
+      verify_hier(even_tiers(dims), dims[0] * dims[1] * dims[2], {1, 11, 97}, {0, 5}, c);
 }
 
 Test(hier_schedules, sixteen_by_sixteen_by_four, .timeout = 600) {
   // 1024 ranks: a rack of 16-rank hosts, 16 hosts a rack, 4 racks.
   verify_hier(even_tiers({16, 16, 4}), 1024, {1031}, {0});
   verify_hier(even_tiers({4, 16, 16}), 1024, {300}, {0});
+}
+
+Test(hier_schedules, sixteen_by_sixteen_allgather_and_reduce_scatter, .timeout = 600) {
+  // 256 ranks, 16-rank hosts (allgather and reduce-scatter take the fastest tier as hosts).
+  for (Collective c : {Collective::kAllgather, Collective::kReduceScatter})
+    verify_hier(even_tiers({16, 16}), 256, {3}, {0, 2}, c);
 }
 
 Test(hier_schedules, moves_what_the_tiers_promise) {
@@ -211,4 +227,45 @@ Test(hier_schedules, rings_and_chains_follow_the_hosts) {
   a.collective = Collective::kAllgather;
   a.algorithm = "ring";
   for (int host : {0, 1}) cr_assert_eq(sent_across(a, host_of, host), 7 * a.count);
+}
+
+// Allgather and reduce-scatter across hosts: each block leaves its host once for every other
+// host, (H-1)·L blocks per host, where the ring carries P-1; and the models take hier across
+// hosts (whatever the size) but not with one rank per host or on one host.
+Test(hier_schedules, blocks_cross_each_host_link_once) {
+  for (Collective c : {Collective::kAllgather, Collective::kReduceScatter}) {
+    for (const std::vector<int> &sizes : std::vector<std::vector<int>>{{4, 4}, {2, 2, 2}, {3, 1}}) {
+      CollectiveArgs a;
+      a.collective = c;
+      a.count = 1000;
+      a.chunk_elems = 100;
+      a.tiers = hosts_of_sizes(sizes);
+      a.nranks = static_cast<int>(a.tiers[0].size());
+      a.hosts = static_cast<int>(sizes.size());
+      a.algorithm = "hier";
+      for (int host = 0; host < a.hosts; ++host) {
+        const size_t blocks = c == Collective::kAllgather
+                                  ? static_cast<size_t>(sizes[host]) * (sizes.size() - 1)
+                                  : static_cast<size_t>(a.nranks - sizes[host]);
+        cr_assert_eq(sent_across(a, a.tiers[0], host), blocks * a.count, "%s host %d of %zu",
+                     collective_name(c), host, sizes.size());
+      }
+    }
+    CollectiveArgs a;
+    a.collective = c;
+    a.nranks = 4;
+    a.tiers = hosts_of_sizes({2, 2});
+    a.hosts = 2;
+    std::string why;
+    for (size_t count : {size_t{2}, size_t{16u << 20}}) {
+      a.count = count;
+      cr_assert_str_eq(choose_algorithm(a, &why).name, "hier", "%s", why.c_str());
+    }
+    a.tiers = hosts_of_sizes({1, 1, 1, 1});
+    a.hosts = 4;
+    cr_assert_str_eq(choose_algorithm(a, &why).name, "ring", "%s", why.c_str());
+    a.tiers.clear();
+    a.hosts = 1;
+    cr_assert_str_eq(choose_algorithm(a, &why).name, "ring", "%s", why.c_str());
+  }
 }

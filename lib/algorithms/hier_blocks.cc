@@ -1,0 +1,260 @@
+#include "lib/algorithms/hier_blocks.h"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+
+#include "lib/algorithms/blocks.h"
+#include "lib/algorithms/cost_model.h"
+#include "lib/algorithms/hier.h"
+
+namespace ddl {
+namespace {
+
+// Receive staging chunks of a reduce-scatter rank, reused round robin.
+constexpr size_t kStagingSlots = 8;
+
+// The ranks by host (tiers[0]; one host without tiers), each host's ranks ascending.
+struct Hosts {
+  std::vector<std::vector<int>> ranks;  // per host
+  std::vector<int> host_of, local_of;   // per rank
+
+  explicit Hosts(const CollectiveArgs &args)
+      : host_of(static_cast<size_t>(args.nranks)), local_of(static_cast<size_t>(args.nranks)) {
+    std::map<int, int> index;  // group id -> host, in order of first rank
+    for (int r = 0; r < args.nranks; ++r) {
+      const int group = args.tiers.empty() ? 0 : args.tiers[0][static_cast<size_t>(r)];
+      const int h = index.emplace(group, static_cast<int>(ranks.size())).first->second;
+      if (h == static_cast<int>(ranks.size())) ranks.emplace_back();
+      host_of[r] = h;
+      local_of[r] = static_cast<int>(ranks[h].size());
+      ranks[h].push_back(r);
+    }
+  }
+
+  int count() const { return static_cast<int>(ranks.size()); }
+  size_t largest() const {
+    size_t most = 0;
+    for (const auto &on : ranks) most = std::max(most, on.size());
+    return most;
+  }
+  // The rank of host g that takes rank r's block there.
+  int agent(int g, int r) const {
+    const std::vector<int> &on = ranks[static_cast<size_t>(g)];
+    return on[static_cast<size_t>(local_of[r]) % on.size()];
+  }
+};
+
+// Messages between two ranks are told apart by block and chunk. A tag past the transport's
+// range makes the plan fail with advice (make_comm_plan), never wraps around.
+uint32_t tag_of(int block, int chunk, int chunks) {
+  const uint64_t tag =
+      static_cast<uint64_t>(block) * static_cast<uint64_t>(chunks) + static_cast<uint64_t>(chunk);
+  return tag > kMaxStepTag ? std::numeric_limits<uint32_t>::max() : static_cast<uint32_t>(tag);
+}
+
+// Staging chunks for receives that reduce: each use waits for the previous use of its slot.
+class Staging {
+ public:
+  Staging(Schedule *schedule, size_t chunk_elems)
+      : schedule_(schedule), chunk_elems_(chunk_elems), base_(schedule->scratch_count) {
+    schedule_->scratch_count += kStagingSlots * chunk_elems_;
+  }
+
+  // Reduces `count` elements arriving from each of `peers` in turn (tag `tag` from each) into
+  // dst, the first of them with `first` (this rank's operand). Returns the last step.
+  uint32_t reduce_chain(const std::vector<int> &peers, uint32_t tag, Range first, Range dst,
+                        size_t count, bool final_reduce) {
+    uint32_t last = 0;
+    for (size_t k = 0; k < peers.size(); ++k) {
+      const size_t slot = next_ % kStagingSlots;
+      std::vector<uint32_t> deps;
+      if (k > 0) deps.push_back(last);
+      if (next_ >= kStagingSlots) deps.push_back(users_[next_ - kStagingSlots]);
+      last = add_step(schedule_,
+                      recv_reduce_step(peers[k], tag, scratch_at(base_ + slot * chunk_elems_),
+                                       k == 0 ? first : dst, dst, count,
+                                       final_reduce && k + 1 == peers.size(), deps));
+      users_.push_back(last);
+      ++next_;
+    }
+    return last;
+  }
+
+ private:
+  Schedule *schedule_;
+  const size_t chunk_elems_;
+  const size_t base_;
+  size_t next_ = 0;
+  std::vector<uint32_t> users_;  // the step of every use, in order
+};
+
+int largest_group(const CollectiveArgs &args, int *groups) {
+  const Hosts hosts(args);
+  *groups = hosts.count();
+  return static_cast<int>(hosts.largest());
+}
+
+double block_bytes(const CollectiveArgs &args) {
+  return static_cast<double>(args.count) * static_cast<double>(args.elem_size);
+}
+
+// Both hier forms cost the same shape: the other hosts' blocks over the host link (its L ranks
+// share it), one round of messages; then L-1 local peers each get every host's block.
+double hier_blocks_cost(const CollectiveArgs &args, double local_byte_cost) {
+  int groups = 1;
+  const int local = largest_group(args, &groups);
+  if (groups < 2 || local < 2) return std::numeric_limits<double>::infinity();
+  const double block = block_bytes(args);
+  const double network =
+      kNetCostConstants.alpha + (groups - 1) * local * block * kNetCostConstants.beta;
+  const double inside = kCostConstants.alpha + (local - 1) * groups * block * local_byte_cost;
+  return network + inside;
+}
+
+double ring_blocks_cost(const CollectiveArgs &args, bool reducing) {
+  const CostConstants &c = args.hosts > 1 ? kNetCostConstants : kCostConstants;
+  const double per_byte = reducing ? std::max(c.beta, c.gamma) : c.beta;
+  return (args.nranks - 1) * (c.alpha + block_bytes(args) * per_byte);
+}
+
+}  // namespace
+
+void build_hier_allgather(const CollectiveArgs &args, Schedule *schedule) {
+  const int n = args.nranks, me = args.rank;
+  const size_t block = args.count;
+  schedule->algorithm = "hier";
+  schedule->input_count = block;
+  schedule->output_count = block * static_cast<size_t>(n);
+  schedule->in_place = args.in_place;
+  schedule->in_place_offset = block * static_cast<size_t>(me);
+  add_single_rank_copy(args, block, schedule->in_place_offset, schedule);
+  if (n == 1) return;
+  const Hosts hosts(args);
+  const int h = hosts.host_of[me];
+  const std::vector<int> &here = hosts.ranks[static_cast<size_t>(h)];
+  const ChunkSplit chunks(block, hier_chunk_elems(args));
+  const int C = chunks.chunks();
+  auto part = [&](int c) { return chunks.chunk(Extent{0, block}, c); };
+  auto in_output = [&](int owner, int c) {
+    return output_at(static_cast<size_t>(owner) * block + part(c).offset);
+  };
+  // Whose blocks a rank of this host holds before the forwarding: its own, and those it is
+  // this host's agent for.
+  auto held_by = [&](int rank) {
+    std::vector<int> held = {rank};
+    for (int r = 0; r < n; ++r)
+      if (hosts.host_of[r] != h && hosts.agent(h, r) == rank) held.push_back(r);
+    return held;
+  };
+
+  // 1. This rank's block to its agent on every other host.
+  for (int g = 0; g < hosts.count(); ++g) {
+    if (g == h) continue;
+    for (int c = 0; c < C; ++c)
+      add_step(schedule, send_step(hosts.agent(g, me), tag_of(me, c, C), input_at(part(c).offset),
+                                   part(c).count, {}));
+  }
+  // 2. The blocks this rank is its host's agent for, from their owners.
+  const std::vector<int> held = held_by(me);
+  std::map<int, std::vector<uint32_t>> arrived;  // block -> its receive, by chunk
+  for (size_t i = 1; i < held.size(); ++i)
+    for (int c = 0; c < C; ++c)
+      arrived[held[i]].push_back(add_step(
+          schedule,
+          recv_step(held[i], tag_of(held[i], c, C), in_output(held[i], c), part(c).count, {})));
+  // 3. Everything it holds to the other ranks of its host, each chunk once it is here; and
+  //    what each of them holds, from them.
+  for (int peer : here) {
+    if (peer == me) continue;
+    for (int b : held)
+      for (int c = 0; c < C; ++c) {
+        const bool own = b == me;
+        add_step(schedule,
+                 send_step(peer, tag_of(b, c, C), own ? input_at(part(c).offset) : in_output(b, c),
+                           part(c).count,
+                           own ? std::vector<uint32_t>{} : std::vector<uint32_t>{arrived[b][c]}));
+      }
+    for (int b : held_by(peer))
+      for (int c = 0; c < C; ++c)
+        add_step(schedule, recv_step(peer, tag_of(b, c, C), in_output(b, c), part(c).count, {}));
+  }
+}
+
+void build_hier_reduce_scatter(const CollectiveArgs &args, Schedule *schedule) {
+  const int n = args.nranks, me = args.rank;
+  const size_t block = args.count;
+  schedule->algorithm = "hier";
+  schedule->input_count = block * static_cast<size_t>(n);
+  schedule->output_count = block;
+  schedule->in_place = args.in_place;
+  schedule->in_place_offset = block * static_cast<size_t>(me);
+  if (n == 1) return add_single_rank_copy(args, block, 0, schedule);
+  const Hosts hosts(args);
+  const int h = hosts.host_of[me];
+  const std::vector<int> &here = hosts.ranks[static_cast<size_t>(h)];
+  const ChunkSplit chunks(block, hier_chunk_elems(args));
+  const int C = chunks.chunks();
+  auto part = [&](int c) { return chunks.chunk(Extent{0, block}, c); };
+  auto operand = [&](int b, int c) {
+    return input_at(static_cast<size_t>(b) * block + part(c).offset);
+  };
+  std::vector<int> local_peers;
+  for (int r : here)
+    if (r != me) local_peers.push_back(r);
+  Staging staging(schedule, chunks.chunk_elems());
+
+  // 1. This rank's operands of the other blocks: to the owner when it is on this host, else
+  //    to this host's agent for that block (unless that is this rank).
+  for (int b = 0; b < n; ++b) {
+    const int to = hosts.host_of[b] == h ? b : hosts.agent(h, b);
+    if (b == me || to == me) continue;
+    for (int c = 0; c < C; ++c)
+      add_step(schedule, send_step(to, tag_of(b, c, C), operand(b, c), part(c).count, {}));
+  }
+  // 2. As this host's agent: its operands of a block owned elsewhere reduced into one partial
+  //    sum, sent to the owner chunk by chunk. These chains come before this rank's own block,
+  //    which waits on other hosts' agents: none of them waits on anything but its host.
+  for (int owner = 0; owner < n; ++owner) {
+    if (hosts.host_of[owner] == h || hosts.agent(h, owner) != me) continue;
+    if (local_peers.empty()) {  // alone on its host: its operand is the partial
+      for (int c = 0; c < C; ++c)
+        add_step(schedule,
+                 send_step(owner, tag_of(owner, c, C), operand(owner, c), part(c).count, {}));
+      continue;
+    }
+    const size_t partial = schedule->scratch_count;
+    schedule->scratch_count += block;
+    for (int c = 0; c < C; ++c) {
+      const Range sum = scratch_at(partial + part(c).offset);
+      const uint32_t reduced = staging.reduce_chain(local_peers, tag_of(owner, c, C),
+                                                    operand(owner, c), sum, part(c).count, false);
+      add_step(schedule, send_step(owner, tag_of(owner, c, C), sum, part(c).count, {reduced}));
+    }
+  }
+  // 3. This rank's block: its host's operands, then one partial from every other host.
+  std::vector<int> sources = local_peers;
+  for (int g = 0; g < hosts.count(); ++g)
+    if (g != h) sources.push_back(hosts.agent(g, me));
+  for (int c = 0; c < C; ++c)
+    staging.reduce_chain(sources, tag_of(me, c, C), operand(me, c), output_at(part(c).offset),
+                         part(c).count, true);
+}
+
+double hier_allgather_cost(const CollectiveArgs &args) {
+  return hier_blocks_cost(args, kCostConstants.beta);
+}
+
+double hier_reduce_scatter_cost(const CollectiveArgs &args) {
+  return hier_blocks_cost(args, std::max(kCostConstants.beta, kCostConstants.gamma));
+}
+
+double ring_allgather_cost(const CollectiveArgs &args) {
+  return ring_blocks_cost(args, false);
+}
+
+double ring_reduce_scatter_cost(const CollectiveArgs &args) {
+  return ring_blocks_cost(args, true);
+}
+
+}  // namespace ddl

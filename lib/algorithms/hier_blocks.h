@@ -1,0 +1,40 @@
+// hier for the collectives whose blocks belong to ranks: allgather and reduce-scatter in two
+// levels, hosts (the fastest tier, CollectiveArgs::tiers[0]) and the network between them.
+//
+// A flat ring over ranks on several hosts carries P-1 blocks over every host boundary it
+// crosses; each host only needs (H-1)·L blocks to leave it (its L ranks' blocks, once to each
+// other host). So each block crosses to every other host once, to one rank there, its agent
+// (the rank whose local index is the block owner's local index modulo that host's size),
+// and moves on inside the host over shared memory:
+//   allgather:      each rank sends its block to its agent on every other host; every rank
+//                   then forwards what it holds (its own block and those it was the agent
+//                   for) to the other ranks of its host;
+//   reduce-scatter: for a block owned on another host, every rank sends its operand to its
+//                   host's agent for that block, which reduces them and sends one partial
+//                   sum to the owner; for a block owned on this host, straight to the owner.
+//                   The owner reduces its host's operands and the other hosts' partials.
+// With L ranks on each of H hosts, each host link carries (H-1)/H·N instead of the ring's
+// (HL-1)/(HL)·N: 1.5x less at 2 x 2, 1.75x at 2 x 4. Hosts may differ in size.
+//
+// Chunks of at most 64 KB (hier_chunk_elems) let a block move on inside its host while its
+// later chunks are still on the wire. Reduce-scatter's agents hold one block of scratch per
+// block they reduce, and every receive lands in one of a few staging chunks.
+#pragma once
+
+#include "lib/algorithms/schedule.h"
+
+namespace ddl {
+
+void build_hier_allgather(const CollectiveArgs &args, Schedule *schedule);
+void build_hier_reduce_scatter(const CollectiveArgs &args, Schedule *schedule);
+
+// Predicted seconds (network constants between hosts, local ones inside): infinite unless
+// the ranks span several hosts and some host has more than one of them (with one rank per
+// host the ring crosses each boundary as rarely).
+double hier_allgather_cost(const CollectiveArgs &args);
+double hier_reduce_scatter_cost(const CollectiveArgs &args);
+// The ring's, for the models to compare with (network constants when across hosts).
+double ring_allgather_cost(const CollectiveArgs &args);
+double ring_reduce_scatter_cost(const CollectiveArgs &args);
+
+}  // namespace ddl
