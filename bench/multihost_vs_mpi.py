@@ -230,7 +230,8 @@ def inner(args):
                 raise Failure("%s wrote no readable JSON (%s): %s" % (lib, err, " ".join(cmd)))
             names[lib] = report.get("library", lib)
             times = {str(r["size"]): r["out_of_place"]["time_us"] for r in report["results"]}
-            inplace = {str(r["size"]): r["in_place"]["time_us"] for r in report["results"]}
+            # Open MPI's reduce-scatter has no in-place form in mpi_allreduce: None there.
+            inplace = {str(r["size"]): (r["in_place"] or {}).get("time_us") for r in report["results"]}
             tx = {h: {nic: after_tx[h][nic] - before_tx[h].get(nic, 0) for nic in after_tx[h]}
                   for h in after_tx}
             runs[lib].append(dict(times=times, in_place=inplace, tx=tx, load=[load0, load1], seconds=seconds))
