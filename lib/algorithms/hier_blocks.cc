@@ -45,6 +45,31 @@ struct Hosts {
   }
 };
 
+// What both builders start from: this rank's host and the chunks of one block.
+struct Layout {
+  explicit Layout(const CollectiveArgs &args)
+      : hosts(args),
+        me(args.rank),
+        h(hosts.host_of[me]),
+        here(hosts.ranks[static_cast<size_t>(h)]),
+        block(args.count),
+        chunks(block, hier_chunk_elems(args)),
+        C(chunks.chunks()) {}
+
+  Extent part(int c) const { return chunks.chunk(Extent{0, block}, c); }
+  // Chunk c of rank `owner`'s block in a buffer of all ranks' blocks.
+  Range at(BufferId buffer, int owner, int c) const {
+    return Range{buffer, static_cast<size_t>(owner) * block + part(c).offset};
+  }
+
+  const Hosts hosts;
+  const int me, h;
+  const std::vector<int> &here;  // this host's ranks
+  const size_t block;
+  const ChunkSplit chunks;
+  const int C;
+};
+
 // Messages between two ranks are told apart by block and chunk. A tag past the transport's
 // range makes the plan fail with advice (make_comm_plan), never wraps around.
 uint32_t tag_of(int block, int chunk, int chunks) {
@@ -121,124 +146,96 @@ double ring_blocks_cost(const CollectiveArgs &args, bool reducing) {
 }  // namespace
 
 void build_hier_allgather(const CollectiveArgs &args, Schedule *schedule) {
-  const int n = args.nranks, me = args.rank;
-  const size_t block = args.count;
-  schedule->algorithm = "hier";
-  schedule->input_count = block;
-  schedule->output_count = block * static_cast<size_t>(n);
-  schedule->in_place = args.in_place;
-  schedule->in_place_offset = block * static_cast<size_t>(me);
-  add_single_rank_copy(args, block, schedule->in_place_offset, schedule);
-  if (n == 1) return;
-  const Hosts hosts(args);
-  const int h = hosts.host_of[me];
-  const std::vector<int> &here = hosts.ranks[static_cast<size_t>(h)];
-  const ChunkSplit chunks(block, hier_chunk_elems(args));
-  const int C = chunks.chunks();
-  auto part = [&](int c) { return chunks.chunk(Extent{0, block}, c); };
-  auto in_output = [&](int owner, int c) {
-    return output_at(static_cast<size_t>(owner) * block + part(c).offset);
-  };
+  if (!start_blocks_schedule(args, Collective::kAllgather, "hier", schedule)) return;
+  const Layout l(args);
   // Whose blocks a rank of this host holds before the forwarding: its own, and those it is
   // this host's agent for.
   auto held_by = [&](int rank) {
     std::vector<int> held = {rank};
-    for (int r = 0; r < n; ++r)
-      if (hosts.host_of[r] != h && hosts.agent(h, r) == rank) held.push_back(r);
+    for (int r = 0; r < args.nranks; ++r)
+      if (l.hosts.host_of[r] != l.h && l.hosts.agent(l.h, r) == rank) held.push_back(r);
     return held;
   };
 
   // 1. This rank's block to its agent on every other host.
-  for (int g = 0; g < hosts.count(); ++g) {
-    if (g == h) continue;
-    for (int c = 0; c < C; ++c)
-      add_step(schedule, send_step(hosts.agent(g, me), tag_of(me, c, C), input_at(part(c).offset),
-                                   part(c).count, {}));
+  for (int g = 0; g < l.hosts.count(); ++g) {
+    if (g == l.h) continue;
+    for (int c = 0; c < l.C; ++c)
+      add_step(schedule, send_step(l.hosts.agent(g, l.me), tag_of(l.me, c, l.C),
+                                   input_at(l.part(c).offset), l.part(c).count, {}));
   }
   // 2. The blocks this rank is its host's agent for, from their owners.
-  const std::vector<int> held = held_by(me);
+  const std::vector<int> held = held_by(l.me);
   std::map<int, std::vector<uint32_t>> arrived;  // block -> its receive, by chunk
   for (size_t i = 1; i < held.size(); ++i)
-    for (int c = 0; c < C; ++c)
-      arrived[held[i]].push_back(add_step(
-          schedule,
-          recv_step(held[i], tag_of(held[i], c, C), in_output(held[i], c), part(c).count, {})));
+    for (int c = 0; c < l.C; ++c)
+      arrived[held[i]].push_back(
+          add_step(schedule, recv_step(held[i], tag_of(held[i], c, l.C),
+                                       l.at(BufferId::kOutput, held[i], c), l.part(c).count, {})));
   // 3. Everything it holds to the other ranks of its host, each chunk once it is here; and
   //    what each of them holds, from them.
-  for (int peer : here) {
-    if (peer == me) continue;
+  for (int peer : l.here) {
+    if (peer == l.me) continue;
     for (int b : held)
-      for (int c = 0; c < C; ++c) {
-        const bool own = b == me;
+      for (int c = 0; c < l.C; ++c) {
+        const bool own = b == l.me;
         add_step(schedule,
-                 send_step(peer, tag_of(b, c, C), own ? input_at(part(c).offset) : in_output(b, c),
-                           part(c).count,
+                 send_step(peer, tag_of(b, c, l.C),
+                           own ? input_at(l.part(c).offset) : l.at(BufferId::kOutput, b, c),
+                           l.part(c).count,
                            own ? std::vector<uint32_t>{} : std::vector<uint32_t>{arrived[b][c]}));
       }
     for (int b : held_by(peer))
-      for (int c = 0; c < C; ++c)
-        add_step(schedule, recv_step(peer, tag_of(b, c, C), in_output(b, c), part(c).count, {}));
+      for (int c = 0; c < l.C; ++c)
+        add_step(schedule, recv_step(peer, tag_of(b, c, l.C), l.at(BufferId::kOutput, b, c),
+                                     l.part(c).count, {}));
   }
 }
 
 void build_hier_reduce_scatter(const CollectiveArgs &args, Schedule *schedule) {
-  const int n = args.nranks, me = args.rank;
-  const size_t block = args.count;
-  schedule->algorithm = "hier";
-  schedule->input_count = block * static_cast<size_t>(n);
-  schedule->output_count = block;
-  schedule->in_place = args.in_place;
-  schedule->in_place_offset = block * static_cast<size_t>(me);
-  if (n == 1) return add_single_rank_copy(args, block, 0, schedule);
-  const Hosts hosts(args);
-  const int h = hosts.host_of[me];
-  const std::vector<int> &here = hosts.ranks[static_cast<size_t>(h)];
-  const ChunkSplit chunks(block, hier_chunk_elems(args));
-  const int C = chunks.chunks();
-  auto part = [&](int c) { return chunks.chunk(Extent{0, block}, c); };
-  auto operand = [&](int b, int c) {
-    return input_at(static_cast<size_t>(b) * block + part(c).offset);
-  };
+  if (!start_blocks_schedule(args, Collective::kReduceScatter, "hier", schedule)) return;
+  const Layout l(args);
+  auto operand = [&](int b, int c) { return l.at(BufferId::kInput, b, c); };
   std::vector<int> local_peers;
-  for (int r : here)
-    if (r != me) local_peers.push_back(r);
-  Staging staging(schedule, chunks.chunk_elems());
+  for (int r : l.here)
+    if (r != l.me) local_peers.push_back(r);
+  Staging staging(schedule, l.chunks.chunk_elems());
 
   // 1. This rank's operands of the other blocks: to the owner when it is on this host, else
   //    to this host's agent for that block (unless that is this rank).
-  for (int b = 0; b < n; ++b) {
-    const int to = hosts.host_of[b] == h ? b : hosts.agent(h, b);
-    if (b == me || to == me) continue;
-    for (int c = 0; c < C; ++c)
-      add_step(schedule, send_step(to, tag_of(b, c, C), operand(b, c), part(c).count, {}));
+  for (int b = 0; b < args.nranks; ++b) {
+    const int to = l.hosts.host_of[b] == l.h ? b : l.hosts.agent(l.h, b);
+    if (b == l.me || to == l.me) continue;
+    for (int c = 0; c < l.C; ++c)
+      add_step(schedule, send_step(to, tag_of(b, c, l.C), operand(b, c), l.part(c).count, {}));
   }
   // 2. As this host's agent: its operands of a block owned elsewhere reduced into one partial
   //    sum, sent to the owner chunk by chunk. These chains come before this rank's own block,
   //    which waits on other hosts' agents: none of them waits on anything but its host.
-  for (int owner = 0; owner < n; ++owner) {
-    if (hosts.host_of[owner] == h || hosts.agent(h, owner) != me) continue;
+  for (int owner = 0; owner < args.nranks; ++owner) {
+    if (l.hosts.host_of[owner] == l.h || l.hosts.agent(l.h, owner) != l.me) continue;
     if (local_peers.empty()) {  // alone on its host: its operand is the partial
-      for (int c = 0; c < C; ++c)
+      for (int c = 0; c < l.C; ++c)
         add_step(schedule,
-                 send_step(owner, tag_of(owner, c, C), operand(owner, c), part(c).count, {}));
+                 send_step(owner, tag_of(owner, c, l.C), operand(owner, c), l.part(c).count, {}));
       continue;
     }
     const size_t partial = schedule->scratch_count;
-    schedule->scratch_count += block;
-    for (int c = 0; c < C; ++c) {
-      const Range sum = scratch_at(partial + part(c).offset);
-      const uint32_t reduced = staging.reduce_chain(local_peers, tag_of(owner, c, C),
-                                                    operand(owner, c), sum, part(c).count, false);
-      add_step(schedule, send_step(owner, tag_of(owner, c, C), sum, part(c).count, {reduced}));
+    schedule->scratch_count += l.block;
+    for (int c = 0; c < l.C; ++c) {
+      const Range sum = scratch_at(partial + l.part(c).offset);
+      const uint32_t reduced = staging.reduce_chain(local_peers, tag_of(owner, c, l.C),
+                                                    operand(owner, c), sum, l.part(c).count, false);
+      add_step(schedule, send_step(owner, tag_of(owner, c, l.C), sum, l.part(c).count, {reduced}));
     }
   }
   // 3. This rank's block: its host's operands, then one partial from every other host.
   std::vector<int> sources = local_peers;
-  for (int g = 0; g < hosts.count(); ++g)
-    if (g != h) sources.push_back(hosts.agent(g, me));
-  for (int c = 0; c < C; ++c)
-    staging.reduce_chain(sources, tag_of(me, c, C), operand(me, c), output_at(part(c).offset),
-                         part(c).count, true);
+  for (int g = 0; g < l.hosts.count(); ++g)
+    if (g != l.h) sources.push_back(l.hosts.agent(g, l.me));
+  for (int c = 0; c < l.C; ++c)
+    staging.reduce_chain(sources, tag_of(l.me, c, l.C), operand(l.me, c),
+                         output_at(l.part(c).offset), l.part(c).count, true);
 }
 
 double hier_allgather_cost(const CollectiveArgs &args) {

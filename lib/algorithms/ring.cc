@@ -77,12 +77,7 @@ void build_ring_allreduce(const CollectiveArgs &args, Schedule *schedule) {
 void build_ring_reduce_scatter(const CollectiveArgs &args, Schedule *schedule) {
   const int n = args.nranks, r = args.rank;
   const size_t block = args.count;
-  schedule->algorithm = "ring";
-  schedule->input_count = block * static_cast<size_t>(n);
-  schedule->output_count = block;
-  schedule->in_place = args.in_place;
-  schedule->in_place_offset = block * static_cast<size_t>(r);
-  if (n == 1) return add_single_rank_copy(args, block, 0, schedule);
+  if (!start_blocks_schedule(args, Collective::kReduceScatter, "ring", schedule)) return;
   const ChunkSplit chunks(block, args.chunk_elems);
   const int C = chunks.chunks();
   // Two accumulation slots of one block: step s reduces into slot s%2, step s+1 sends it.
@@ -120,13 +115,7 @@ void build_ring_reduce_scatter(const CollectiveArgs &args, Schedule *schedule) {
 void build_ring_allgather(const CollectiveArgs &args, Schedule *schedule) {
   const int n = args.nranks, r = args.rank;
   const size_t block = args.count;
-  schedule->algorithm = "ring";
-  schedule->input_count = block;
-  schedule->output_count = block * static_cast<size_t>(n);
-  schedule->in_place = args.in_place;
-  schedule->in_place_offset = block * static_cast<size_t>(r);
-  add_single_rank_copy(args, block, schedule->in_place_offset, schedule);
-  if (n == 1) return;
+  if (!start_blocks_schedule(args, Collective::kAllgather, "ring", schedule)) return;
   const ChunkSplit chunks(block, args.chunk_elems);
   const int C = chunks.chunks();
   const RingOrder order(args);

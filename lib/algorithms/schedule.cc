@@ -91,6 +91,22 @@ bool start_allreduce_schedule(const CollectiveArgs &args, const char *algorithm,
   return false;
 }
 
+bool start_blocks_schedule(const CollectiveArgs &args, Collective collective, const char *algorithm,
+                           Schedule *schedule) {
+  const size_t block = args.count, all = block * static_cast<size_t>(args.nranks);
+  const bool gather = collective == Collective::kAllgather;
+  schedule->algorithm = algorithm;
+  schedule->input_count = gather ? block : all;
+  schedule->output_count = gather ? all : block;
+  schedule->in_place = args.in_place;
+  schedule->in_place_offset = block * static_cast<size_t>(args.rank);
+  if (gather)
+    add_single_rank_copy(args, block, schedule->in_place_offset, schedule);
+  else if (args.nranks == 1)
+    add_single_rank_copy(args, block, 0, schedule);
+  return args.nranks > 1;
+}
+
 void add_single_rank_copy(const CollectiveArgs &args, size_t count, size_t output_offset,
                           Schedule *schedule) {
   if (!args.in_place && count > 0)

@@ -123,6 +123,12 @@ void add_single_rank_copy(const CollectiveArgs &args, size_t count, size_t outpu
 bool start_allreduce_schedule(const CollectiveArgs &args, const char *algorithm,
                               Schedule *schedule);
 
+// The same for an allgather or a reduce-scatter (`collective`), whose blocks belong to ranks:
+// buffer sizes, the in-place offset, the copy of an allgather's own block into the output (out
+// of place), and a lone rank's whole reduce-scatter. False when nothing is left to build.
+bool start_blocks_schedule(const CollectiveArgs &args, Collective collective, const char *algorithm,
+                           Schedule *schedule);
+
 // The largest power of two <= n (n >= 1), and its log2 in *rounds: the ranks that take part
 // in recursive doubling or halving; the others fold into them.
 int power_of_two_below(int n, int *rounds);

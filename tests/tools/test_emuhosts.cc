@@ -80,6 +80,22 @@ std::string agent() {
   return "/run/emuhosts/" + g_name + "/agent";
 }
 
+// ddl_perf on this test's hosts through ddlrun -H `hosts` and the agent, with each of `env`
+// passed by -x; the run gets 90 s, the command `limit_s`.
+RunResult ddl_perf_on(const std::string &hosts, const std::vector<std::string> &env,
+                      const std::vector<std::string> &perf_args, int limit_s = 110) {
+  std::vector<std::string> cmd = {kDdlrun, "-H",        hosts, "--launch-agent",
+                                  agent(), "--timeout", "90"};
+  for (const std::string &var : env) {
+    cmd.push_back("-x");
+    cmd.push_back(var);
+  }
+  cmd.push_back("--");
+  cmd.push_back(kDdlPerf);
+  cmd.insert(cmd.end(), perf_args.begin(), perf_args.end());
+  return run_command(cmd, limit_s);
+}
+
 // Runs a shell command on an emulated host and returns its output.
 RunResult on_host(const std::string &host, const std::string &script) {
   return run_command({kEmuhosts, "exec", "--name", g_name, host, "--", "sh", "-c", script}, 20);
@@ -164,13 +180,8 @@ Test(emuhosts, ddlrun_places_ranks_host_by_host) {
 
 Test(emuhosts, ddl_perf_across_two_hosts) {
   up_or_skip({"--hosts", "2"});
-  RunResult r = run_command({kDdlrun,  "-H",        "h0:2,h1:2", "--launch-agent",
-                             agent(),  "--timeout", "60",        "--",
-                             kDdlPerf, "-b",        "8",         "-e",
-                             "1M",     "-f",        "128",       "-n",
-                             "2",      "-w",        "1",         "-c",
-                             "1"},
-                            80);
+  RunResult r = ddl_perf_on("h0:2,h1:2", {},
+                            {"-b", "8", "-e", "1M", "-f", "128", "-n", "2", "-w", "1", "-c", "1"});
   cr_assert_eq(r.exit_status, 0, "stdout:\n%s\nstderr:\n%s", r.out.c_str(), r.err.c_str());
   cr_assert(contains(r.out, "# Out of bounds values : 0 OK"), "%s", r.out.c_str());
 }
@@ -181,36 +192,9 @@ Test(emuhosts, hier_over_uneven_hosts_every_type_and_op) {
   // reduce-scatter, each through hier.
   up_or_skip({"--hosts", "3"});
   for (const char *collective : {"allreduce", "allgather", "reduce_scatter"}) {
-    RunResult r = run_command({kDdlrun,
-                               "-H",
-                               "h0:2,h1:1,h2:2",
-                               "--launch-agent",
-                               agent(),
-                               "--timeout",
-                               "90",
-                               "--",
-                               kDdlPerf,
-                               "-C",
-                               collective,
-                               "-a",
-                               "hier",
-                               "-b",
-                               "4",
-                               "-e",
-                               "300K",
-                               "-f",
-                               "77",
-                               "-d",
-                               "all",
-                               "-o",
-                               "all",
-                               "-n",
-                               "1",
-                               "-w",
-                               "0",
-                               "-c",
-                               "1"},
-                              110);
+    RunResult r = ddl_perf_on("h0:2,h1:1,h2:2", {},
+                              {"-C", collective, "-a", "hier", "-b", "4", "-e", "300K", "-f", "77",
+                               "-d", "all",      "-o", "all",  "-n", "1", "-w", "0",    "-c", "1"});
     cr_assert_eq(r.exit_status, 0, "%s: stdout:\n%s\nstderr:\n%s", collective, r.out.c_str(),
                  r.err.c_str());
     cr_assert(contains(r.out, "# Out of bounds values : 0 OK"), "%s: %s", collective,
@@ -275,32 +259,9 @@ Test(emuhosts, rails_drive_every_nic_of_a_host) {
   up_or_skip({"--hosts", "2", "--rails", "2"});
   std::vector<std::vector<std::pair<std::string, long long>>> before;
   for (const char *host : {"h0", "h1"}) before.push_back(nic_tx_bytes(host));
-  RunResult r = run_command({kDdlrun,
-                             "-H",
-                             "h0:2,h1:2",
-                             "--launch-agent",
-                             agent(),
-                             "--timeout",
-                             "90",
-                             "-x",
-                             "DDL_RAILS=eth0,eth1",
-                             "-x",
-                             "DDL_LOG_LEVEL=info",
-                             "--",
-                             kDdlPerf,
-                             "-a",
-                             "hier",
-                             "-b",
-                             "16M",
-                             "-e",
-                             "16M",
-                             "-n",
-                             "2",
-                             "-w",
-                             "0",
-                             "-c",
-                             "1"},
-                            110);
+  RunResult r =
+      ddl_perf_on("h0:2,h1:2", {"DDL_RAILS=eth0,eth1", "DDL_LOG_LEVEL=info"},
+                  {"-a", "hier", "-b", "16M", "-e", "16M", "-n", "2", "-w", "0", "-c", "1"});
   cr_assert_eq(r.exit_status, 0, "stdout:\n%s\nstderr:\n%s", r.out.c_str(), r.err.c_str());
   cr_assert(contains(r.out, "# Out of bounds values : 0 OK"), "%s", r.out.c_str());
   cr_assert(contains(r.out + r.err,
@@ -326,30 +287,8 @@ Test(emuhosts, rails_drive_every_nic_of_a_host) {
 Test(emuhosts, auto_rails_that_cannot_connect_fall_back_on_every_rank) {
   up_or_skip({"--hosts", "2", "--rails", "2"});
   const std::string topology = std::string(TOPOLOGY_DATA_DIR) + "/dgx-a100-like.xml";
-  RunResult r = run_command({kDdlrun,
-                             "-H",
-                             "h0:2,h1:2",
-                             "--launch-agent",
-                             agent(),
-                             "--timeout",
-                             "90",
-                             "-x",
-                             "DDL_RAILS=auto",
-                             "-x",
-                             "DDL_TOPO_FILE=" + topology,
-                             "--",
-                             kDdlPerf,
-                             "-b",
-                             "1M",
-                             "-e",
-                             "1M",
-                             "-n",
-                             "2",
-                             "-w",
-                             "0",
-                             "-c",
-                             "1"},
-                            110);
+  RunResult r = ddl_perf_on("h0:2,h1:2", {"DDL_RAILS=auto", "DDL_TOPO_FILE=" + topology},
+                            {"-b", "1M", "-e", "1M", "-n", "2", "-w", "0", "-c", "1"});
   cr_assert_eq(r.exit_status, 0, "stdout:\n%s\nstderr:\n%s", r.out.c_str(), r.err.c_str());
   cr_assert(contains(r.out, "# Out of bounds values : 0 OK"), "%s", r.out.c_str());
   for (int rank = 0; rank < 4; ++rank)
@@ -371,41 +310,12 @@ Test(emuhosts, gpu_ranks_drive_the_nic_closest_to_their_gpu) {
 #else
   up_or_skip({"--hosts", "2", "--rails", "2"});
   const std::string topology = std::string(TOPOLOGY_DATA_DIR) + "/two-gpu-crossed-eth.xml";
-  RunResult r = run_command({kDdlrun,
-                             "-H",
-                             "h0:2,h1:2",
-                             "--launch-agent",
-                             agent(),
-                             "--timeout",
-                             "90",
-                             "-x",
-                             "DDL_RAILS=auto",
-                             "-x",
-                             "DDL_TOPO_FILE=" + topology,
-                             "-x",
-                             "DDL_LOG_LEVEL=info",
-                             "-x",
-                             std::string("DDL_CUDA_LIBRARY=") + FAKE_CUDA,
-                             "-x",
-                             "FAKE_CUDA_DEVICES=2",
-                             "-x",
-                             "FAKE_CUDA_BUS_IDS=0000:04:00.0,0000:84:00.0",
-                             "--",
-                             kDdlPerf,
-                             "-G",
-                             "-a",
-                             "hier",
-                             "-b",
-                             "1M",
-                             "-e",
-                             "1M",
-                             "-n",
-                             "2",
-                             "-w",
-                             "0",
-                             "-c",
-                             "1"},
-                            110);
+  RunResult r =
+      ddl_perf_on("h0:2,h1:2",
+                  {"DDL_RAILS=auto", "DDL_TOPO_FILE=" + topology, "DDL_LOG_LEVEL=info",
+                   std::string("DDL_CUDA_LIBRARY=") + FAKE_CUDA, "FAKE_CUDA_DEVICES=2",
+                   "FAKE_CUDA_BUS_IDS=0000:04:00.0,0000:84:00.0"},
+                  {"-G", "-a", "hier", "-b", "1M", "-e", "1M", "-n", "2", "-w", "0", "-c", "1"});
   cr_assert_eq(r.exit_status, 0, "stdout:\n%s\nstderr:\n%s", r.out.c_str(), r.err.c_str());
   cr_assert(contains(r.out, "# Out of bounds values : 0 OK"), "%s", r.out.c_str());
   const std::string log = r.out + r.err;
