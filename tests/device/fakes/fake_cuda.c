@@ -276,16 +276,15 @@ CUresult cuInit(unsigned flags) {
   fake_initialized = 1;
   return kOk;
 }
-static int device_count(void);
 CUresult cuDeviceGet(int *device, int ordinal) {
   if (!fake_initialized) return kNotInitialized;
-  if (ordinal < 0 || ordinal >= device_count()) return kInvalidValue;
+  if (ordinal < 0 || ordinal >= fake_device_count()) return kInvalidValue;
   *device = ordinal;
   return kOk;
 }
 CUresult cuDevicePrimaryCtxRetain(void **ctx, int device) {
   if (!fake_initialized) return kNotInitialized;
-  if (device < 0 || device >= device_count()) return kInvalidValue;
+  if (device < 0 || device >= fake_device_count()) return kInvalidValue;
   context_device = device;
   *ctx = &primary_context;
   return kOk;
@@ -501,28 +500,8 @@ CUresult cuLaunchHostFunc(void *stream, void (*fn)(void *), void *arg) {
   return enqueue(stream, op);
 }
 
-/* ---- Devices, modules and kernels -------------------------------------------------------- */
+/* ---- Devices (the rest in fake_cuda_devices.c), modules and kernels ---------------------- */
 
-static int env_int(const char *name, int fallback) {
-  const char *v = getenv(name);
-  return v && atoi(v) > 0 ? atoi(v) : fallback;
-}
-
-static int device_count(void) {
-  return env_int("FAKE_CUDA_DEVICES", 1);
-}
-CUresult cuDeviceGetCount(int *count) {
-  if (!fake_initialized) return kNotInitialized;
-  *count = device_count();
-  return kOk;
-}
-CUresult cuDeviceGetName(char *name, int len, int device) {
-  if (!fake_initialized) return kNotInitialized;
-  if (device < 0 || device >= device_count() || len < 1) return kInvalidValue;
-  strncpy(name, "Fake CUDA device (tests/device/fakes)", (size_t)len - 1);
-  name[len - 1] = 0;
-  return kOk;
-}
 CUresult cuDevicePrimaryCtxRelease_v2(int device) {
   (void)device;
   return fake_initialized ? kOk : kNotInitialized;
@@ -532,33 +511,6 @@ CUresult cuCtxGetDevice(int *device) {
   *device = context_device;
   return kOk;
 }
-CUresult cuDeviceGetPCIBusId(char *bus_id, int len, int device) {
-  if (!fake_initialized) return kNotInitialized;
-  if (device < 0 || device >= device_count() || len < 13) return kInvalidValue;
-  char own[32];
-  snprintf(own, sizeof own, "0000:%02X:00.0", device + 1);
-  const char *listed = getenv("FAKE_CUDA_BUS_IDS");
-  for (int i = 0; listed && *listed; ++i) {
-    const char *comma = strchr(listed, ',');
-    const size_t n = comma ? (size_t)(comma - listed) : strlen(listed);
-    if (i == device && n < sizeof own) {
-      memcpy(own, listed, n);
-      own[n] = 0;
-      break;
-    }
-    listed = comma ? comma + 1 : NULL;
-  }
-  snprintf(bus_id, (size_t)len, "%s", own);
-  return kOk;
-}
-CUresult cuDeviceGetAttribute(int *value, int attribute, int device) {
-  if (!fake_initialized) return kNotInitialized;
-  if (device < 0 || device >= device_count()) return kInvalidValue;
-  if (attribute != 16) return kInvalidValue; /* only CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT */
-  *value = env_int("FAKE_CUDA_SMS", 4);
-  return kOk;
-}
-
 CUresult cuModuleLoadData(void **module, const void *image) {
   NEED_CONTEXT();
   const unsigned char magic[4] = {0x50, 0xed, 0x55, 0xba}; /* a fatbin's, little endian */

@@ -57,6 +57,9 @@ extern int fake_ipc_opened, fake_ipc_closed;
 /* Whether cuInit ran. */
 extern int fake_initialized;
 
+/* FAKE_CUDA_DEVICES (fake_cuda_devices.c). */
+int fake_device_count(void);
+
 /* kOk when this thread has a usable context, else the driver's error for the call. */
 CUresult fake_need_context(void);
 #define NEED_CONTEXT()                         \
