@@ -6,7 +6,7 @@
 #include "lib/algorithms/chain.h"
 #include "lib/algorithms/dissemination.h"
 #include "lib/algorithms/hier.h"
-#include "lib/algorithms/hier_blocks.h"
+#include "lib/algorithms/hier_two_level.h"
 #include "lib/algorithms/recursive_doubling.h"
 #include "lib/algorithms/rhd.h"
 #include "lib/algorithms/ring.h"
@@ -76,7 +76,10 @@ const std::vector<AlgorithmInfo> &algorithm_table() {
        "two levels: each block once to every other host, then around each host",
        build_hier_allgather, hier_allgather_cost},
       {"chain", Collective::kBroadcast, "pipelined chain from the root", build_chain_broadcast,
-       no_cost},
+       chain_broadcast_cost},
+      {"hier", Collective::kBroadcast,
+       "two levels: a binomial tree of hosts from the root, then each host's ranks",
+       build_hier_broadcast, hier_broadcast_cost},
       {"dissemination", Collective::kBarrier, "ceil(log2 n) rounds of signals at distance 2^k",
        build_dissemination_barrier, no_cost},
   };

@@ -188,10 +188,10 @@ Test(emuhosts, ddl_perf_across_two_hosts) {
 
 Test(emuhosts, hier_over_uneven_hosts_every_type_and_op) {
   // 2 + 1 + 2 ranks on 3 hosts: shards of different sizes per host, every datatype and op,
-  // in place and not, checked by ddl_perf against its reference; allreduce, allgather and
-  // reduce-scatter, each through hier.
+  // in place and not, checked by ddl_perf against its reference; allreduce, allgather,
+  // reduce-scatter and broadcast, each through hier.
   up_or_skip({"--hosts", "3"});
-  for (const char *collective : {"allreduce", "allgather", "reduce_scatter"}) {
+  for (const char *collective : {"allreduce", "allgather", "reduce_scatter", "broadcast"}) {
     RunResult r = ddl_perf_on("h0:2,h1:1,h2:2", {},
                               {"-C", collective, "-a", "hier", "-b", "4", "-e", "300K", "-f", "77",
                                "-d", "all",      "-o", "all",  "-n", "1", "-w", "0",    "-c", "1"});

@@ -269,3 +269,58 @@ Test(hier_schedules, blocks_cross_each_host_link_once) {
     cr_assert_str_eq(choose_algorithm(a, &why).name, "ring", "%s", why.c_str());
   }
 }
+
+// Broadcast: every root, even and uneven hosts, hosts out of rank order, chunked or not; the
+// message leaves the root's host once per tree child (not once per rank), and the models take
+// hier for small messages across hosts, the chain for large ones.
+Test(hier_schedules, broadcast_over_a_tree_of_hosts) {
+  const std::vector<std::vector<int>> shapes = {
+      {2, 2}, {1, 1, 1, 1}, {3, 1, 2}, {2, 2, 2, 2, 2}, {1, 4}};
+  for (const auto &sizes : shapes) {
+    const std::vector<std::vector<int>> tiers = hosts_of_sizes(sizes);
+    const int n = static_cast<int>(tiers[0].size());
+    for (int root = 0; root < n; ++root)
+      for (size_t count : {size_t{1}, size_t{13}})
+        for (size_t chunk : {size_t{0}, size_t{4}}) {
+          CollectiveArgs a;
+          a.collective = Collective::kBroadcast;
+          a.algorithm = "hier";
+          a.nranks = n;
+          a.root = root;
+          a.count = count;
+          a.chunk_elems = chunk;
+          a.tiers = tiers;
+          a.hosts = static_cast<int>(sizes.size());
+          const Status s = verify_collective(a);
+          cr_assert(s.ok(), "hier broadcast of %zu hosts, root %d, count %zu, chunk %zu: %s",
+                    sizes.size(), root, count, chunk, s.message().c_str());
+        }
+  }
+  verify_hier({{1, 0, 2, 1, 0, 2}}, 6, {5, 37}, {0, 3}, Collective::kBroadcast);
+
+  CollectiveArgs a;
+  a.collective = Collective::kBroadcast;
+  a.algorithm = "hier";
+  a.nranks = 8;
+  a.count = 100;
+  a.tiers = hosts_of_sizes({1, 1, 1, 1, 1, 1, 1, 1});
+  a.hosts = 8;
+  // 8 hosts, binomial from host 0: 0 -> 4, 2, 1; 1 -> 5, 3; 2 -> 6; 3 -> 7; the rest are leaves.
+  const size_t children[] = {3, 2, 1, 1, 0, 0, 0, 0};
+  for (int host = 0; host < 8; ++host)
+    cr_assert_eq(sent_across(a, a.tiers[0], host), children[host] * a.count, "host %d", host);
+
+  a.algorithm.clear();
+  a.tiers = hosts_of_sizes({2, 2, 2, 2});
+  a.hosts = 4;
+  a.chunk_elems = 16u << 10;
+  std::string why;
+  a.count = 2;
+  cr_assert_str_eq(choose_algorithm(a, &why).name, "hier", "%s", why.c_str());
+  a.count = 16u << 20;
+  cr_assert_str_eq(choose_algorithm(a, &why).name, "chain", "%s", why.c_str());
+  a.count = 2;
+  a.tiers.clear();
+  a.hosts = 1;
+  cr_assert_str_eq(choose_algorithm(a, &why).name, "chain", "%s", why.c_str());
+}

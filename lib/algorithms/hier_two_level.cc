@@ -1,6 +1,7 @@
-#include "lib/algorithms/hier_blocks.h"
+#include "lib/algorithms/hier_two_level.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <map>
 
@@ -126,7 +127,7 @@ double block_bytes(const CollectiveArgs &args) {
 
 // Both hier forms cost the same shape: the other hosts' blocks over the host link (its L ranks
 // share it), one round of messages; then L-1 local peers each get every host's block.
-double hier_blocks_cost(const CollectiveArgs &args, double local_byte_cost) {
+double hier_two_level_cost(const CollectiveArgs &args, double local_byte_cost) {
   int groups = 1;
   const int local = largest_group(args, &groups);
   if (groups < 2 || local < 2) return std::numeric_limits<double>::infinity();
@@ -238,12 +239,78 @@ void build_hier_reduce_scatter(const CollectiveArgs &args, Schedule *schedule) {
                          output_at(l.part(c).offset), l.part(c).count, true);
 }
 
+void build_hier_broadcast(const CollectiveArgs &args, Schedule *schedule) {
+  // Broadcast has one buffer, modelled as the output (as the chain's).
+  schedule->algorithm = "hier";
+  schedule->input_count = schedule->output_count = args.count;
+  schedule->in_place = true;
+  if (args.nranks == 1) return;
+  const Hosts hosts(args);
+  const int H = hosts.count(), me = args.rank, h = hosts.host_of[me];
+  const int root_host = hosts.host_of[args.root];
+  // The tree numbers hosts from the root's; each host's leader is the root's agent there.
+  auto host_at = [&](int t) { return (t + root_host) % H; };
+  auto leader = [&](int g) { return g == root_host ? args.root : hosts.agent(g, args.root); };
+  const int t = (h - root_host + H) % H;
+  const bool leading = leader(h) == me;
+  // Binomial: t's parent is t without its highest bit; its children t + 2^k for every 2^k > t,
+  // the farthest (the largest subtree) first.
+  int parent = -1, first_child_step = 1;
+  while (first_child_step <= t) first_child_step <<= 1;
+  if (t > 0) parent = leader(host_at(t - first_child_step / 2));
+  std::vector<int> children;
+  for (int step = first_child_step; t + step < H; step <<= 1)
+    children.insert(children.begin(), leader(host_at(t + step)));
+  const ChunkSplit chunks(args.count, hier_chunk_elems(args));
+  for (int c = 0; c < chunks.chunks(); ++c) {
+    const Extent part = chunks.chunk(Extent{0, args.count}, c);
+    const uint32_t tag = static_cast<uint32_t>(c);
+    std::vector<uint32_t> arrived;
+    if (me != args.root)
+      arrived.push_back(add_step(schedule, recv_step(leading ? parent : leader(h), tag,
+                                                     output_at(part.offset), part.count, {})));
+    if (!leading) continue;
+    for (int child : children)
+      add_step(schedule, send_step(child, tag, output_at(part.offset), part.count, arrived));
+    for (int peer : hosts.ranks[static_cast<size_t>(h)])
+      if (peer != me)
+        add_step(schedule, send_step(peer, tag, output_at(part.offset), part.count, arrived));
+  }
+}
+
 double hier_allgather_cost(const CollectiveArgs &args) {
-  return hier_blocks_cost(args, kCostConstants.beta);
+  return hier_two_level_cost(args, kCostConstants.beta);
 }
 
 double hier_reduce_scatter_cost(const CollectiveArgs &args) {
-  return hier_blocks_cost(args, std::max(kCostConstants.beta, kCostConstants.gamma));
+  return hier_two_level_cost(args, std::max(kCostConstants.beta, kCostConstants.gamma));
+}
+
+double hier_broadcast_cost(const CollectiveArgs &args) {
+  int groups = 1;
+  const int local = largest_group(args, &groups);
+  if (groups < 2) return std::numeric_limits<double>::infinity();
+  const double bytes = static_cast<double>(args.count) * static_cast<double>(args.elem_size);
+  const double depth = std::ceil(std::log2(static_cast<double>(groups)));
+  // Each leader sends the whole message to each child in turn: a level costs a message.
+  return depth * (kNetCostConstants.alpha + bytes * kNetCostConstants.beta) + kCostConstants.alpha +
+         (local - 1) * bytes * kCostConstants.beta;
+}
+
+double chain_broadcast_cost(const CollectiveArgs &args) {
+  int groups = 1;
+  largest_group(args, &groups);
+  const double bytes = static_cast<double>(args.count) * static_cast<double>(args.elem_size);
+  const double chunk = args.chunk_elems
+                           ? std::min(bytes, static_cast<double>(args.chunk_elems * args.elem_size))
+                           : bytes;
+  const bool across = args.hosts > 1 && groups > 1;
+  const CostConstants &link = across ? kNetCostConstants : kCostConstants;
+  // Hops: groups-1 over the network, the rest inside hosts; the slowest link sets the pace
+  // and each hop adds one chunk to fill the pipeline.
+  const int hops = args.nranks - 1, network_hops = across ? groups - 1 : 0;
+  return network_hops * kNetCostConstants.alpha + (hops - network_hops) * kCostConstants.alpha +
+         bytes * link.beta + hops * chunk * link.beta;
 }
 
 double ring_allgather_cost(const CollectiveArgs &args) {

@@ -1,5 +1,5 @@
-// hier for the collectives whose blocks belong to ranks: allgather and reduce-scatter in two
-// levels, hosts (the fastest tier, CollectiveArgs::tiers[0]) and the network between them.
+// hier's two-level forms of allgather, reduce-scatter and broadcast: hosts (the fastest tier,
+// CollectiveArgs::tiers[0]) and the network between them.
 //
 // A flat ring over ranks on several hosts carries P-1 blocks over every host boundary it
 // crosses; each host only needs (H-1)·L blocks to leave it (its L ranks' blocks, once to each
@@ -16,6 +16,13 @@
 // With L ranks on each of H hosts, each host link carries (H-1)/H·N instead of the ring's
 // (HL-1)/(HL)·N: 1.5x less at 2 x 2, 1.75x at 2 x 4. Hosts may differ in size.
 //
+// Broadcast: the chain (chain.h) already crosses each host boundary once and is
+// bandwidth-optimal, but a small message waits for P-1 hops, H-1 of them over the network.
+// Here the root's agents on the other hosts (their leaders) form a binomial tree of hosts
+// rooted at the root (ceil(log2 H) network hops), and each leader sends to the ranks of its
+// host. The models take it for small messages, the chain for large ones (a tree's root sends
+// the message once per child).
+//
 // Chunks of at most 64 KB (hier_chunk_elems) let a block move on inside its host while its
 // later chunks are still on the wire. Reduce-scatter's agents hold one block of scratch per
 // block they reduce, and every receive lands in one of a few staging chunks.
@@ -27,14 +34,19 @@ namespace ddl {
 
 void build_hier_allgather(const CollectiveArgs &args, Schedule *schedule);
 void build_hier_reduce_scatter(const CollectiveArgs &args, Schedule *schedule);
+void build_hier_broadcast(const CollectiveArgs &args, Schedule *schedule);
 
 // Predicted seconds (network constants between hosts, local ones inside): infinite unless
 // the ranks span several hosts and some host has more than one of them (with one rank per
 // host the ring crosses each boundary as rarely).
 double hier_allgather_cost(const CollectiveArgs &args);
 double hier_reduce_scatter_cost(const CollectiveArgs &args);
-// The ring's, for the models to compare with (network constants when across hosts).
+// Infinite unless the ranks span several hosts.
+double hier_broadcast_cost(const CollectiveArgs &args);
+// The ring's and the chain's, for the models to compare with (network constants for what
+// crosses hosts).
 double ring_allgather_cost(const CollectiveArgs &args);
 double ring_reduce_scatter_cost(const CollectiveArgs &args);
+double chain_broadcast_cost(const CollectiveArgs &args);
 
 }  // namespace ddl
