@@ -301,9 +301,9 @@ double chain_broadcast_cost(const CollectiveArgs &args) {
   int groups = 1;
   largest_group(args, &groups);
   const double bytes = static_cast<double>(args.count) * static_cast<double>(args.elem_size);
-  const double chunk = args.chunk_elems
-                           ? std::min(bytes, static_cast<double>(args.chunk_elems * args.elem_size))
-                           : bytes;
+  const size_t chunk_elems = hier_chunk_elems(args);  // the chain's chunks (chain.cc)
+  const double chunk =
+      chunk_elems ? std::min(bytes, static_cast<double>(chunk_elems * args.elem_size)) : bytes;
   const bool across = args.hosts > 1 && groups > 1;
   const CostConstants &link = across ? kNetCostConstants : kCostConstants;
   // Hops: groups-1 over the network, the rest inside hosts; the slowest link sets the pace
