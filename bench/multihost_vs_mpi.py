@@ -20,8 +20,9 @@ time is reported. Per setup, size and library: the median over the rounds, the l
 
   bound(N) = f * N / (R * B)      h hosts, R rails, B = rate in bytes/s (1gbit: 125e6)
 
-with f = 2(h-1)/h for an allreduce of N bytes and (h-1)/h for an allgather or reduce-scatter of
-N bytes in all (ddl_perf's size: the gathered output, the scattered input): each host must send
+with f = 2(h-1)/h for an allreduce of N bytes, (h-1)/h for an allgather or reduce-scatter of
+N bytes in all (ddl_perf's size: the gathered output, the scattered input) and 1 for a
+broadcast (every other host receives N): each host must send
 and receive at least f * N bytes over its R links. Also what plain TCP achieves with that
 traffic on the same links in the same rounds (bench/tcp_ring.py: every host sends f * N / R
 bytes to the next host and receives as much from the previous one on each rail, all at once; TCP's headers alone keep it below ~95.6% of the nominal bound), the
@@ -69,8 +70,9 @@ SETUPS = {
     "2x2ag": (2, 2, 1, [16 * M, 64 * M], 3, 1, "allgather, 2 hosts x 2 ranks, 1 NIC", "allgather"),
     "2x2rs": (2, 2, 1, [16 * M, 64 * M], 3, 1, "reduce-scatter, 2 hosts x 2 ranks, 1 NIC",
               "reduce_scatter"),
+    "4x1bc": (4, 1, 1, [4096, M], 200, 20, "broadcast, 4 hosts x 1 rank, 1 NIC", "broadcast"),
 }
-ORDER = ["2x2", "lat", "2x4", "4x1", "2x2r2", "2x2ag", "2x2rs"]
+ORDER = ["2x2", "lat", "2x4", "4x1", "2x2r2", "2x2ag", "2x2rs", "4x1bc"]
 ALGOS = ["default", "hier", "ring"]
 
 
@@ -97,7 +99,7 @@ def parse_args(argv):
     p.add_argument("-n", "--iters", type=int, help="iterations for large sizes (default: the setup's, 3)")
     p.add_argument("--lat-iters", type=int, help="iterations for the 8 B setup (default 2000)")
     p.add_argument("-a", "--algos", default=",".join(ALGOS),
-                   help="ddl variants: default (the cost models choose), hier, ring, ... (default %s)"
+                   help="ddl variants: default (the cost models choose), hier, ring (the chain for a broadcast), ... (default %s)"
                         % ",".join(ALGOS))
     p.add_argument("--rate", default="1gbit", help="each NIC's rate, both ways (tc units; default 1gbit)")
     p.add_argument("--build-dir", default=os.environ.get("DDL_BUILD_DIR", os.path.join(REPO, "build")),
@@ -126,7 +128,10 @@ def parse_args(argv):
 
 
 def traffic_factor(collective, hosts):
-    """The share of N bytes each host must send (and receive) in the collective."""
+    """The share of N bytes each host must send (and receive) in the collective: a broadcast's
+    every other host receives all of it."""
+    if collective == "broadcast":
+        return 1.0
     return (2.0 if collective == "allreduce" else 1.0) * (hosts - 1) / hosts
 
 
@@ -182,8 +187,11 @@ def inner(args):
     nranks = setup["hosts"] * setup["per_host"]
     sizes = setup["sizes"]
     factor = sizes[1] // sizes[0] if len(sizes) > 1 else 2
-    libs = ["ddl:" + a for a in args.algos] + ([] if args.no_mpi else ["mpi"])
-    if not args.no_tcp and sizes != [8]:
+    # A broadcast's flat algorithm is the chain, not the ring.
+    algos = ["chain" if a == "ring" and setup["collective"] == "broadcast" else a for a in args.algos]
+    libs = ["ddl:" + a for a in algos] + ([] if args.no_mpi else ["mpi"])
+    # Plain TCP's figure includes setting up its connections: meaningful for large sizes only.
+    if not args.no_tcp and min(sizes) >= 16 * M:
         libs.append("tcp")
     bins = dict(ddlrun=os.path.join(args.build_dir, "tools", "ddlrun", "ddlrun"),
                 ddl_perf=os.path.join(args.build_dir, "tools", "ddl_perf", "ddl_perf"),
@@ -356,8 +364,9 @@ def render(result, args):
                      args.spin, result["seconds"], min(loads), max(loads)))
     if s["sizes"] != [8]:
         lines.append("- %s float32%s; bound = %s x N / (R x B), h = %d, R = %d, B = %.0f B/s" % (
-            s["collective"], " sum" if s["collective"] != "allgather" else "",
-            "2(h-1)/h" if s["collective"] == "allreduce" else "(h-1)/h", s["hosts"], s["rails"], args.rate_bps))
+            s["collective"], " sum" if s["collective"] in ("allreduce", "reduce_scatter") else "",
+            {"allreduce": "2(h-1)/h", "broadcast": "1"}.get(s["collective"], "(h-1)/h"), s["hosts"], s["rails"],
+            args.rate_bps))
     lines.append("")
     lat = s["sizes"] == [8]
     header = ["size", "library", "median (ms)" if not lat else "median (us)", "min..max",
@@ -365,13 +374,14 @@ def render(result, args):
     body = []
     for row in result["table"]:
         if not lat:
-            body.append([human(row["size"]), "bound", "%.1f" % (row["bound_us"] / 1e3), "", "", "100.0"] +
+            bound_fmt = "%.3f" if row["bound_us"] < 1000 else "%.1f"
+            body.append([human(row["size"]), "bound", bound_fmt % (row["bound_us"] / 1e3), "", "", "100.0"] +
                         (["%.1f" % (100.0 * row["bound_1rail_us"] / row["bound_us"])] if s["rails"] > 1 else []) +
                         [""])
         for lib in result["libs"]:
             x = row["libs"][lib]
             scale = 1.0 if lat else 1e3
-            fmt = "%.1f" if lat else "%.1f"
+            fmt = "%.3f" if not lat and x["time_us"] < 1000 else "%.1f"  # sub-ms sizes in ms
             cells = [human(row["size"]), lib.replace("ddl:", "ddl "), fmt % (x["time_us"] / scale),
                      (fmt % (x["min_us"] / scale)) + ".." + (fmt % (x["max_us"] / scale)),
                      "%.2fx" % x["speedup_vs_mpi"] if x["speedup_vs_mpi"] else "-"]
