@@ -21,7 +21,8 @@
 // Here the root's agents on the other hosts (their leaders) form a binomial tree of hosts
 // rooted at the root (ceil(log2 H) network hops), and each leader sends to the ranks of its
 // host. The models take it for small messages, the chain for large ones (a tree's root sends
-// the message once per child).
+// the message once per child). The models price one call alone: back to back, calls also
+// overlap in the chain's hops, so there the chain wins from smaller sizes than they say.
 //
 // Chunks of at most 64 KB (hier_chunk_elems) let a block move on inside its host while its
 // later chunks are still on the wire. Reduce-scatter's agents hold one block of scratch per
