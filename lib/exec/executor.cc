@@ -20,8 +20,11 @@ constexpr int kCheckEvery = 256;
 // Polls of every path for a notice that explains a death, before reporting the death itself.
 constexpr int kNoticePolls = 64;
 // How long a rank that found a peer dead lets the transport catch up before it words the
-// error (Executor::with_peer_state).
+// error (Executor::with_peer_state); then it waits until what the transport says about the
+// peer has not changed for kPeerStateSettle, for at most kPeerStateLimit in all.
 constexpr std::chrono::milliseconds kPeerStateGrace(100);
+constexpr std::chrono::milliseconds kPeerStateSettle(100);
+constexpr std::chrono::milliseconds kPeerStateLimit(1000);
 
 const char *kind_text(StepKind kind) {
   switch (kind) {
@@ -500,11 +503,22 @@ Status Executor::explain_with_signature(const ExecArgs &args, Transport *transpo
 Status Executor::with_peer_state(Transport *transport, Status error,
                                  std::chrono::milliseconds grace) {
   if (failed_peer_ < 0) return error;
-  const auto until = std::chrono::steady_clock::now() + grace;
-  while (std::chrono::steady_clock::now() < until) {
+  // A killed host's connections break one by one as their resets arrive, each seen by the
+  // heartbeat thread within its poll; on a busy machine that takes longer than the grace, and
+  // the error would name only some of the host's ranks. So wait until the picture settles.
+  const auto start = std::chrono::steady_clock::now();
+  std::string said = transport->peer_status(failed_peer_).message();
+  auto changed = start;
+  for (auto now = start; now - start < kPeerStateLimit; now = std::chrono::steady_clock::now()) {
+    if (now - start >= grace && now - changed >= kPeerStateSettle) break;
     transport->progress_all();
     const timespec pause = {0, kSleepNs};
     nanosleep(&pause, nullptr);
+    std::string says = transport->peer_status(failed_peer_).message();
+    if (says != said) {
+      said = std::move(says);
+      changed = std::chrono::steady_clock::now();
+    }
   }
   const Status peer = transport->peer_status(failed_peer_);
   if (peer.ok() || error.message().find(peer.message()) != std::string::npos) return error;
