@@ -1,7 +1,6 @@
 #include "lib/algorithms/chain.h"
 
 #include "lib/algorithms/blocks.h"
-#include "lib/algorithms/hier.h"
 #include "lib/algorithms/ring_order.h"
 
 namespace ddl {
@@ -18,9 +17,9 @@ void build_chain_broadcast(const CollectiveArgs &args, Schedule *schedule) {
   const RingOrder order(args, args.root);
   const int position = order.position_of(args.rank);  // 0 at the root
   const int prev = order.prev(args.rank), next = order.next(args.rank);
-  // Across hosts in chunks of at most 64 KB, as hier's: each hop forwards a chunk as soon as
-  // it has it, so a message waits for one chunk per hop, not for the whole message.
-  const ChunkSplit chunks(args.count, hier_chunk_elems(args));
+  // Across hosts in chunks of at most 64 KB (network_chunk_elems): each hop forwards a chunk as
+  // soon as it has it, so a message waits for one chunk per hop, not for the whole message.
+  const ChunkSplit chunks(args.count, network_chunk_elems(args));
   for (int c = 0; c < chunks.chunks(); ++c) {
     const Extent part = chunks.chunk(Extent{0, args.count}, c);
     std::vector<uint32_t> forward_deps;

@@ -14,22 +14,6 @@ namespace {
 // Receive staging slots of a group's reduce-scatter (as in ring.cc).
 constexpr size_t kStagingSlots = 8;
 
-// Chunks of at most 64 KB across hosts: a phase starts on a chunk as soon as the phase
-// before has finished it, so small chunks keep the host link busy from the start. Measured
-// on 2 emulated hosts x 2 ranks at 1 Gbit/s (ddl_perf -a hier, 16 MB / 64 MB): 512 KB chunks
-// 235 / 698 ms, 128 KB 170 / 610 ms, 64 KB 164 / 597 ms (link bound 134 / 537 ms).
-constexpr size_t kNetworkChunkBytes = 64 * 1024;
-
-}  // namespace
-
-size_t hier_chunk_elems(const CollectiveArgs &args) {
-  if (args.hosts < 2 || args.elem_size == 0) return args.chunk_elems;
-  const size_t network = std::max<size_t>(1, kNetworkChunkBytes / args.elem_size);
-  return args.chunk_elems == 0 ? network : std::min(args.chunk_elems, network);
-}
-
-namespace {
-
 // Ring reduce-scatter over n ranks of `count` elements cut into BlockSplit blocks, in the
 // group's own coordinates: rank r ends with block r reduced in its output (the other blocks
 // of its output hold partial sums, which the allgather overwrites). Never final: the slower
@@ -147,7 +131,7 @@ bool conflict(const std::vector<Access> &a, const std::vector<Access> &b) {
 class HierBuilder {
  public:
   HierBuilder(const CollectiveArgs &args, Schedule *out, bool emit)
-      : args_(args), out_(out), emit_(emit), chunk_elems_(hier_chunk_elems(args)) {}
+      : args_(args), out_(out), emit_(emit), chunk_elems_(network_chunk_elems(args)) {}
 
   uint32_t slots_used() const { return next_slot_; }
 

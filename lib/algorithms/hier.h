@@ -27,9 +27,6 @@ namespace ddl {
 
 void build_hier_allreduce(const CollectiveArgs &args, Schedule *schedule);
 
-// hier's pipeline chunk: at most 64 KB when the ranks span hosts (args.chunk_elems otherwise).
-size_t hier_chunk_elems(const CollectiveArgs &args);
-
 // Predicted seconds; infinite when the ranks do not span several hosts (the flat paths of
 // one host are better there).
 double hier_allreduce_cost(const CollectiveArgs &args);

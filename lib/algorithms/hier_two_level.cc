@@ -7,7 +7,6 @@
 
 #include "lib/algorithms/blocks.h"
 #include "lib/algorithms/cost_model.h"
-#include "lib/algorithms/hier.h"
 
 namespace ddl {
 namespace {
@@ -54,7 +53,7 @@ struct Layout {
         h(hosts.host_of[me]),
         here(hosts.ranks[static_cast<size_t>(h)]),
         block(args.count),
-        chunks(block, hier_chunk_elems(args)),
+        chunks(block, network_chunk_elems(args)),
         C(chunks.chunks()) {}
 
   Extent part(int c) const { return chunks.chunk(Extent{0, block}, c); }
@@ -261,7 +260,7 @@ void build_hier_broadcast(const CollectiveArgs &args, Schedule *schedule) {
   std::vector<int> children;
   for (int step = first_child_step; t + step < H; step <<= 1)
     children.insert(children.begin(), leader(host_at(t + step)));
-  const ChunkSplit chunks(args.count, hier_chunk_elems(args));
+  const ChunkSplit chunks(args.count, network_chunk_elems(args));
   for (int c = 0; c < chunks.chunks(); ++c) {
     const Extent part = chunks.chunk(Extent{0, args.count}, c);
     const uint32_t tag = static_cast<uint32_t>(c);
@@ -301,7 +300,7 @@ double chain_broadcast_cost(const CollectiveArgs &args) {
   int groups = 1;
   largest_group(args, &groups);
   const double bytes = static_cast<double>(args.count) * static_cast<double>(args.elem_size);
-  const size_t chunk_elems = hier_chunk_elems(args);  // the chain's chunks (chain.cc)
+  const size_t chunk_elems = network_chunk_elems(args);  // the chain's chunks (chain.cc)
   const double chunk =
       chunk_elems ? std::min(bytes, static_cast<double>(chunk_elems * args.elem_size)) : bytes;
   const bool across = args.hosts > 1 && groups > 1;

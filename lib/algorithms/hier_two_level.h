@@ -24,7 +24,7 @@
 // the message once per child). The models price one call alone: back to back, calls also
 // overlap in the chain's hops, so there the chain wins from smaller sizes than they say.
 //
-// Chunks of at most 64 KB (hier_chunk_elems) let a block move on inside its host while its
+// Chunks of at most 64 KB (network_chunk_elems) let a block move on inside its host while its
 // later chunks are still on the wire. Reduce-scatter's agents hold one block of scratch per
 // block they reduce, and every receive lands in one of a few staging chunks.
 #pragma once

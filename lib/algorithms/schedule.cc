@@ -1,5 +1,6 @@
 #include "lib/algorithms/schedule.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace ddl {
@@ -89,6 +90,18 @@ bool start_allreduce_schedule(const CollectiveArgs &args, const char *algorithm,
   if (args.nranks > 1) return true;
   add_single_rank_copy(args, args.count, 0, schedule);
   return false;
+}
+
+// Chunks of at most 64 KB across hosts: a phase starts on a chunk as soon as the phase
+// before has finished it, so small chunks keep the host link busy from the start. Measured
+// on 2 emulated hosts x 2 ranks at 1 Gbit/s (ddl_perf -a hier, 16 MB / 64 MB): 512 KB chunks
+// 235 / 698 ms, 128 KB 170 / 610 ms, 64 KB 164 / 597 ms (link bound 134 / 537 ms).
+constexpr size_t kNetworkChunkBytes = 64 * 1024;
+
+size_t network_chunk_elems(const CollectiveArgs &args) {
+  if (args.hosts < 2 || args.elem_size == 0) return args.chunk_elems;
+  const size_t network = std::max<size_t>(1, kNetworkChunkBytes / args.elem_size);
+  return args.chunk_elems == 0 ? network : std::min(args.chunk_elems, network);
 }
 
 bool start_blocks_schedule(const CollectiveArgs &args, Collective collective, const char *algorithm,

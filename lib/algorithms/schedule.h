@@ -129,6 +129,10 @@ bool start_allreduce_schedule(const CollectiveArgs &args, const char *algorithm,
 bool start_blocks_schedule(const CollectiveArgs &args, Collective collective, const char *algorithm,
                            Schedule *schedule);
 
+// The pipeline chunk of schedules whose messages cross hosts (hier's, the chain's): at most
+// 64 KB when the ranks span hosts, args.chunk_elems otherwise.
+size_t network_chunk_elems(const CollectiveArgs &args);
+
 // The largest power of two <= n (n >= 1), and its log2 in *rounds: the ranks that take part
 // in recursive doubling or halving; the others fold into them.
 int power_of_two_below(int n, int *rounds);

@@ -15,7 +15,7 @@ import time
 import numpy as np
 
 import ddl
-from rank_main import SKIP, check, inputs, np_dtype, reference, as_f64
+from rank_main import as_f64, check, inputs, np_dtype, reference, torch_or_skip
 
 
 def expect_error(fn, *words, code=None):
@@ -346,11 +346,7 @@ def scenario_api(comm):
 
 def scenario_torch(comm):
     """PyTorch CPU tensors through comm.enable_fusion(): several dtypes, ops, out of place."""
-    try:
-        import torch
-    except ImportError:
-        print("torch is not importable")
-        sys.exit(SKIP)
+    torch = torch_or_skip()
     n, me = comm.size, comm.rank
     comm.enable_fusion()
     cases = [(torch.float32, "sum", 1000), (torch.bfloat16, "sum", 64), (torch.int64, "max", 7),

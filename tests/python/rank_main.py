@@ -206,12 +206,18 @@ def scenario_buffers(comm):
     print("ok")
 
 
-def scenario_torch(comm):
+def torch_or_skip():
+    """The torch module; a scenario that needs it ends as skipped where it is missing."""
     try:
         import torch
     except ImportError:
         print("torch is not importable")
         sys.exit(SKIP)
+    return torch
+
+
+def scenario_torch(comm):
+    torch = torch_or_skip()
     n, me = comm.size, comm.rank
     names = INT_TYPES + FLOAT_TYPES + ["bfloat16"]
     call = 0

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "perf_rows.h"
 #include "spawn.h"
 
 using ddltest::run_command;
@@ -27,20 +28,6 @@ bool contains(const std::string &text, const std::string &part) {
   return text.find(part) != std::string::npos;
 }
 
-// The table's rows: lines that are not comments, split into their 13 columns.
-std::vector<std::vector<std::string>> rows_of(const std::string &out) {
-  std::vector<std::vector<std::string>> rows;
-  std::istringstream in(out);
-  for (std::string line; std::getline(in, line);) {
-    if (line.empty() || line[0] == '#') continue;
-    std::istringstream fields(line);
-    std::vector<std::string> row;
-    for (std::string field; fields >> field;) row.push_back(field);
-    rows.push_back(row);
-  }
-  return rows;
-}
-
 // Runs ddl_perf on `nranks` ranks under ddlrun and checks a clean, verified table.
 void expect_clean_run(int nranks, std::vector<std::string> args, size_t expected_rows = 0) {
   std::vector<std::string> argv = {kDdlrun,     "-n",  std::to_string(nranks),
@@ -53,7 +40,7 @@ void expect_clean_run(int nranks, std::vector<std::string> args, size_t expected
   cr_assert(contains(r.out, kColumns), "no nccl-tests header in:\n%s", r.out.c_str());
   cr_assert(contains(r.out, "# Out of bounds values : 0 OK"), "%s", r.out.c_str());
   cr_assert(contains(r.out, "# Avg bus bandwidth    : "), "%s", r.out.c_str());
-  auto rows = rows_of(r.out);
+  auto rows = ddltest::perf_rows(r.out);
   cr_assert(!rows.empty(), "no rows in:\n%s", r.out.c_str());
   if (expected_rows) cr_assert_eq(rows.size(), expected_rows, "%s", r.out.c_str());
   for (const auto &row : rows) {

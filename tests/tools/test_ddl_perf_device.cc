@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "perf_rows.h"
 #include "spawn.h"
 
 using ddltest::run_command;
@@ -39,20 +40,6 @@ RunResult run_perf(const std::string &cuda_library, int nranks, std::vector<std:
   return run_command(argv, 150);
 }
 
-// The rows of the table: their 13 columns.
-std::vector<std::vector<std::string>> rows_of(const std::string &out) {
-  std::vector<std::vector<std::string>> rows;
-  std::istringstream in(out);
-  for (std::string line; std::getline(in, line);) {
-    if (line.empty() || line[0] == '#') continue;
-    std::istringstream fields(line);
-    std::vector<std::string> row;
-    for (std::string field; fields >> field;) row.push_back(field);
-    rows.push_back(row);
-  }
-  return rows;
-}
-
 void expect_clean(const RunResult &r, size_t expected_rows) {
   cr_assert(r.finished, "ddl_perf -G did not finish; stderr: %s", r.err.c_str());
   cr_assert_eq(r.exit_status, 0, "exit %d\nstdout:\n%s\nstderr:\n%s", r.exit_status, r.out.c_str(),
@@ -63,7 +50,7 @@ void expect_clean(const RunResult &r, size_t expected_rows) {
                          kFake),
             "no device line in:\n%s", r.out.c_str());
   cr_assert(contains(r.out, "# Out of bounds values : 0 OK"), "%s", r.out.c_str());
-  const auto rows = rows_of(r.out);
+  const auto rows = ddltest::perf_rows(r.out);
   cr_assert_eq(rows.size(), expected_rows, "%s", r.out.c_str());
   for (const auto &row : rows) {
     cr_assert_eq(row.size(), 13u, "a row without 13 columns in:\n%s", r.out.c_str());

@@ -162,7 +162,7 @@ Test(ddlrun, a_killed_rank_is_named_and_gives_128_plus_signal) {
 
 Test(ddlrun, sigterm_reaches_every_rank_and_their_children) {
   ddltest::Spawned job(ddlrun({"-n", "3"}, "echo $$ > " + g_dir + "/pid.$DDL_RANK; sleep 60 & " +
-                                                "echo $! > " + g_dir + "/child.$DDL_RANK; wait"));
+                                               "echo $! > " + g_dir + "/child.$DDL_RANK; wait"));
   std::vector<pid_t> ranks = wait_for_pid_files("pid", 3, 10);
   std::vector<pid_t> children = wait_for_pid_files("child", 3, 10);
   cr_assert_eq(ranks.size(), 3u, "the ranks did not start");
@@ -176,8 +176,7 @@ Test(ddlrun, sigterm_reaches_every_rank_and_their_children) {
 }
 
 Test(ddlrun, ranks_die_with_a_killed_ddlrun) {
-  ddltest::Spawned job(
-      ddlrun({"-n", "2"}, "echo $$ > " + g_dir + "/pid.$DDL_RANK; exec sleep 60"));
+  ddltest::Spawned job(ddlrun({"-n", "2"}, "echo $$ > " + g_dir + "/pid.$DDL_RANK; exec sleep 60"));
   std::vector<pid_t> ranks = wait_for_pid_files("pid", 2, 10);
   cr_assert_eq(ranks.size(), 2u, "the ranks did not start");
   kill(job.pid(), SIGKILL);

@@ -181,6 +181,21 @@ def as_buffer(obj, what, writable):
     return _from_buffer_protocol(obj, what, writable)
 
 
+def resolve_pair(send, recv, what, send_name, recv_name):
+    """The buffers of an elementwise call (allreduce): (src, dst, result), in place in send when
+    recv is None or send itself; out of place the two must match in dtype and count."""
+    if recv is None or recv is send:
+        src = dst = as_buffer(send, f"{what}: {send_name} (in place)", writable=True)
+        return src, dst, send
+    src = as_buffer(send, f"{what}: {send_name}", writable=False)
+    dst = as_buffer(recv, f"{what}: {recv_name}", writable=True)
+    check_same_dtype(src, send_name, dst, f"{what}: {recv_name}")
+    if dst.count != src.count:
+        raise ValueError(f"{what}: {recv_name} has {dst.count} elements but {send_name} has "
+                         f"{src.count}: they must be the same")
+    return src, dst, recv
+
+
 def check_same_dtype(a, a_name, b, b_name):
     if a.dtype != b.dtype:
         raise TypeError(f"{b_name} is {b.dtype.name.lower()} but {a_name} is "

@@ -10,7 +10,7 @@ import enum
 import threading
 
 from . import _library
-from ._buffers import as_buffer, check_same_dtype
+from ._buffers import as_buffer, check_same_dtype, resolve_pair
 
 # ddl_result_t, by value (names never change; values are never renumbered).
 _RESULT_NAMES = {
@@ -412,16 +412,7 @@ class Communicator:
         if async_ and self._fuser is not None and not _group.depth:
             return self._fuser.allreduce_async(send, op=op, name=name, out=recv)
         op = _op(op)
-        if recv is None or recv is send:
-            s = r = as_buffer(send, "allreduce: send (in place)", writable=True)
-            recv = send
-        else:
-            s = as_buffer(send, "allreduce: send", writable=False)
-            r = as_buffer(recv, "allreduce: recv", writable=True)
-            check_same_dtype(s, "send", r, "allreduce: recv")
-            if r.count != s.count:
-                raise ValueError(f"allreduce: recv has {r.count} elements but send has "
-                                 f"{s.count}: they must be the same")
+        s, r, recv = resolve_pair(send, recv, "allreduce", "send", "recv")
         return self._issue("allreduce", async_, (s.keep, r.keep), recv,
                            self._fns.ddl_allreduce, self._fns.ddl_iallreduce,
                            (s.address, r.address, s.count, int(s.dtype), int(op), handle))

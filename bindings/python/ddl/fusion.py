@@ -62,7 +62,7 @@ import weakref
 import zlib
 
 from . import _library
-from ._buffers import _ITEMSIZE, DataType, as_buffer, check_same_dtype
+from ._buffers import _ITEMSIZE, DataType, resolve_pair
 from ._core import ERR_INVALID_USAGE, Communicator, Error, Op, _op, init
 
 __all__ = ["Fuser", "Handle", "synchronize", "DEFAULT_FUSION_BYTES", "DEFAULT_CYCLE_MS"]
@@ -280,16 +280,7 @@ class Fuser:
             op_value = None
         if op_value is None:
             op_value = int(_op(op))  # raises ValueError naming the op
-        if out is None or out is tensor:
-            src = dst = as_buffer(tensor, "allreduce_async: tensor (in place)", writable=True)
-            out = tensor
-        else:
-            src = as_buffer(tensor, "allreduce_async: tensor", writable=False)
-            dst = as_buffer(out, "allreduce_async: out", writable=True)
-            check_same_dtype(src, "tensor", dst, "allreduce_async: out")
-            if dst.count != src.count:
-                raise ValueError(f"allreduce_async: out has {dst.count} elements but tensor "
-                                 f"has {src.count}: they must be the same")
+        src, dst, out = resolve_pair(tensor, out, "allreduce_async", "tensor", "out")
         h = Handle()
         h.name = name
         h.output = out
