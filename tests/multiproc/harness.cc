@@ -1,5 +1,6 @@
 #include "harness.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -7,9 +8,13 @@
 
 #include <chrono>
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "lib/common/log.h"
 
 namespace ddltest {
 
@@ -88,6 +93,36 @@ std::string run_ranks(int nranks, const RankBody &body, const RunOptions &option
     failures += "rank " + std::to_string(r) + " did not finish within " +
                 std::to_string(options.timeout_ms) + " ms and was killed\n";
   }
+  return failures;
+}
+
+std::string run_ranks_logged(int nranks, const RankBody &body, const RunOptions &options,
+                             std::vector<std::string> *logs) {
+  char dir[] = "/tmp/ddl_test_logs_XXXXXX";
+  if (!mkdtemp(dir)) return "mkdtemp failed";
+  const std::string base = dir;
+  RunOptions logged = options;
+  logged.before_init = [&options, base](int rank) {
+    if (options.before_init) options.before_init(rank);
+    ddl::set_log_level(ddl::LogLevel::kInfo);
+    const std::string path = base + "/rank" + std::to_string(rank);
+    const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd >= 0) {
+      dup2(fd, STDERR_FILENO);
+      close(fd);
+    }
+  };
+  const std::string failures = run_ranks(nranks, body, logged);
+  logs->assign(nranks, std::string());
+  for (int r = 0; r < nranks; ++r) {
+    const std::string path = base + "/rank" + std::to_string(r);
+    std::ifstream in(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    (*logs)[r] = text.str();
+    unlink(path.c_str());
+  }
+  rmdir(dir);
   return failures;
 }
 

@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "tests/loopback.h"
 
@@ -24,6 +25,11 @@ struct RunOptions {
 
 // "" when every rank returned 0; else one line per failed rank.
 std::string run_ranks(int nranks, const RankBody &body, const RunOptions &options = RunOptions());
+
+// run_ranks at log level info (which names the way each new call shape goes), each rank's
+// stderr going to a file of its own; fills logs[r] with rank r's stderr.
+std::string run_ranks_logged(int nranks, const RankBody &body, const RunOptions &options,
+                             std::vector<std::string> *logs);
 
 }  // namespace ddltest
 

@@ -9,20 +9,16 @@
 // on every rank with the list of known ones.
 #include <criterion/criterion.h>
 
-#include <fcntl.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "ddl/ddl.hpp"
 #include "harness.h"
 #include "lib/common/datatype.h"
-#include "lib/common/log.h"
 #include "typed_values.h"
 
 using namespace ddltest;
@@ -127,37 +123,12 @@ void expect_sweep_on_hosts(const char *algorithm, const std::vector<int> &sizes)
             failures.c_str());
 }
 
-// Runs nranks with DDL_ALGO=algorithm, each rank's stderr going to its own file, at log
-// level info (which names the algorithm of each new plan). Returns the failures and fills
-// logs[r] with rank r's stderr.
+// Runs nranks with DDL_ALGO=algorithm, logged (run_ranks_logged).
 std::string run_logged(const char *algorithm, int nranks, const RankBody &body,
                        std::vector<std::string> *logs) {
-  char dir[] = "/tmp/ddl_test_algorithms_XXXXXX";
-  cr_assert_not_null(mkdtemp(dir));
-  const std::string base = dir;
   RunOptions options;
-  options.before_init = [algorithm, base](int rank) {
-    setenv("DDL_ALGO", algorithm, 1);
-    ddl::set_log_level(ddl::LogLevel::kInfo);
-    const std::string path = base + "/rank" + std::to_string(rank);
-    const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (fd >= 0) {
-      dup2(fd, STDERR_FILENO);
-      close(fd);
-    }
-  };
-  const std::string failures = run_ranks(nranks, body, options);
-  logs->assign(nranks, std::string());
-  for (int r = 0; r < nranks; ++r) {
-    const std::string path = base + "/rank" + std::to_string(r);
-    std::ifstream in(path);
-    std::stringstream text;
-    text << in.rdbuf();
-    (*logs)[r] = text.str();
-    unlink(path.c_str());
-  }
-  rmdir(dir);
-  return failures;
+  options.before_init = [algorithm](int) { setenv("DDL_ALGO", algorithm, 1); };
+  return run_ranks_logged(nranks, body, options, logs);
 }
 
 int one_call(ddl_comm_t comm, int rank, int nranks) {

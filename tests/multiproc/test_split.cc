@@ -1,6 +1,7 @@
 // ddl_comm_split: groups by color ordered by key, DDL_SPLIT_NOCOLOR, nested splits,
 // collectives on several communicators in turn, a bad color refused on every rank, and
-// groups that span emulated hosts (hier inside a split).
+// groups that span emulated hosts (hier inside a split), and groups within one host of a
+// job that spans several, which take the one-host paths (shared slots, single copy).
 #include <criterion/criterion.h>
 
 #include <stdlib.h>
@@ -64,6 +65,22 @@ int split_by_parity(ddl_comm_t comm, int rank, int nranks) {
   return 0;
 }
 
+// 4 ranks on 2 emulated hosts, split by host: each host's group has every rank on one host,
+// so its small allreduces go through the shared slots and its large ones single-copy, as a
+// one-host job's do; the parent spans the hosts and takes neither.
+constexpr size_t kLargeCount = size_t{1} << 20;  // 8 MB of float64: past every direct threshold
+
+int split_by_host(ddl_comm_t comm, int rank, int nranks) {
+  ddl_comm_t host = nullptr;
+  RANK_OK(ddl_comm_split(comm, rank / 2, rank, &host));
+  const double host_sum = (rank / 2) * 4 + 1;  // ranks 0+1, or 2+3
+  RANK_CHECK(sum_over(host, rank) == host_sum, "rank %d: small host sum wrong", rank);
+  RANK_CHECK(sum_over(host, rank, kLargeCount) == host_sum, "rank %d: large host sum wrong", rank);
+  RANK_CHECK(sum_over(comm, 1, kLargeCount) == nranks, "rank %d: large parent sum wrong", rank);
+  RANK_OK(ddl_comm_destroy(host));
+  return 0;
+}
+
 int split_with_nocolor(ddl_comm_t comm, int rank, int nranks) {
   ddl_comm_t sub = reinterpret_cast<ddl_comm_t>(&sub);  // must be overwritten
   const int color = rank == 0 ? DDL_SPLIT_NOCOLOR : 7;
@@ -123,4 +140,30 @@ Test(split, groups_across_emulated_hosts_run_hier) {
   };
   const std::string failures = run_ranks(6, split_by_parity, options);
   cr_assert(failures.empty(), "%s", failures.c_str());
+}
+
+Test(split, host_groups_of_a_multi_host_job_take_the_one_host_paths) {
+  RunOptions options;
+  options.before_init = [](int rank) {
+    setenv("DDL_HOST_ID", rank < 2 ? "splithost0" : "splithost1", 1);
+  };
+  std::vector<std::string> logs;
+  const std::string failures = run_ranks_logged(4, split_by_host, options, &logs);
+  cr_assert(failures.empty(), "%s", failures.c_str());
+  for (int r = 0; r < 4; ++r) {
+    const std::string &log = logs[r];
+    cr_expect(log.find("allreduce of 8 B: flat (shared slots") != std::string::npos,
+              "rank %d: the host group's small allreduce did not use the slots:\n%s", r,
+              log.c_str());
+    const std::string large = "allreduce of " + std::to_string(kLargeCount * 8) + " B: ";
+    const size_t first = log.find(large), second = log.find(large, first + 1);
+    if (log.find("no single-copy transfers") != std::string::npos) {
+      cr_log_warn("rank %d: the kernel refuses single-copy transfers here; not checked", r);
+      continue;
+    }
+    cr_expect(first != std::string::npos && log.compare(first + large.size(), 6, "direct") == 0,
+              "rank %d: the host group's large allreduce was not single-copy:\n%s", r, log.c_str());
+    cr_expect(second != std::string::npos && log.compare(second + large.size(), 6, "direct") != 0,
+              "rank %d: the parent (two hosts) took the one-host path:\n%s", r, log.c_str());
+  }
 }
