@@ -84,7 +84,14 @@ constexpr UcxDefault kUcxDefaults[] = {{"TLS", "^posix,sysv"}, {"RCACHE_ENABLE",
 // runs (load ~4): 2 hosts x 2 ranks 585 -> 575 ms (median of 8), 2 hosts x 2 ranks x 2 rails
 // (DDL_RAILS) 350 -> 320 ms (median of 6). Hosts with RDMA devices keep UCX's threshold, whose
 // rendezvous moves large messages by zero-copy RDMA.
-constexpr UcxDefault kTcpOnlyDefaults[] = {{"RNDV_THRESH", "128k"}};
+//
+// And TCP sends copy (bcopy), never zero-copy: UCX 1.13 aborts the process
+// (uct_iface.h:884, "Assertion `comp->count > 0' failed", in uct_tcp_iface_progress) when a
+// peer's endpoint times out while zero-copy fragments of an eager message to it are still
+// outstanding: UCP completes the failed request, then tcp completes its fragments again. A
+// killed host hit it in 7 of 30 runs of tests/multiproc/test_host_failure, 0 of 30 with
+// copies. TCP copies into the socket either way.
+constexpr UcxDefault kTcpOnlyDefaults[] = {{"RNDV_THRESH", "128k"}, {"ZCOPY_THRESH", "inf"}};
 
 bool host_has_rdma_devices() {
   DIR *dir = opendir("/sys/class/infiniband");
