@@ -121,6 +121,13 @@ Status find_plan(ddl_comm *comm, const CollectiveCall &call, bool in_place, cons
 // The plan of a call that moves no data: no steps, so the executor only exchanges the call
 // signature around the ring. A count-0 call on one rank against count 5 on another is then a
 // mismatch error on both, not a timeout on one and a silent success on the other.
+// Whether no call of this collective and count went the single-copy or slots way before (at
+// most kMaxCachedPlans remembered, as plans are).
+bool first_of_its_shape(ddl_comm *comm, const CollectiveCall &call) {
+  if (comm->logged_shapes.size() >= kMaxCachedPlans) comm->logged_shapes.clear();
+  return comm->logged_shapes.insert({call.collective, call.count}).second;
+}
+
 const Plan &empty_plan() {
   static const Plan plan = [] {
     Plan p;
@@ -270,8 +277,8 @@ Status run_host_collective(ddl_comm *comm, const CollectiveCall &call, CallRunne
                                 : comm->spins_before_yield;
   exec.yields_before_sleep = comm->yields_before_sleep;
   bool found_failure = false;
-  if ((direct || flat) && comm->logged_shape != std::make_pair(call.collective, call.count)) {
-    comm->logged_shape = {call.collective, call.count};  // once per shape, as plans are
+  // The level first: a training loop at the default level pays no lookup.
+  if ((direct || flat) && log_level() >= LogLevel::kInfo && first_of_its_shape(comm, call)) {
     DDL_INFO("%s of %zu B: %s", collective_name(call.collective), call.count * elem,
              (direct ? why_direct(comm, call) : why_flat_collective(comm, call)).c_str());
   }

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -57,8 +58,9 @@ struct ddl_comm {
   // Every rank shares this host and its shm segment: small collectives go through shared
   // slots (flat_collectives.h).
   std::unique_ptr<ddl::FlatSlots> flat;
-  // The last (collective, count) the single copy or the slots logged their choice for.
-  std::pair<ddl::Collective, size_t> logged_shape{ddl::Collective::kBarrier, SIZE_MAX};
+  // The (collective, count)s the single copy or the slots logged their choice for: once each,
+  // as plans are logged once, however calls of different shapes alternate.
+  std::set<std::pair<ddl::Collective, size_t>> logged_shapes;
   // Which ranks share a host, socket, NUMA node, PCIe switch (identical on every rank).
   ddl::topo::Tiers tiers;
   // What hier and the cost models read (CollectiveArgs::tiers, hosts): by host, or DDL_TIERS.
