@@ -146,9 +146,10 @@ Status make_comm_plan(const ddl_comm *comm, const CollectiveArgs &args, uint32_t
   for (Step &step : schedule.steps) {
     if (step.tag > kMaxStepTag - tag_offset)
       return unsupported(
-          "%zu elements need more messages than the transport's tags allow; "
-          "raise DDL_CHUNK_BYTES",
-          args.count);
+          "%zu elements need more messages than the transport's tags allow (%s); split the "
+          "call, or raise DDL_CHUNK_BYTES where the chunks follow it (across hosts hier's and "
+          "the chain's stay at 64 KB)",
+          args.count, schedule.algorithm.c_str());
     step.tag += tag_offset;
   }
   out->reset(new Plan());
