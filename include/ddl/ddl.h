@@ -192,8 +192,8 @@ DDL_API ddl_result_t ddl_request_free(ddl_request_t request);
  * on any communicators) are only recorded: blocking calls return DDL_SUCCESS at once after
  * checking their arguments, nonblocking ones return their request. ddl_group_end() issues
  * them together, in order; consecutive allreduces on one communicator with the same datatype
- * and op, each at most DDL_FUSION_BYTES (default 64 KiB), are fused into one allreduce of one
- * buffer. ddl_group_end() returns once the blocking calls of the group have finished, with the
+ * and op, each at most DDL_FUSION_BYTES (default 64 KiB), are fused into allreduces of one
+ * buffer each, of at most DDL_FUSION_BYTES. ddl_group_end() returns once the blocking calls of the group have finished, with the
  * first failure among them (its words in ddl_comm_last_error(NULL) of this thread); the
  * requests of nonblocking ones complete on their own. Groups nest: only the outermost end
  * issues. Every rank must group the same calls. */

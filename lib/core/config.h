@@ -14,7 +14,8 @@ struct CommConfig {
   std::string job_token;
   size_t chunk_bytes = 512 * 1024;
   std::string algorithm;  // DDL_ALGO: force an algorithm ("" = the cost models choose)
-  // DDL_FUSION_BYTES: grouped allreduces up to this size are fused into one (0: never).
+  // DDL_FUSION_BYTES: grouped allreduces up to this size are fused, into buffers of at most
+  // this size (0: never).
   size_t fusion_bytes = 64 * 1024;
 };
 

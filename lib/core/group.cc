@@ -30,10 +30,13 @@ bool on_host(const CollectiveCall &call) {
   return device::classify_call(call, &where).ok() && where.kind == device::MemoryKind::kHost;
 }
 
+size_t call_bytes(const CollectiveCall &call) {
+  return call.count * datatype_size(call.dtype);
+}
+
 bool fusible(const Recorded &r) {
   return r.call.collective == Collective::kAllreduce && r.call.count > 0 &&
-         r.call.count * datatype_size(r.call.dtype) <= r.comm->config.fusion_bytes &&
-         on_host(r.call);
+         call_bytes(r.call) <= r.comm->config.fusion_bytes && on_host(r.call);
 }
 
 // Whether b can join a fused job that a started: same communicator, datatype and op.
@@ -65,7 +68,9 @@ Status group_end() {
   std::vector<Recorded> calls = std::move(t_group.calls);
   t_group.calls.clear();
   // Each communicator's calls keep their order; a job is a call, or a run of consecutive
-  // fusible allreduces of one communicator. Consecutive among that communicator's calls: a
+  // fusible allreduces of one communicator of at most DDL_FUSION_BYTES in all: packing,
+  // reducing and unpacking a buffer that stays in cache is faster (1,000 x 4 KB on 2 ranks:
+  // 1.8 ms in 64 KB buffers against 3.7 ms in one 4 MB buffer, bench/README.md). Consecutive among that communicator's calls: a
   // call on another communicator between two allreduces does not stop their fusion, as the
   // communicators' queues are independent.
   // A group of blocking calls on one communicator (the usual "fuse these small allreduces")
@@ -91,10 +96,13 @@ Status group_end() {
   for (size_t i = 0; i < calls.size(); ++i) {
     if (issued[i]) continue;
     Job job;
+    size_t job_bytes = 0;
     for (size_t j = i; j < calls.size(); ++j) {
       if (issued[j] || calls[j].comm != calls[i].comm) continue;
       if (!comm_is_live(calls[j].comm)) break;  // destroyed inside the group: failed below
       if (j != i && !fuses_with(calls[i], calls[j])) break;
+      job_bytes += call_bytes(calls[j].call);
+      if (j != i && job_bytes > calls[i].comm->config.fusion_bytes) break;
       job.calls.push_back(calls[j].call);
       job.requests.push_back(calls[j].request);
       issued[j] = true;

@@ -1,6 +1,7 @@
 // ddl_group_start / ddl_group_end (NCCL's semantics): collectives called between them on
 // one thread are recorded, then issued together at the outermost end, with consecutive small
-// allreduces of one communicator, datatype and op fused into one (DDL_FUSION_BYTES).
+// allreduces of one communicator, datatype and op fused into buffers of at most
+// DDL_FUSION_BYTES.
 #pragma once
 
 #include <memory>

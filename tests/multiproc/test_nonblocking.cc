@@ -326,3 +326,37 @@ Test(nonblocking, fusion_bytes_is_checked_and_0_turns_fusion_off) {
   });
   cr_assert(failures.empty(), "%s", failures.c_str());
 }
+
+// DDL_FUSION_BYTES also caps each fused buffer (as Horovod's threshold does): 64 grouped
+// allreduces of 4 KB with a 16 KB cap run as 16 fused allreduces of 16 KB, none larger
+// (the log names every new shape).
+Test(nonblocking, fused_buffers_stay_within_fusion_bytes) {
+  RunOptions options;
+  options.before_init = [](int) { setenv("DDL_FUSION_BYTES", "16K", 1); };
+  std::vector<std::string> logs;
+  std::string failures = run_ranks_logged(
+      2,
+      [](ddl_comm_t comm, int rank, int n) {
+        std::vector<std::vector<float>> bufs(64, std::vector<float>(1024));
+        for (auto &b : bufs)
+          for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>(rank + i % 7);
+        RANK_OK(ddl_group_start());
+        for (auto &b : bufs)
+          RANK_OK(ddl_allreduce(b.data(), b.data(), b.size(), DDL_FLOAT32, DDL_SUM, comm));
+        RANK_OK(ddl_group_end());
+        for (const auto &b : bufs)
+          for (size_t i = 0; i < b.size(); ++i)
+            RANK_CHECK(b[i] == static_cast<float>(n * (n - 1) / 2 + n * (i % 7)),
+                       "rank %d: [%zu] = %g", rank, i, b[i]);
+        return 0;
+      },
+      options, &logs);
+  cr_assert(failures.empty(), "%s", failures.c_str());
+  for (int r = 0; r < 2; ++r) {
+    cr_expect(contains(logs[r].c_str(), "allreduce of 16384 B"), "rank %d: no fused 16 KB:\n%s", r,
+              logs[r].c_str());
+    for (const char *larger :
+         {"allreduce of 20480 B", "allreduce of 32768 B", "allreduce of 262144 B"})
+      cr_expect(!contains(logs[r].c_str(), larger), "rank %d: %s:\n%s", r, larger, logs[r].c_str());
+  }
+}
