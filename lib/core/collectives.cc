@@ -118,9 +118,6 @@ Status find_plan(ddl_comm *comm, const CollectiveCall &call, bool in_place, cons
   return Status::Ok();
 }
 
-// The plan of a call that moves no data: no steps, so the executor only exchanges the call
-// signature around the ring. A count-0 call on one rank against count 5 on another is then a
-// mismatch error on both, not a timeout on one and a silent success on the other.
 // Whether no call of this collective and count went the single-copy or slots way before (at
 // most kMaxCachedPlans remembered, as plans are).
 bool first_of_its_shape(ddl_comm *comm, const CollectiveCall &call) {
@@ -128,6 +125,9 @@ bool first_of_its_shape(ddl_comm *comm, const CollectiveCall &call) {
   return comm->logged_shapes.insert({call.collective, call.count}).second;
 }
 
+// The plan of a call that moves no data: no steps, so the executor only exchanges the call
+// signature around the ring. A count-0 call on one rank against count 5 on another is then a
+// mismatch error on both, not a timeout on one and a silent success on the other.
 const Plan &empty_plan() {
   static const Plan plan = [] {
     Plan p;
