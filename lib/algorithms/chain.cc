@@ -1,6 +1,9 @@
 #include "lib/algorithms/chain.h"
 
+#include <algorithm>
+
 #include "lib/algorithms/blocks.h"
+#include "lib/algorithms/cost_model.h"
 #include "lib/algorithms/ring_order.h"
 
 namespace ddl {
@@ -30,6 +33,22 @@ void build_chain_broadcast(const CollectiveArgs &args, Schedule *schedule) {
       add_step(schedule, send_step(next, static_cast<uint32_t>(c), output_at(part.offset),
                                    part.count, forward_deps));
   }
+}
+
+double chain_broadcast_cost(const CollectiveArgs &args) {
+  const int groups = fastest_tier_groups(args).groups;
+  const double bytes = count_bytes(args);
+  const size_t chunk_elems = network_chunk_elems(args);  // the chunks build_chain_broadcast uses
+  const double chunk =
+      chunk_elems ? std::min(bytes, static_cast<double>(chunk_elems * args.elem_size)) : bytes;
+  const bool across = args.hosts > 1 && groups > 1;
+  const CostConstants &link = across ? kNetCostConstants : kCostConstants;
+  // Hops: groups-1 over the network, the rest inside hosts; the slowest link sets the pace:
+  // the last rank has the first chunk after `hops` chunk times, the rest one chunk time each.
+  // One call alone: calls back to back also overlap in the chain's hops, which this ignores.
+  const int hops = args.nranks - 1, network_hops = across ? groups - 1 : 0;
+  return network_hops * kNetCostConstants.alpha + (hops - network_hops) * kCostConstants.alpha +
+         bytes * link.beta + (hops - 1) * chunk * link.beta;
 }
 
 }  // namespace ddl

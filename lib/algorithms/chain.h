@@ -8,5 +8,7 @@
 namespace ddl {
 
 void build_chain_broadcast(const CollectiveArgs &args, Schedule *schedule);
+// Predicted seconds of one call alone (network constants for the hops between hosts).
+double chain_broadcast_cost(const CollectiveArgs &args);
 
 }  // namespace ddl

@@ -293,11 +293,8 @@ void build_hier_allreduce(const CollectiveArgs &args, Schedule *schedule) {
 
 double hier_allreduce_cost(const CollectiveArgs &args) {
   if (args.hosts < 2 || args.tiers.empty()) return std::numeric_limits<double>::infinity();
-  std::map<int, int> sizes;
-  for (int group : args.tiers.front()) ++sizes[group];
-  int local = 1;
-  for (const auto &entry : sizes) local = std::max(local, entry.second);
-  const double bytes = static_cast<double>(args.count) * static_cast<double>(args.elem_size);
+  const int local = fastest_tier_groups(args).largest;
+  const double bytes = count_bytes(args);
   const double chunk = static_cast<double>(args.chunk_elems) * static_cast<double>(args.elem_size);
   return ring_allreduce_cost(local, bytes, chunk, kCostConstants) +
          ring_allreduce_cost(args.hosts, bytes, chunk, kNetCostConstants);

@@ -33,11 +33,6 @@ struct Hosts {
   }
 
   int count() const { return static_cast<int>(ranks.size()); }
-  size_t largest() const {
-    size_t most = 0;
-    for (const auto &on : ranks) most = std::max(most, on.size());
-    return most;
-  }
   // The rank of host g that takes rank r's block there.
   int agent(int g, int r) const {
     const std::vector<int> &on = ranks[static_cast<size_t>(g)];
@@ -114,33 +109,17 @@ class Staging {
   std::vector<uint32_t> users_;  // the step of every use, in order
 };
 
-int largest_group(const CollectiveArgs &args, int *groups) {
-  const Hosts hosts(args);
-  *groups = hosts.count();
-  return static_cast<int>(hosts.largest());
-}
-
-double block_bytes(const CollectiveArgs &args) {
-  return static_cast<double>(args.count) * static_cast<double>(args.elem_size);
-}
-
 // Both hier forms cost the same shape: the other hosts' blocks over the host link (its L ranks
 // share it), one round of messages; then L-1 local peers each get every host's block.
 double hier_two_level_cost(const CollectiveArgs &args, double local_byte_cost) {
-  int groups = 1;
-  const int local = largest_group(args, &groups);
+  const TierGroups tier = fastest_tier_groups(args);
+  const int groups = tier.groups, local = tier.largest;
   if (groups < 2 || local < 2) return std::numeric_limits<double>::infinity();
-  const double block = block_bytes(args);
+  const double block = count_bytes(args);
   const double network =
       kNetCostConstants.alpha + (groups - 1) * local * block * kNetCostConstants.beta;
   const double inside = kCostConstants.alpha + (local - 1) * groups * block * local_byte_cost;
   return network + inside;
-}
-
-double ring_blocks_cost(const CollectiveArgs &args, bool reducing) {
-  const CostConstants &c = args.hosts > 1 ? kNetCostConstants : kCostConstants;
-  const double per_byte = reducing ? std::max(c.beta, c.gamma) : c.beta;
-  return (args.nranks - 1) * (c.alpha + block_bytes(args) * per_byte);
 }
 
 }  // namespace
@@ -286,39 +265,14 @@ double hier_reduce_scatter_cost(const CollectiveArgs &args) {
 }
 
 double hier_broadcast_cost(const CollectiveArgs &args) {
-  int groups = 1;
-  const int local = largest_group(args, &groups);
-  if (groups < 2) return std::numeric_limits<double>::infinity();
-  const double bytes = static_cast<double>(args.count) * static_cast<double>(args.elem_size);
+  const TierGroups tier = fastest_tier_groups(args);
+  if (tier.groups < 2) return std::numeric_limits<double>::infinity();
+  const int groups = tier.groups, local = tier.largest;
+  const double bytes = count_bytes(args);
   const double depth = std::ceil(std::log2(static_cast<double>(groups)));
   // Each leader sends the whole message to each child in turn: a level costs a message.
   return depth * (kNetCostConstants.alpha + bytes * kNetCostConstants.beta) + kCostConstants.alpha +
          (local - 1) * bytes * kCostConstants.beta;
-}
-
-double chain_broadcast_cost(const CollectiveArgs &args) {
-  int groups = 1;
-  largest_group(args, &groups);
-  const double bytes = static_cast<double>(args.count) * static_cast<double>(args.elem_size);
-  const size_t chunk_elems = network_chunk_elems(args);  // the chain's chunks (chain.cc)
-  const double chunk =
-      chunk_elems ? std::min(bytes, static_cast<double>(chunk_elems * args.elem_size)) : bytes;
-  const bool across = args.hosts > 1 && groups > 1;
-  const CostConstants &link = across ? kNetCostConstants : kCostConstants;
-  // Hops: groups-1 over the network, the rest inside hosts; the slowest link sets the pace:
-  // the last rank has the first chunk after `hops` chunk times, the rest one chunk time each.
-  // One call alone: calls back to back also overlap in the chain's hops, which this ignores.
-  const int hops = args.nranks - 1, network_hops = across ? groups - 1 : 0;
-  return network_hops * kNetCostConstants.alpha + (hops - network_hops) * kCostConstants.alpha +
-         bytes * link.beta + (hops - 1) * chunk * link.beta;
-}
-
-double ring_allgather_cost(const CollectiveArgs &args) {
-  return ring_blocks_cost(args, false);
-}
-
-double ring_reduce_scatter_cost(const CollectiveArgs &args) {
-  return ring_blocks_cost(args, true);
 }
 
 }  // namespace ddl

@@ -42,12 +42,8 @@ void build_hier_broadcast(const CollectiveArgs &args, Schedule *schedule);
 // host the ring crosses each boundary as rarely).
 double hier_allgather_cost(const CollectiveArgs &args);
 double hier_reduce_scatter_cost(const CollectiveArgs &args);
-// Infinite unless the ranks span several hosts.
+// Infinite unless the ranks span several hosts. (The ring's and the chain's models, which
+// these are compared with, are beside their builders: ring.h, chain.h.)
 double hier_broadcast_cost(const CollectiveArgs &args);
-// The ring's and the chain's, for the models to compare with (network constants for what
-// crosses hosts).
-double ring_allgather_cost(const CollectiveArgs &args);
-double ring_reduce_scatter_cost(const CollectiveArgs &args);
-double chain_broadcast_cost(const CollectiveArgs &args);
 
 }  // namespace ddl

@@ -149,4 +149,22 @@ double ring_allreduce_cost(int nranks, double bytes, double chunk_bytes, const C
   return reduce_scatter + allgather;
 }
 
+namespace {
+
+double ring_blocks_cost(const CollectiveArgs &args, bool reducing) {
+  const CostConstants &c = args.hosts > 1 ? kNetCostConstants : kCostConstants;
+  const double per_byte = reducing ? std::max(c.beta, c.gamma) : c.beta;
+  return (args.nranks - 1) * (c.alpha + count_bytes(args) * per_byte);
+}
+
+}  // namespace
+
+double ring_allgather_cost(const CollectiveArgs &args) {
+  return ring_blocks_cost(args, false);
+}
+
+double ring_reduce_scatter_cost(const CollectiveArgs &args) {
+  return ring_blocks_cost(args, true);
+}
+
 }  // namespace ddl

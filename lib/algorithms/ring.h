@@ -23,5 +23,8 @@ void build_ring_allgather(const CollectiveArgs &args, Schedule *schedule);
 // Predicted seconds for a ring allreduce (used to compare with other algorithms);
 // chunk_bytes = 0: blocks are not cut into chunks.
 double ring_allreduce_cost(int nranks, double bytes, double chunk_bytes, const CostConstants &c);
+// n-1 steps of one block each (network constants when the ranks span hosts).
+double ring_allgather_cost(const CollectiveArgs &args);
+double ring_reduce_scatter_cost(const CollectiveArgs &args);
 
 }  // namespace ddl

@@ -1,6 +1,7 @@
 #include "lib/algorithms/schedule.h"
 
 #include <algorithm>
+#include <map>
 #include <utility>
 
 namespace ddl {
@@ -102,6 +103,20 @@ size_t network_chunk_elems(const CollectiveArgs &args) {
   if (args.hosts < 2 || args.elem_size == 0) return args.chunk_elems;
   const size_t network = std::max<size_t>(1, kNetworkChunkBytes / args.elem_size);
   return args.chunk_elems == 0 ? network : std::min(args.chunk_elems, network);
+}
+
+double count_bytes(const CollectiveArgs &args) {
+  return static_cast<double>(args.count) * static_cast<double>(args.elem_size);
+}
+
+TierGroups fastest_tier_groups(const CollectiveArgs &args) {
+  if (args.tiers.empty()) return TierGroups{1, args.nranks};
+  std::map<int, int> sizes;  // group -> ranks in it
+  for (int group : args.tiers.front()) ++sizes[group];
+  TierGroups out;
+  out.groups = static_cast<int>(sizes.size());
+  for (const auto &entry : sizes) out.largest = std::max(out.largest, entry.second);
+  return out;
 }
 
 bool start_blocks_schedule(const CollectiveArgs &args, Collective collective, const char *algorithm,

@@ -133,6 +133,15 @@ bool start_blocks_schedule(const CollectiveArgs &args, Collective collective, co
 // 64 KB when the ranks span hosts, args.chunk_elems otherwise.
 size_t network_chunk_elems(const CollectiveArgs &args);
 
+// What the cost models read from the arguments: the bytes of args.count elements, and how
+// the fastest tier's groups (hosts; one group without tiers) divide the ranks.
+double count_bytes(const CollectiveArgs &args);
+struct TierGroups {
+  int groups = 1;   // how many
+  int largest = 1;  // ranks in the largest
+};
+TierGroups fastest_tier_groups(const CollectiveArgs &args);
+
 // The largest power of two <= n (n >= 1), and its log2 in *rounds: the ranks that take part
 // in recursive doubling or halving; the others fold into them.
 int power_of_two_below(int n, int *rounds);

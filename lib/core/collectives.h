@@ -38,6 +38,9 @@ class CallRunner {
                      uint64_t call_number, bool *found_failure) = 0;
 };
 
+// Bytes of call.count elements of its datatype (a checked one).
+size_t call_bytes(const CollectiveCall &call);
+
 // Validates and runs one collective on comm (a live communicator owned by this thread):
 // host buffers as they are, device buffers and stream calls through lib/device/staging.h.
 Status run_collective(ddl_comm *comm, const CollectiveCall &call);

@@ -3,7 +3,6 @@
 #include <cstring>
 
 #include "lib/algorithms/registry.h"
-#include "lib/common/datatype.h"
 #include "lib/core/flat_collectives.h"
 #include "transports/shm/cma.h"
 #include "transports/shm/flat_slots.h"
@@ -21,10 +20,6 @@ constexpr size_t kDirectMinRead = 16 << 10;
 struct PublishedBuffer {
   uint64_t address = 0;
 };
-
-size_t call_bytes(const CollectiveCall &call) {
-  return call.count * datatype_size(static_cast<ddl_datatype_t>(call.dtype));
-}
 
 // A DDL_ALGO that names one of this collective's schedules (chain, ring) wants that schedule.
 bool schedule_forced(const ddl_comm *comm, const CollectiveCall &call) {

@@ -3,7 +3,6 @@
 #include <utility>
 #include <vector>
 
-#include "lib/common/datatype.h"
 #include "lib/device/staging.h"
 
 namespace ddl {
@@ -28,10 +27,6 @@ thread_local std::vector<unsigned char> t_fusion_buffer;  // fused groups run on
 bool on_host(const CollectiveCall &call) {
   device::PointerInfo where;
   return device::classify_call(call, &where).ok() && where.kind == device::MemoryKind::kHost;
-}
-
-size_t call_bytes(const CollectiveCall &call) {
-  return call.count * datatype_size(call.dtype);
 }
 
 bool fusible(const Recorded &r) {
