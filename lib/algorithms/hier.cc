@@ -79,6 +79,56 @@ Schedule group_allgather(int n, int r, size_t count, size_t chunk_elems) {
   return s;
 }
 
+// The same two phases by single copy, for a group on one host whose ranks publish their
+// buffers (CollectiveArgs::peer_memory): rank r reads block r of every peer's input, chunk
+// by chunk, into a staging slot and reduces it into its output; later it writes its final
+// block into every peer's output. Each byte moves once instead of twice (into a shared-memory
+// cell, out of it), and no rank waits for another: the inputs are there from the start, and
+// the peers' blocks r are left alone by their owners (the verifier checks both).
+Schedule group_peer_reduce_scatter(int n, int r, size_t count, size_t chunk_elems) {
+  Schedule s;
+  s.input_count = s.output_count = count;
+  const Extent block = BlockSplit(count, n).block(r);
+  const ChunkSplit chunks(block.count, chunk_elems);
+  const size_t slots = std::min(kStagingSlots, static_cast<size_t>(n - 1) * chunks.chunks());
+  s.scratch_count = slots * chunks.chunk_elems();
+  std::vector<uint32_t> reduces;
+  for (int c = 0; c < chunks.chunks(); ++c) {
+    const Extent chunk = chunks.chunk(block, c);
+    // Starting with the next rank, so that the ranks do not all read one peer at once.
+    for (int k = 1; k < n; ++k) {
+      const size_t m = reduces.size();
+      const Range slot = scratch_at((m % slots) * chunks.chunk_elems());
+      std::vector<uint32_t> read_deps;
+      if (m >= slots) read_deps.push_back(reduces[m - slots]);  // its staging slot is free
+      const uint32_t read =
+          add_step(&s, peer_read_step(ring_index(r + k, n), input_at(chunk.offset), slot,
+                                      chunk.count, read_deps));
+      std::vector<uint32_t> reduce_deps = {read};
+      if (k > 1) reduce_deps.push_back(reduces.back());  // the output holds its partial sum
+      reduces.push_back(
+          add_step(&s, reduce_step(slot, k == 1 ? input_at(chunk.offset) : output_at(chunk.offset),
+                                   output_at(chunk.offset), chunk.count, false, reduce_deps)));
+    }
+  }
+  return s;
+}
+
+// Rank r's block of the output, complete, into every peer's output.
+Schedule group_peer_allgather(int n, int r, size_t count, size_t chunk_elems) {
+  Schedule s;
+  s.input_count = s.output_count = count;
+  const Extent block = BlockSplit(count, n).block(r);
+  const ChunkSplit chunks(block.count, chunk_elems);
+  for (int c = 0; c < chunks.chunks(); ++c) {
+    const Extent chunk = chunks.chunk(block, c);
+    for (int k = 1; k < n; ++k)
+      add_step(&s, peer_write_step(ring_index(r + k, n), output_at(chunk.offset),
+                                   output_at(chunk.offset), chunk.count, {}));
+  }
+  return s;
+}
+
 // The memory a step touches, with input and output one space when in place.
 struct Access {
   int space;
@@ -113,6 +163,12 @@ void accesses_of(const Step &step, bool in_place, std::vector<Access> *out) {
       add(step.tmp, false);
       add(step.src, false);
       add(step.dst, true);
+      break;
+    case StepKind::kPeerRead:  // here it only writes its landing area
+      add(step.dst, true);
+      break;
+    case StepKind::kPeerWrite:
+      add(step.src, false);
       break;
   }
 }
@@ -152,10 +208,16 @@ class HierBuilder {
       for (size_t i = 0; i < groups[g].size(); ++i)
         if (groups[g][i] == args_.rank) mine = static_cast<int>(g), index = static_cast<int>(i);
     const bool shared_work = mine >= 0 && groups[mine].size() > 1 && range.count > 0;
+    // Only the groups of tiers[0] lie on one host each. Every rank publishes its buffers
+    // when any group copies (a rank alone on its host too, or the others would wait for it).
+    const bool single_copy = args_.peer_memory && level == 0;
+    for (const auto &group : groups)
+      if (single_copy && group.size() > 1 && range.count > 0) out_->peer_memory = true;
     if (shared_work) {
       const int n = static_cast<int>(groups[mine].size());
-      append(group_reduce_scatter(n, index, range.count, chunk_elems_), groups[mine], range, src,
-             rs_slot);
+      append(single_copy ? group_peer_reduce_scatter(n, index, range.count, chunk_elems_)
+                         : group_reduce_scatter(n, index, range.count, chunk_elems_),
+             groups[mine], range, src, rs_slot);
     } else if (mine >= 0) {
       own_copy(range, src);
     }
@@ -177,8 +239,9 @@ class HierBuilder {
     }
     if (shared_work) {
       const int n = static_cast<int>(groups[mine].size());
-      append(group_allgather(n, index, range.count, chunk_elems_), groups[mine], range,
-             BufferId::kOutput, ag_slot);
+      append(single_copy ? group_peer_allgather(n, index, range.count, chunk_elems_)
+                         : group_allgather(n, index, range.count, chunk_elems_),
+             groups[mine], range, BufferId::kOutput, ag_slot);
     }
   }
 
@@ -296,7 +359,10 @@ double hier_allreduce_cost(const CollectiveArgs &args) {
   const int local = fastest_tier_groups(args).largest;
   const double bytes = count_bytes(args);
   const double chunk = static_cast<double>(args.chunk_elems) * static_cast<double>(args.elem_size);
-  return ring_allreduce_cost(local, bytes, chunk, kCostConstants) +
+  // By single copy a byte moves once inside the host, not twice (into a cell, out of it).
+  CostConstants host = kCostConstants;
+  if (args.peer_memory) host.beta /= 2;
+  return ring_allreduce_cost(local, bytes, chunk, host) +
          ring_allreduce_cost(args.hosts, bytes, chunk, kNetCostConstants);
 }
 

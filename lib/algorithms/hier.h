@@ -15,6 +15,12 @@
 // Phases are glued by memory, not by barriers: a step of a later phase waits only for the
 // earlier steps that touch the same elements, so the chunks of one phase flow into the next.
 //
+// When the fastest tier's groups each lie on one host whose ranks may read and write each
+// other's memory (CollectiveArgs::peer_memory), steps 1 and 3 go by single copy instead of
+// around a ring: rank r reads block r straight out of its peers' inputs and later writes the
+// finished block straight into their outputs (kPeerRead, kPeerWrite), as the one-host direct
+// allreduce does (lib/core/direct_allreduce.h).
+//
 // Cost: the ring model of the fastest tier (local constants) for steps 1 and 3, plus the
 // ring model over hosts (network constants) for step 2 on the whole vector, since the shards
 // of one host share its link.

@@ -83,6 +83,19 @@ Step reduce_step(Range tmp, Range src, Range dst, size_t count, bool final_reduc
   return s;
 }
 
+Step peer_read_step(int peer, Range src, Range dst, size_t count, std::vector<uint32_t> deps) {
+  Step s = copy_step(src, dst, count, std::move(deps));
+  s.kind = StepKind::kPeerRead;
+  s.peer = peer;
+  return s;
+}
+
+Step peer_write_step(int peer, Range src, Range dst, size_t count, std::vector<uint32_t> deps) {
+  Step s = peer_read_step(peer, src, dst, count, std::move(deps));
+  s.kind = StepKind::kPeerWrite;
+  return s;
+}
+
 bool start_allreduce_schedule(const CollectiveArgs &args, const char *algorithm,
                               Schedule *schedule) {
   schedule->algorithm = algorithm;

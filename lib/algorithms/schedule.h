@@ -29,6 +29,11 @@ enum class StepKind : uint8_t {
   kRecvReduce,  // receive into `tmp`, then dst = tmp (op) src
   kCopy,        // dst = src, locally
   kReduce,      // dst = tmp (op) src, locally (tmp typically holds what a kRecv brought)
+  // Single copy between ranks of one host (the caller publishes the buffers' addresses around
+  // the plan; Schedule::peer_memory): `src` names the peer's memory for a read, `dst` for a
+  // write. Nothing synchronizes with the peer: the schedule must leave it alone there.
+  kPeerRead,   // dst = `count` elements of `peer`'s input at `src`
+  kPeerWrite,  // `count` elements at `src` into `peer`'s output at `dst`
 };
 
 // Tags must fit the transport's 24-bit tag field (see transports/transport.h); the last
@@ -43,8 +48,10 @@ struct Step {
   int peer = -1;
   uint32_t tag = 0;  // unique per (sender, receiver) pair within one collective
   size_t count = 0;  // elements
-  Range src;         // kSend, kCopy; the second operand of kRecvReduce and kReduce
-  Range dst;         // kRecv, kCopy, kRecvReduce, kReduce
+  Range src;         // kSend, kCopy, kPeerWrite, kPeerRead (the peer's input); the second
+                     // operand of kRecvReduce and kReduce
+  Range dst;         // kRecv, kCopy, kRecvReduce, kReduce, kPeerRead, kPeerWrite (the peer's
+                     // output)
   Range tmp;         // kRecvReduce's landing area; kReduce's first operand
   // The step completes the reduction of its range: AVG divides by the rank count here.
   bool final_reduce = false;
@@ -69,6 +76,10 @@ struct Schedule {
   // the output) and for reduce_scatter (the output inside the input).
   size_t in_place_offset = 0;
   std::string algorithm;  // "ring", ... for logs and ddl_perf
+  // It has kPeerRead or kPeerWrite steps: around it every rank publishes where its buffers
+  // are and opens its write gate, and no rank returns before its peers are done with them
+  // (lib/core/peer_buffers.h).
+  bool peer_memory = false;
 };
 
 // What a builder is asked for.
@@ -88,6 +99,9 @@ struct CollectiveArgs {
   // group lies within one group of the next tier. Empty: one flat tier. Read by hier.
   std::vector<std::vector<int>> tiers;
   int hosts = 1;  // hosts the ranks span: the models price messages between hosts higher
+  // Each group of tiers[0] lies on one host whose ranks may read and write each other's
+  // buffers (cross-memory attach): hier's fastest tier goes single-copy (kPeerRead/Write).
+  bool peer_memory = false;
 };
 
 // Appends a step and returns its index (for later steps' deps).
@@ -101,6 +115,15 @@ Step recv_reduce_step(int peer, uint32_t tag, Range tmp, Range src, Range dst, s
 Step copy_step(Range src, Range dst, size_t count, std::vector<uint32_t> deps);
 Step reduce_step(Range tmp, Range src, Range dst, size_t count, bool final_reduce,
                  std::vector<uint32_t> deps);
+Step peer_read_step(int peer, Range src, Range dst, size_t count, std::vector<uint32_t> deps);
+Step peer_write_step(int peer, Range src, Range dst, size_t count, std::vector<uint32_t> deps);
+// Whether a step exchanges messages with its peer (not local, not through peer memory).
+inline bool is_message(StepKind kind) {
+  return kind == StepKind::kSend || kind == StepKind::kRecv || kind == StepKind::kRecvReduce;
+}
+inline bool is_peer_memory(StepKind kind) {
+  return kind == StepKind::kPeerRead || kind == StepKind::kPeerWrite;
+}
 
 inline Range input_at(size_t offset) {
   return Range{BufferId::kInput, offset};

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bitset>
 #include <map>
+#include <memory>
 #include <set>
 #include <tuple>
 
@@ -58,6 +59,10 @@ const char *kind_name(StepKind kind) {
       return "copy";
     case StepKind::kReduce:
       return "reduce";
+    case StepKind::kPeerRead:
+      return "peer_read";
+    case StepKind::kPeerWrite:
+      return "peer_write";
   }
   return "?";
 }
@@ -108,9 +113,12 @@ struct Footprint {
   size_t begin, end;
   bool write;
   uint32_t step;
+  int rank;  // whose step: the memory's owner, or a peer reading or writing it
 };
 
-Footprint footprint(const Schedule &s, uint32_t step, Range range, size_t count, bool write) {
+// `s` is the schedule of the memory's owner (it says what is in place).
+Footprint footprint(const Schedule &s, uint32_t step, Range range, size_t count, bool write,
+                    int rank) {
   int space = range.buffer == BufferId::kScratch ? 2 : range.buffer == BufferId::kInput ? 0 : 1;
   size_t begin = range.offset;
   if (s.in_place && space != 2) {
@@ -119,12 +127,50 @@ Footprint footprint(const Schedule &s, uint32_t step, Range range, size_t count,
     if (range.buffer == BufferId::kOutput && !input_inside) begin += s.in_place_offset;
     space = 0;
   }
-  return Footprint{space, begin, begin + count, write, step};
+  return Footprint{space, begin, begin + count, write, step, rank};
+}
+
+// ancestors[i]: a bitset of every step of one schedule that completes before step i starts.
+class Ancestors {
+ public:
+  explicit Ancestors(const Schedule &s) : words_((s.steps.size() + 63) / 64) {
+    bits_.assign(s.steps.size() * words_, 0);
+    for (size_t i = 0; i < s.steps.size(); ++i)
+      for (uint32_t d : s.steps[i].deps) {
+        bits_[i * words_ + d / 64] |= 1ull << (d % 64);
+        for (size_t w = 0; w < words_; ++w) bits_[i * words_ + w] |= bits_[d * words_ + w];
+      }
+  }
+  bool before(size_t step, size_t of) const {
+    return (bits_[of * words_ + step / 64] >> (step % 64)) & 1;
+  }
+
+ private:
+  size_t words_;
+  std::vector<uint64_t> bits_;
+};
+
+// Sorts the footprints on one memory and calls found(x, y) for each overlapping pair of
+// which one writes, until it returns an error.
+template <typename Found>
+Status for_each_conflict(std::vector<Footprint> *prints, Found found) {
+  std::sort(prints->begin(), prints->end(), [](const Footprint &a, const Footprint &b) {
+    return std::tie(a.space, a.begin) < std::tie(b.space, b.begin);
+  });
+  for (size_t a = 0; a < prints->size(); ++a) {
+    for (size_t b = a + 1; b < prints->size(); ++b) {
+      const Footprint &x = (*prints)[a], &y = (*prints)[b];
+      if (y.space != x.space || y.begin >= x.end) break;
+      if ((x.step == y.step && x.rank == y.rank) || !(x.write || y.write)) continue;
+      DDL_RETURN_IF_ERROR(found(x, y));
+    }
+  }
+  return Status::Ok();
 }
 
 // Structural checks of one rank's schedule, then the race check: conflicting accesses must
 // be ordered by (transitive) dependencies.
-Status check_structure(int rank, const Schedule &s, int nranks) {
+Status check_structure(int rank, const Schedule &s, int nranks, std::vector<Footprint> *own) {
   const size_t n = s.steps.size();
   std::vector<Footprint> prints;
   for (size_t i = 0; i < n; ++i) {
@@ -132,10 +178,10 @@ Status check_structure(int rank, const Schedule &s, int nranks) {
     for (uint32_t d : step.deps)
       if (d >= i)
         return internal_error("%s: dependency %u points forward", where(rank, i, step).c_str(), d);
-    const bool talks = step.kind != StepKind::kCopy && step.kind != StepKind::kReduce;
-    if (talks && (step.peer < 0 || step.peer >= nranks || step.peer == rank))
+    const bool has_peer = is_message(step.kind) || is_peer_memory(step.kind);
+    if (has_peer && (step.peer < 0 || step.peer >= nranks || step.peer == rank))
       return internal_error("%s: bad peer", where(rank, i, step).c_str());
-    if (talks && step.tag > kMaxStepTag)
+    if (is_message(step.kind) && step.tag > kMaxStepTag)
       return internal_error("%s: tag beyond %u", where(rank, i, step).c_str(), kMaxStepTag);
     auto use = [&](Range r, bool write) -> Status {
       if (r.offset + step.count > buffer_size(s, r.buffer))
@@ -146,7 +192,7 @@ Status check_structure(int rank, const Schedule &s, int nranks) {
         return internal_error("%s: writes the input of an out-of-place collective",
                               where(rank, i, step).c_str());
       if (step.count > 0)
-        prints.push_back(footprint(s, static_cast<uint32_t>(i), r, step.count, write));
+        prints.push_back(footprint(s, static_cast<uint32_t>(i), r, step.count, write, rank));
       return Status::Ok();
     };
     switch (step.kind) {
@@ -170,32 +216,73 @@ Status check_structure(int rank, const Schedule &s, int nranks) {
         DDL_RETURN_IF_ERROR(use(step.src, false));
         DDL_RETURN_IF_ERROR(use(step.dst, true));
         break;
+      case StepKind::kPeerRead:  // the peer's side: check_peer_memory
+        DDL_RETURN_IF_ERROR(use(step.dst, true));
+        break;
+      case StepKind::kPeerWrite:
+        DDL_RETURN_IF_ERROR(use(step.src, false));
+        break;
     }
   }
-  // ancestors[i]: a bitset of every step that completes before step i starts.
-  const size_t words = (n + 63) / 64;
-  std::vector<uint64_t> ancestors(n * words, 0);
-  auto is_ancestor = [&](size_t step, size_t of) {
-    return (ancestors[of * words + step / 64] >> (step % 64)) & 1;
-  };
-  for (size_t i = 0; i < n; ++i)
-    for (uint32_t d : s.steps[i].deps) {
-      ancestors[i * words + d / 64] |= 1ull << (d % 64);
-      for (size_t w = 0; w < words; ++w) ancestors[i * words + w] |= ancestors[d * words + w];
-    }
-  std::sort(prints.begin(), prints.end(), [](const Footprint &a, const Footprint &b) {
-    return std::tie(a.space, a.begin) < std::tie(b.space, b.begin);
+  const Ancestors ancestors(s);
+  *own = prints;
+  return for_each_conflict(&prints, [&](const Footprint &x, const Footprint &y) {
+    const uint32_t early = std::min(x.step, y.step), late = std::max(x.step, y.step);
+    if (ancestors.before(early, late)) return Status::Ok();
+    return internal_error("%s and step %u touch overlapping memory without an order",
+                          where(rank, late, s.steps[late]).c_str(), early);
   });
-  for (size_t a = 0; a < prints.size(); ++a) {
-    for (size_t b = a + 1; b < prints.size(); ++b) {
-      const Footprint &x = prints[a], &y = prints[b];
-      if (y.space != x.space || y.begin >= x.end) break;
-      if (x.step == y.step || !(x.write || y.write)) continue;
-      const uint32_t early = std::min(x.step, y.step), late = std::max(x.step, y.step);
-      if (!is_ancestor(early, late))
-        return internal_error("%s and step %u touch overlapping memory without an order",
-                              where(rank, late, s.steps[late]).c_str(), early);
+}
+
+// Peers' reads and writes of a rank's memory: nothing but the call's end orders them with
+// what that rank or other peers do there, so each range a peer touches must be left alone
+// by everyone else (its owner included) while the call runs, and the peer's own accesses to
+// it must be ordered by its dependencies. `own[r]`: rank r's footprints on its own memory.
+Status check_peer_memory(const std::vector<Schedule> &by_rank,
+                         const std::vector<std::vector<Footprint>> &own) {
+  const int n = static_cast<int>(by_rank.size());
+  std::vector<std::vector<Footprint>> on(own);  // footprints on rank r's memory
+  for (int r = 0; r < n; ++r) {
+    const Schedule &s = by_rank[r];
+    // Ranks publish their buffers around the plan, or not, all alike.
+    if (s.peer_memory != by_rank[0].peer_memory)
+      return internal_error("rank %d's schedule %s peer memory, rank 0's %s", r,
+                            s.peer_memory ? "uses" : "does not use",
+                            by_rank[0].peer_memory ? "does" : "does not");
+    for (size_t i = 0; i < s.steps.size(); ++i) {
+      const Step &step = s.steps[i];
+      if (!is_peer_memory(step.kind)) continue;
+      if (!s.peer_memory)
+        return internal_error("%s: peer memory in a schedule that does not say so",
+                              where(r, i, step).c_str());
+      const bool write = step.kind == StepKind::kPeerWrite;
+      const Range theirs = write ? step.dst : step.src;
+      const BufferId expected = write ? BufferId::kOutput : BufferId::kInput;
+      const Schedule &peer = by_rank[step.peer];
+      if (theirs.buffer != expected || theirs.offset + step.count > buffer_size(peer, expected))
+        return internal_error("%s: reaches outside rank %d's %s", where(r, i, step).c_str(),
+                              step.peer, write ? "output" : "input");
+      if (step.count > 0)
+        on[step.peer].push_back(
+            footprint(peer, static_cast<uint32_t>(i), theirs, step.count, write, r));
     }
+  }
+  std::vector<std::unique_ptr<Ancestors>> orders(n);  // built when first needed
+  for (int owner = 0; owner < n; ++owner) {
+    DDL_RETURN_IF_ERROR(
+        for_each_conflict(&on[owner], [&](const Footprint &x, const Footprint &y) -> Status {
+          if (x.rank == owner && y.rank == owner) return Status::Ok();  // check_structure's
+          if (x.rank == y.rank) {
+            auto &order = orders[x.rank];
+            if (!order) order.reset(new Ancestors(by_rank[x.rank]));
+            const uint32_t early = std::min(x.step, y.step), late = std::max(x.step, y.step);
+            if (order->before(early, late)) return Status::Ok();
+          }
+          return internal_error(
+              "%s and rank %d step %u touch rank %d's memory [%zu, %zu) without an order",
+              where(x.rank, x.step, by_rank[x.rank].steps[x.step]).c_str(), y.rank, y.step, owner,
+              std::max(x.begin, y.begin), std::min(x.end, y.end));
+        }));
   }
   return Status::Ok();
 }
@@ -276,13 +363,15 @@ Status verify_schedules(const CollectiveArgs &args, const std::vector<Schedule> 
   std::vector<std::vector<Sym>> expected(n);
   std::vector<std::vector<bool>> done(n);
   std::vector<std::vector<RankSet>> knows(n);  // per step: ranks heard from when it finished
+  std::vector<std::vector<Footprint>> own(n);
   for (int r = 0; r < n; ++r) {
-    DDL_RETURN_IF_ERROR(check_structure(r, by_rank[r], n));
+    DDL_RETURN_IF_ERROR(check_structure(r, by_rank[r], n, &own[r]));
     mem[r].schedule = &by_rank[r];
     initial_state(args, r, &mem[r], &expected[r]);
     done[r].assign(by_rank[r].steps.size(), false);
     knows[r].assign(by_rank[r].steps.size(), RankSet());
   }
+  DDL_RETURN_IF_ERROR(check_peer_memory(by_rank, own));
   std::vector<size_t> first_pending(n, 0);  // steps before it are all done
   // recv_index[r][(sender, tag)]: rank r's step that receives that message.
   std::vector<std::map<std::pair<int, uint32_t>, size_t>> recv_index(n);
@@ -310,7 +399,7 @@ Status verify_schedules(const CollectiveArgs &args, const std::vector<Schedule> 
           know |= knows[r][d];
         }
         if (!ready) continue;
-        const bool local = step.kind == StepKind::kCopy || step.kind == StepKind::kReduce;
+        const bool local = !is_message(step.kind);
         if (step.kind != StepKind::kSend && !local &&
             !in_flight.count(MessageKey{step.peer, r, step.tag}))
           continue;  // not sent yet
@@ -344,12 +433,14 @@ Status verify_schedules(const CollectiveArgs &args, const std::vector<Schedule> 
                                         step.final_reduce, all, &out, context, e));
             *mem[r].at(step.dst.buffer, step.dst.offset + e) = out;
           }
-        } else if (step.kind == StepKind::kCopy) {
+        } else if (local) {  // a copy: here, from a peer, or into a peer
+          RankMemory &from = step.kind == StepKind::kPeerRead ? mem[step.peer] : mem[r];
+          RankMemory &into = step.kind == StepKind::kPeerWrite ? mem[step.peer] : mem[r];
           for (size_t e = 0; e < step.count; ++e) {
-            const Sym v = *mem[r].at(step.src.buffer, step.src.offset + e);
+            const Sym v = *from.at(step.src.buffer, step.src.offset + e);
             if (!v.defined)
               return internal_error("%s: copies undefined element %zu", context.c_str(), e);
-            *mem[r].at(step.dst.buffer, step.dst.offset + e) = v;
+            *into.at(step.dst.buffer, step.dst.offset + e) = v;
           }
         } else {
           auto it = in_flight.find(MessageKey{step.peer, r, step.tag});

@@ -10,6 +10,7 @@
 #include "lib/common/process_liveness.h"
 #include "lib/core/direct_allreduce.h"
 #include "lib/core/flat_collectives.h"
+#include "lib/core/peer_buffers.h"
 #include "lib/core/progress.h"
 #include "lib/device/staging.h"
 
@@ -105,12 +106,14 @@ Status find_plan(ddl_comm *comm, const CollectiveCall &call, bool in_place, cons
   args.algorithm = comm->config.algorithm;
   args.tiers = comm->algorithm_tiers;
   args.hosts = comm->hosts;
+  args.peer_memory = comm->single_copy_tier;
   std::unique_ptr<Plan> made;
   std::string why;
   DDL_RETURN_IF_ERROR(make_comm_plan(comm, args, 0, &made, &why));
   // Once per shape (plans are cached), so info level costs nothing in a training loop.
-  DDL_INFO("%s of %zu B: %s; %zu steps", collective_name(call.collective), call.count * elem,
-           why.c_str(), made->schedule.steps.size());
+  DDL_INFO("%s of %zu B: %s; %zu steps%s", collective_name(call.collective), call.count * elem,
+           why.c_str(), made->schedule.steps.size(),
+           made->schedule.peer_memory ? ", single copy between the ranks of a host" : "");
   if (comm->plans.size() >= kMaxCachedPlans) comm->plans.clear();
   *plan = comm->last_plan = made.get();
   comm->last_plan_key = key;
@@ -293,6 +296,8 @@ Status run_host_collective(ddl_comm *comm, const CollectiveCall &call, CallRunne
     s = run_direct_collective(comm, call, exec, call_number, &found_failure);
   } else if (flat) {
     s = run_flat_collective(comm, call, exec, call_number, &found_failure);
+  } else if (plan->schedule.peer_memory) {
+    s = run_with_peer_buffers(comm, *plan, exec, call_number, &found_failure);
   } else {
     s = comm->executor.run(*plan, exec, comm->routes.get());
     found_failure = comm->executor.found_failure();

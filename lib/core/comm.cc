@@ -63,6 +63,12 @@ Status parse_tiers(const std::string &text, int nranks, std::vector<std::vector<
 Status choose_algorithm_tiers(ddl_comm *comm) {
   const topo::Tier &hosts = comm->tiers.at(topo::TierLevel::kHost);
   comm->hosts = static_cast<int>(hosts.groups.size());
+  comm->host_index.assign(comm->nranks, 0);
+  std::map<int, int> seen;  // host group -> its ranks so far
+  for (int r = 0; r < comm->nranks; ++r) {
+    comm->host_index[r] = seen[hosts.group_of[r]]++;
+    if (hosts.group_of[r] == hosts.group_of[comm->rank]) comm->host_ranks.push_back(r);
+  }
   comm->algorithm_tiers.clear();
   const std::string forced = env_string("DDL_TIERS");
   if (!forced.empty()) return parse_tiers(forced, comm->nranks, &comm->algorithm_tiers);
@@ -126,10 +132,7 @@ Status connect_transport(ddl_comm *comm) {
 // map it. Every rank on the host must succeed, or the host falls back to UCX: a rank
 // sending over shm to a peer that listens on UCX would hang. DDL_SHM=0 turns it off.
 Status connect_shm(ddl_comm *comm) {
-  const topo::Tier &hosts = comm->tiers.at(topo::TierLevel::kHost);
-  std::vector<int> local;
-  for (int r = 0; r < comm->nranks; ++r)
-    if (hosts.group_of[r] == hosts.group_of[comm->rank]) local.push_back(r);
+  const std::vector<int> &local = comm->host_ranks;
   const bool wanted = local.size() >= 2 && env_string("DDL_SHM") != "0";
   const bool creator = wanted && local.front() == comm->rank;
   std::unique_ptr<ShmSegment> segment;
@@ -249,19 +252,17 @@ Status connect_rails(ddl_comm *comm) {
     return Status::Ok();
   }
   nics.resize(rails);
-  std::vector<int> local_index(comm->nranks, 0), rail_of(comm->nranks, 0);
-  std::map<int, int> seen;  // ranks per host so far
+  std::vector<int> rail_of(comm->nranks, 0);
   for (int r = 0; r < comm->nranks; ++r) {
-    local_index[r] = seen[hosts.group_of[r]]++;
     const bool by_gpu = preferred[r] >= 0 && preferred[r] < static_cast<int>(rails);
-    rail_of[r] = by_gpu ? preferred[r] : local_index[r] % static_cast<int>(rails);
+    rail_of[r] = by_gpu ? preferred[r] : comm->host_index[r] % static_cast<int>(rails);
   }
   const std::string &nic = nics[rail_of[comm->rank]];
   const std::string why =
       rail_of[comm->rank] == preferred[comm->rank]
           ? strprintf("closest to this rank's GPU %s, path %s", comm->gpu_rail.gpu.c_str(),
                       topo::path_type_name(comm->gpu_rail.path.type))
-          : strprintf("local index %d of its host", local_index[comm->rank]);
+          : strprintf("local index %d of its host", comm->host_index[comm->rank]);
   UcxOptions options;
   options.net_device = nic;
   options.heartbeats = false;  // the main transport watches every peer
@@ -319,12 +320,13 @@ bool all_on_one_host(const ddl_comm *comm) {
                      [&](int group) { return group == hosts.group_of[0]; });
 }
 
-// Single-copy transfers need every rank on this host (the direct allreduce reads every
-// peer's buffers) and the kernel's permission, which Yama or a seccomp filter may
-// withhold: every rank reads every peer's probe word, and all must succeed. DDL_CMA=0 turns
-// it off. Every rank takes the same branches: the tiers and the shm verdict are job-wide here.
+// Single-copy transfers need the kernel's permission, which Yama or a seccomp filter may
+// withhold: every rank reads the probe word of every peer on its host, and all must succeed
+// on every host (hier's schedules, built alike everywhere, count on it). DDL_CMA=0 turns it
+// off. Every rank takes the same branches: the tiers and the shm verdict are job-wide here.
 Status connect_cma(ddl_comm *comm) {
-  if (!all_on_one_host(comm) || !comm->shm) return Status::Ok();
+  const bool some_host_shares = comm->nranks > comm->hosts;
+  if (!some_host_shares) return Status::Ok();
   // Under Yama's ptrace_scope 1 only an ancestor may read a process; ranks are siblings.
   // Let peers in, as Open MPI does for the same copies (no effect without Yama).
   const bool wanted = env_string("DDL_CMA") != "0";
@@ -332,10 +334,12 @@ Status connect_cma(ddl_comm *comm) {
   std::vector<std::string> addresses;
   Status s = comm->bootstrap->allgather(std::to_string(cma_probe_address()), &addresses);
   if (!s.ok()) return s.prefix("exchanging probe addresses: ");
-  bool readable = wanted;
-  for (int r = 0; r < comm->nranks && readable; ++r) {
+  // A rank without shared memory to its host peers routes to them over UCX: none of them
+  // takes part in single copies either.
+  bool readable = wanted && (comm->shm || comm->host_ranks.size() < 2);
+  for (int r : comm->host_ranks) {
     int64_t address = 0;
-    if (r == comm->rank) continue;
+    if (r == comm->rank || !readable) continue;
     readable = parse_int(addresses[r], 1, INT64_MAX, &address) &&
                cma_probe(comm->pids[r], static_cast<uintptr_t>(address));
     if (!readable)
@@ -350,16 +354,33 @@ Status connect_cma(ddl_comm *comm) {
   return Status::Ok();
 }
 
-// The shm segment's slots and write gates serve the collectives of a job whose ranks all
-// share this host (then local order is rank order); a forced DDL_ALGO that needs them and
-// finds none is said so.
+// hier's fastest tier goes single-copy where its groups (by host, or DDL_TIERS') each lie on
+// one host whose ranks may read and write each other's memory.
+void choose_single_copy_tier(ddl_comm *comm) {
+  comm->single_copy_tier = false;
+  if (!comm->cma || comm->algorithm_tiers.empty()) return;
+  const topo::Tier &hosts = comm->tiers.at(topo::TierLevel::kHost);
+  const std::vector<int> &tier = comm->algorithm_tiers[0];
+  std::map<int, int> host_of_group;
+  for (int r = 0; r < comm->nranks; ++r)
+    if (host_of_group.emplace(tier[r], hosts.group_of[r]).first->second != hosts.group_of[r])
+      return;
+  comm->single_copy_tier = true;
+}
+
+// The shm segment's write gates serve every single copy into this host's ranks; its slots
+// the collectives of a job whose ranks all share this host. A forced DDL_ALGO that needs them
+// and finds none is said so.
 void connect_slots(ddl_comm *comm) {
-  if (all_on_one_host(comm) && comm->shm) {
-    comm->flat.reset(new FlatSlots(comm->shm->flat_region(), comm->rank));
-    comm->gates.reset(new WriteGates(comm->shm->gates_region(), comm->nranks, comm->rank));
+  if (comm->shm) {
+    comm->gates.reset(new WriteGates(comm->shm->gates_region(),
+                                     static_cast<int>(comm->host_ranks.size()),
+                                     comm->host_index[comm->rank]));
+    if (all_on_one_host(comm))
+      comm->flat.reset(new FlatSlots(comm->shm->flat_region(), comm->rank));
   }
   if (comm->nranks < 2) return;
-  if (comm->config.algorithm == "direct" && !comm->cma)
+  if (comm->config.algorithm == "direct" && !(comm->cma && comm->hosts == 1))
     DDL_WARN(
         "DDL_ALGO=direct needs every rank on one host and single-copy transfers between "
         "them; neither here: the cost models choose");
@@ -373,9 +394,7 @@ void connect_slots(ddl_comm *comm) {
 // the rank they wait for may be queued behind them. DDL_SPIN_BEFORE_YIELD overrides the
 // polls before the first yield.
 void choose_waiting(ddl_comm *comm) {
-  const topo::Tier &hosts = comm->tiers.at(topo::TierLevel::kHost);
-  const long local =
-      std::count(hosts.group_of.begin(), hosts.group_of.end(), hosts.group_of[comm->rank]);
+  const long local = static_cast<long>(comm->host_ranks.size());
   cpu_set_t cpus;
   CPU_ZERO(&cpus);
   const long cores = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus)
@@ -429,6 +448,7 @@ Status create_comm(const BootstrapOptions &options, const CommConfig &config, dd
   DDL_RETURN_IF_ERROR(connect_shm(comm.get()));
   DDL_RETURN_IF_ERROR(connect_rails(comm.get()));
   DDL_RETURN_IF_ERROR(connect_cma(comm.get()));
+  choose_single_copy_tier(comm.get());
   connect_slots(comm.get());
   choose_waiting(comm.get());
   if (comm->nranks > 1) {

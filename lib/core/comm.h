@@ -16,6 +16,7 @@
 #include "lib/algorithms/schedule.h"
 #include "lib/bootstrap/bootstrap.h"
 #include "lib/core/config.h"
+#include "lib/core/peer_buffers.h"
 #include "lib/exec/executor.h"
 #include "lib/exec/plan.h"
 #include "lib/exec/signature.h"
@@ -49,10 +50,18 @@ struct ddl_comm {
   std::unique_ptr<ddl::RoutedTransport> routes;  // what collectives use: shm, rail, else UCX
   ddl::Executor executor;
   std::vector<pid_t> pids;  // by rank
-  // Every rank shares this host and may read and write its peers' memory directly
-  // (transports/shm/cma.h): large allreduces take the single-copy path (direct_allreduce.h).
+  // The ranks on this host, ascending (this one included), and each rank's position among
+  // its own host's ranks (the index of its shm channels, slots and gates).
+  std::vector<int> host_ranks, host_index;
+  // Every rank may read and write the memory of the ranks on its host directly
+  // (transports/shm/cma.h; a job-wide verdict): on one host large allreduces take the
+  // single-copy path (direct_allreduce.h), across hosts hier's host tier goes single-copy.
   bool cma = false;
-  std::unique_ptr<ddl::Plan> direct_exchange, direct_barrier;  // its plans, made on first use
+  // And each group of algorithm_tiers[0] lies on one host: hier's fastest tier goes
+  // single-copy (CollectiveArgs::peer_memory).
+  bool single_copy_tier = false;
+  ddl::PeerBuffers peer_buffers;  // what they publish for a call (peer_buffers.h)
+  std::unique_ptr<ddl::Plan> publish_exchange, publish_barrier;  // its plans, made on first use
   std::unique_ptr<ddl::WriteGates> gates;  // who may write into whose buffers, and when
   ddl::PeerBufferMaps peer_maps;           // peers' ddl_mem_alloc buffers, mapped here
   // Every rank shares this host and its shm segment: small collectives go through shared

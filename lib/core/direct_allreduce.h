@@ -11,15 +11,8 @@
 // Writing the result into the peers (rather than having them read it back, then copy it)
 // saves a pass over memory and a barrier: on 2 ranks, 32-128 MB, 3.9 GB/s against 2.9 in
 // place, 7.4 against 4.4 with ddl_mem_alloc buffers in place (ddl_perf busbw).
-// Writes into a peer go through its gate (transports/shm/write_gates.h): a rank that fails
-// and returns early closes its gate and waits for writers in flight, so no peer writes into
-// memory its caller may already reuse. Reads need no gate: a peer reading a departed rank's
-// memory gets garbage or EFAULT only in a call that fails for it too (it never sees that
-// rank at the last barrier).
-//
-// Around the copies, small exchanges over the shm transport: the ranks' buffer addresses
-// (an allgather that also checks the call signatures) and a final barrier, as no rank may
-// return while a peer still reads its input or writes its output.
+// The addresses, the write gates and the final barrier around the copies are
+// lib/core/peer_buffers.h's, shared with hier's single-copy host tier.
 #pragma once
 
 #include <cstdint>

@@ -41,6 +41,10 @@ const char *kind_text(StepKind kind) {
       return "local copy";
     case StepKind::kReduce:
       return "local reduce";
+    case StepKind::kPeerRead:
+      return "single-copy read from";
+    case StepKind::kPeerWrite:
+      return "single-copy write into";
   }
   return "?";
 }
@@ -48,6 +52,9 @@ const char *kind_text(StepKind kind) {
 std::string describe(const Step &step, size_t index, size_t elem_size) {
   if (step.kind == StepKind::kCopy || step.kind == StepKind::kReduce)
     return strprintf("step %zu (%s of %zu B)", index, kind_text(step.kind), step.count * elem_size);
+  if (is_peer_memory(step.kind))
+    return strprintf("step %zu (%s rank %d, %zu B)", index, kind_text(step.kind), step.peer,
+                     step.count * elem_size);
   return strprintf("step %zu (%s rank %d, tag %u, %zu B)", index, kind_text(step.kind), step.peer,
                    step.tag, step.count * elem_size);
 }
@@ -66,6 +73,19 @@ char *address(const ExecArgs &args, Range range, size_t elem_size) {
       break;
   }
   return base + range.offset * elem_size;
+}
+
+// A kPeerRead or kPeerWrite step, at once.
+Status copy_with_peer(const Step &step, const ExecArgs &args) {
+  const size_t elem = datatype_size(args.dtype);
+  const size_t bytes = step.count * elem;
+  if (!args.peer_memory) return internal_error("no peer buffers were published for this call");
+  if (bytes == 0) return Status::Ok();
+  if (step.kind == StepKind::kPeerRead)
+    return args.peer_memory->read(step.peer, step.src.offset * elem, address(args, step.dst, elem),
+                                  bytes);
+  return args.peer_memory->write(step.peer, step.dst.offset * elem, address(args, step.src, elem),
+                                 bytes);
 }
 
 // dst = tmp (op) src for a kRecvReduce or kReduce step. AVG sums along the way and divides
@@ -114,8 +134,12 @@ Status Executor::run(const Plan &plan, const ExecArgs &args, Transport *transpor
     // Start everything that may start. Starting can complete steps (copies, eager
     // messages already there) and so make more steps ready: ready_ grows while we walk it.
     while (next_ready < ready_.size()) {
-      Status s = start(plan, ready_[next_ready++], args, transport);
+      const uint32_t index = ready_[next_ready++];
+      Status s = start(plan, index, args, transport);
       if (!s.ok()) return fail(s);
+      // A single copy with a peer takes a chunk's time at once: between them the network
+      // moves too, or a long run of them would leave it idle.
+      if (is_peer_memory(plan.schedule.steps[index].kind)) transport->progress();
     }
     bool progressed = transport->progress();
     // Stamps change only as messages arrive, which progress() reports.
@@ -210,6 +234,16 @@ Status Executor::start(const Plan &plan, uint32_t index, const ExecArgs &args,
       apply_reduce(step, args);
       complete(plan, index);
       return Status::Ok();
+    case StepKind::kPeerRead:
+    case StepKind::kPeerWrite:
+      s = copy_with_peer(step, args);
+      if (s.ok()) {
+        complete(plan, index);
+        return s;
+      }
+      found_failure_ = true;  // the peer left or died: tell everyone
+      failed_peer_ = step.peer;
+      return s.prefix(describe(step, index, elem) + ": ");
     case StepKind::kSend:
       if (index == shared_send_) {  // it left with the signature
         complete(plan, index);

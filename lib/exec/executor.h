@@ -15,6 +15,16 @@
 
 namespace ddl {
 
+// The buffers of this rank's peers on its host, as they published them for the call: what
+// kPeerRead and kPeerWrite steps copy from and into (lib/core/peer_buffers.h). Offsets are
+// bytes into the peer's input (reads) or output (writes). Errors name the peer and the range.
+class PeerMemory {
+ public:
+  virtual ~PeerMemory() = default;
+  virtual Status read(int peer, size_t offset, void *into, size_t bytes) = 0;
+  virtual Status write(int peer, size_t offset, const void *from, size_t bytes) = 0;
+};
+
 struct ExecArgs {
   const void *input = nullptr;
   void *output = nullptr;
@@ -40,6 +50,8 @@ struct ExecArgs {
   // timer slack) frees the core for ranks that share it, but costs that much latency: only
   // oversubscribed ranks sleep soon; the others after a long wait (~10 ms).
   int yields_before_sleep = 100000;
+  // The peers' buffers, for a plan with kPeerRead or kPeerWrite steps (else null).
+  PeerMemory *peer_memory = nullptr;
 };
 
 // The error a failure notice from another rank (args.notice, done) stands for.

@@ -42,7 +42,7 @@ const Collective kHierCollectives[] = {Collective::kAllreduce, Collective::kAllg
 
 void verify_hier(const std::vector<std::vector<int>> &tiers, int nranks,
                  const std::vector<size_t> &counts, const std::vector<size_t> &chunks,
-                 Collective collective = Collective::kAllreduce) {
+                 Collective collective = Collective::kAllreduce, bool peer_memory = false) {
   for (size_t count : counts)
     for (size_t chunk : chunks)
       for (bool in_place : {false, true}) {
@@ -55,9 +55,11 @@ void verify_hier(const std::vector<std::vector<int>> &tiers, int nranks,
         a.algorithm = "hier";
         a.tiers = tiers;
         a.hosts = 2;
+        a.peer_memory = peer_memory;
         const Status s = verify_collective(a);
-        cr_assert(s.ok(), "hier %s n=%d count=%zu chunk=%zu in_place=%d: %s",
-                  collective_name(collective), nranks, count, chunk, in_place, s.message().c_str());
+        cr_assert(s.ok(), "hier %s n=%d count=%zu chunk=%zu in_place=%d peer_memory=%d: %s",
+                  collective_name(collective), nranks, count, chunk, in_place, peer_memory,
+                  s.message().c_str());
       }
 }
 
@@ -95,6 +97,69 @@ Test(hier_schedules, three_tiers) {
        std::vector<std::vector<int>>{{2, 2, 2}, {2, 3, 2}, {4, 2, 3}, {3, 3, 3}})
     for (Collective c : kHierCollectives)
       verify_hier(even_tiers(dims), dims[0] * dims[1] * dims[2], {1, 11, 97}, {0, 5}, c);
+}
+
+Test(hier_schedules, single_copy_host_tier) {
+  // The host tier by kPeerRead / kPeerWrite: even, uneven, interleaved hosts, three tiers.
+  for (int hosts : {1, 2, 3})
+    for (int local : {1, 2, 3, 4})
+      verify_hier(hosts_of_sizes(std::vector<int>(hosts, local)), hosts * local,
+                  {0, 1, 5, 13, 64, 131}, {0, 3}, Collective::kAllreduce, true);
+  for (const std::vector<int> &sizes :
+       std::vector<std::vector<int>>{{1, 2}, {3, 1}, {2, 4}, {5, 3}, {2, 3, 4, 1}}) {
+    int n = 0;
+    for (int size : sizes) n += size;
+    verify_hier(hosts_of_sizes(sizes), n, {1, 7, 60, 131}, {0, 2}, Collective::kAllreduce, true);
+  }
+  verify_hier({{1, 0, 2, 1, 0, 2}}, 6, {5, 37}, {0, 3}, Collective::kAllreduce, true);
+  verify_hier(even_tiers({3, 2, 2}), 12, {1, 11, 97}, {0, 5}, Collective::kAllreduce, true);
+}
+
+// Builds rank r's hier schedule on 2 hosts x 2 ranks with a single-copy host tier.
+std::vector<Schedule> single_copy_schedules(size_t count, bool in_place) {
+  std::vector<Schedule> by_rank(4);
+  for (int r = 0; r < 4; ++r) {
+    CollectiveArgs a;
+    a.nranks = 4;
+    a.rank = r;
+    a.count = count;
+    a.in_place = in_place;
+    a.algorithm = "hier";
+    a.tiers = hosts_of_sizes({2, 2});
+    a.hosts = 2;
+    a.peer_memory = true;
+    build_schedule(a, &by_rank[r]);
+    cr_assert(by_rank[r].peer_memory, "rank %d: no single-copy steps", r);
+  }
+  return by_rank;
+}
+
+Test(hier_schedules, verifier_catches_races_on_peer_memory) {
+  CollectiveArgs a;
+  a.nranks = 4;
+  a.count = 8;
+  a.algorithm = "hier";
+  a.tiers = hosts_of_sizes({2, 2});
+  a.hosts = 2;
+  a.peer_memory = true;
+  // A write into a peer before that peer's block is complete: the reads it depends on go.
+  std::vector<Schedule> early = single_copy_schedules(8, false);
+  for (Step &step : early[0].steps)
+    if (step.kind == StepKind::kPeerWrite) step.deps.clear();
+  cr_assert_not(verify_schedules(a, early).ok());
+  // Rank 1 writing into the part of rank 0's output that rank 0 itself reduces.
+  std::vector<Schedule> overlap = single_copy_schedules(8, false);
+  for (Step &step : overlap[1].steps)
+    if (step.kind == StepKind::kPeerWrite) step.dst.offset = 0;
+  const Status s = verify_schedules(a, overlap);
+  cr_assert_not(s.ok());
+  cr_assert(s.message().find("rank 0's memory") != std::string::npos, "%s", s.message().c_str());
+  // In place, a read of a peer's input after that peer may have overwritten it.
+  a.in_place = true;
+  std::vector<Schedule> late = single_copy_schedules(8, true);
+  for (Step &step : late[1].steps)  // rank 1 reads rank 0's own block, which rank 0 reduces
+    if (step.kind == StepKind::kPeerRead) step.src.offset = 0;
+  cr_assert_not(verify_schedules(a, late).ok());
 }
 
 Test(hier_schedules, sixteen_by_sixteen_by_four, .timeout = 600) {
