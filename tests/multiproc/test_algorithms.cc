@@ -110,17 +110,31 @@ void expect_sweep_passes(const char *algorithm, int nranks) {
 
 // Ranks on emulated hosts (`sizes[h]` ranks on host h, numbered host by host, each host
 // its own DDL_HOST_ID): shared memory inside a host, UCX between hosts, as on a cluster.
-void expect_sweep_on_hosts(const char *algorithm, const std::vector<int> &sizes) {
+// Single copies inside a host unless `single_copy` is false (DDL_CMA=0).
+RunOptions on_hosts(const char *algorithm, const std::vector<int> &sizes, bool single_copy) {
   std::vector<int> host_of;
   for (size_t h = 0; h < sizes.size(); ++h) host_of.insert(host_of.end(), sizes[h], h);
   RunOptions options;
-  options.before_init = [algorithm, host_of](int rank) {
+  options.before_init = [algorithm, host_of, single_copy](int rank) {
     if (*algorithm) setenv("DDL_ALGO", algorithm, 1);
+    if (!single_copy) setenv("DDL_CMA", "0", 1);
     setenv("DDL_HOST_ID", ("emulated" + std::to_string(host_of[rank])).c_str(), 1);
   };
-  const std::string failures = run_ranks(static_cast<int>(host_of.size()), sweep, options);
-  cr_assert(failures.empty(), "DDL_ALGO=%s on %zu hosts:\n%s", algorithm, sizes.size(),
-            failures.c_str());
+  return options;
+}
+
+int ranks_on(const std::vector<int> &sizes) {
+  int n = 0;
+  for (int size : sizes) n += size;
+  return n;
+}
+
+void expect_sweep_on_hosts(const char *algorithm, const std::vector<int> &sizes,
+                           bool single_copy = true) {
+  const std::string failures =
+      run_ranks(ranks_on(sizes), sweep, on_hosts(algorithm, sizes, single_copy));
+  cr_assert(failures.empty(), "DDL_ALGO=%s on %zu hosts%s:\n%s", algorithm, sizes.size(),
+            single_copy ? "" : " (DDL_CMA=0)", failures.c_str());
 }
 
 // Runs nranks with DDL_ALGO=algorithm, logged (run_ranks_logged).
@@ -184,8 +198,41 @@ Test(algorithms, hier_hosts_of_3_and_1) {
 Test(algorithms, hier_hosts_of_1_2_and_2) {
   expect_sweep_on_hosts("hier", {1, 2, 2});
 }
+Test(algorithms, hier_2_hosts_of_3_through_the_cells) {
+  expect_sweep_on_hosts("hier", {3, 3}, false);
+}
+Test(algorithms, hier_hosts_of_3_and_1_through_the_cells) {
+  expect_sweep_on_hosts("hier", {3, 1}, false);
+}
 Test(algorithms, models_across_2_hosts_of_2) {
   expect_sweep_on_hosts("", {2, 2});
+}
+
+namespace {
+
+int one_large_call(ddl_comm_t comm, int rank, int nranks) {
+  return check_allreduce(comm, rank, nranks, DDL_FLOAT32, DDL_SUM, 100003, true);
+}
+
+}  // namespace
+
+// The log says how hier's host tier copies: once, straight between the ranks of a host,
+// where they may attach to each other's memory; through the shared-memory cells otherwise.
+Test(algorithms, hier_host_tier_goes_single_copy) {
+  const char *said = "single copy between the ranks of a host";
+  for (bool single_copy : {true, false}) {
+    std::vector<std::string> logs;
+    const std::string failures =
+        run_ranks_logged(4, one_large_call, on_hosts("hier", {2, 2}, single_copy), &logs);
+    cr_assert(failures.empty(), "%s", failures.c_str());
+    for (int r = 0; r < 4; ++r) {
+      const bool found = logs[r].find(said) != std::string::npos;
+      if (single_copy && !found && logs[r].find("no single-copy transfers") != std::string::npos)
+        cr_skip("the kernel forbids cross-memory attach here: %s", logs[r].c_str());
+      cr_assert(found == single_copy, "DDL_CMA=%d: rank %d's log %s \"%s\":\n%s", single_copy, r,
+                single_copy ? "lacks" : "has", said, logs[r].c_str());
+    }
+  }
 }
 
 namespace {
