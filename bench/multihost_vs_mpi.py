@@ -99,7 +99,8 @@ def parse_args(argv):
     p.add_argument("-n", "--iters", type=int, help="iterations for large sizes (default: the setup's, 3)")
     p.add_argument("--lat-iters", type=int, help="iterations for the 8 B setup (default 2000)")
     p.add_argument("-a", "--algos", default=",".join(ALGOS),
-                   help="ddl variants: default (the cost models choose), hier, ring (the chain for a broadcast), ... (default %s)"
+                   help="ddl variants: default (the cost models choose), hier, ring (the chain for a broadcast), ...; "
+                        "a variant may add settings for every rank, e.g. hier+DDL_CMA=0 (default %s)"
                         % ",".join(ALGOS))
     p.add_argument("--rate", default="1gbit", help="each NIC's rate, both ways (tc units; default 1gbit)")
     p.add_argument("--build-dir", default=os.environ.get("DDL_BUILD_DIR", os.path.join(REPO, "build")),
@@ -188,7 +189,8 @@ def inner(args):
     sizes = setup["sizes"]
     factor = sizes[1] // sizes[0] if len(sizes) > 1 else 2
     # A broadcast's flat algorithm is the chain, not the ring.
-    algos = ["chain" if a == "ring" and setup["collective"] == "broadcast" else a for a in args.algos]
+    algos = [("chain" + a[4:]) if a.split("+")[0] == "ring" and setup["collective"] == "broadcast" else a
+             for a in args.algos]
     libs = ["ddl:" + a for a in algos] + ([] if args.no_mpi else ["mpi"])
     # Plain TCP's figure includes setting up its connections: meaningful for large sizes only.
     if not args.no_tcp and min(sizes) >= 16 * M:
@@ -216,8 +218,10 @@ def inner(args):
                     cmd += ["--mca", k, v]
                 cmd += [bins["mpi_allreduce"]] + flags
             else:
-                algo = lib.split(":", 1)[1]
+                algo, *settings = lib.split(":", 1)[1].split("+")
                 cmd = [bins["ddlrun"], "-H", hostlist, "--launch-agent", agent]
+                for setting in settings:
+                    cmd += ["-x", setting]
                 if args.spin != "unset":
                     cmd += ["-x", "DDL_SPIN_BEFORE_YIELD=%s" % args.spin]
                 if setup["rails"] > 1:  # every local rank on its own NIC (README: DDL_RAILS)
