@@ -114,8 +114,11 @@ Status Executor::run(const Plan &plan, const ExecArgs &args, Transport *transpor
   int idle = 0;
   Status posted = post_signature(plan, args, transport);
   if (!posted.ok()) {
-    if (posted.code() == DDL_ERR_REMOTE) found_failure_ = true;  // a dead peer: tell everyone
-    return posted;
+    if (posted.code() != DDL_ERR_REMOTE) return posted;
+    // A dead peer, found as the call begins (a killed host is often seen here first, by the
+    // second or third plan of a call): tell everyone, naming all that went with it.
+    found_failure_ = true;
+    return with_peer_state(transport, posted, kPeerStateGrace);
   }
   if (stamped_) {
     // A message of this call may have arrived before it began, its stamp already compared.
@@ -163,6 +166,7 @@ Status Executor::run(const Plan &plan, const ExecArgs &args, Transport *transpor
       signature_sent_ = true;
       if (!signature_send_.status.ok()) {
         Status s = signature_send_.status;
+        failed_peer_ = ring_index(args.rank + 1, args.nranks);
         if (s.code() == DDL_ERR_REMOTE) found_failure_ = true;
         return fail(s.prefix("sending the call signature: "));
       }
@@ -411,6 +415,7 @@ Status Executor::post_signature(const Plan &plan, const ExecArgs &args, Transpor
     }
     s = transport->post_recv(left, args.seq, kSignatureTag, signature_in_, sizeof signature_in_,
                              &signature_recv_);
+    if (!s.ok()) failed_peer_ = left;
   }
   if (s.ok() && !carried) {
     std::memcpy(signature_out_, args.signature, sizeof(CallSignature));
@@ -424,6 +429,7 @@ Status Executor::post_signature(const Plan &plan, const ExecArgs &args, Transpor
     }
     s = transport->post_send(right, args.seq, kSignatureTag, signature_out_, bytes,
                              &signature_send_);
+    if (!s.ok()) failed_peer_ = right;
   }
   if (!s.ok()) {
     transport->cancel(&signature_recv_);
@@ -453,6 +459,7 @@ Status Executor::check_signature(const ExecArgs &args) {
   const int left = ring_index(args.rank - 1, args.nranks);
   if (!signature_recv_.status.ok()) {
     Status s = signature_recv_.status;
+    failed_peer_ = left;
     if (s.code() == DDL_ERR_REMOTE) found_failure_ = true;
     return s.prefix(strprintf("call signature from rank %d: ", left));
   }
