@@ -178,6 +178,9 @@ Status check_structure(int rank, const Schedule &s, int nranks, std::vector<Foot
     for (uint32_t d : step.deps)
       if (d >= i)
         return internal_error("%s: dependency %u points forward", where(rank, i, step).c_str(), d);
+    if (is_peer_memory(step.kind) && !s.peer_memory)
+      return internal_error("%s: peer memory in a schedule that does not say so",
+                            where(rank, i, step).c_str());
     const bool has_peer = is_message(step.kind) || is_peer_memory(step.kind);
     if (has_peer && (step.peer < 0 || step.peer >= nranks || step.peer == rank))
       return internal_error("%s: bad peer", where(rank, i, step).c_str());
@@ -224,8 +227,8 @@ Status check_structure(int rank, const Schedule &s, int nranks, std::vector<Foot
         break;
     }
   }
+  if (s.peer_memory) *own = prints;  // for check_peer_memory
   const Ancestors ancestors(s);
-  *own = prints;
   return for_each_conflict(&prints, [&](const Footprint &x, const Footprint &y) {
     const uint32_t early = std::min(x.step, y.step), late = std::max(x.step, y.step);
     if (ancestors.before(early, late)) return Status::Ok();
@@ -237,24 +240,24 @@ Status check_structure(int rank, const Schedule &s, int nranks, std::vector<Foot
 // Peers' reads and writes of a rank's memory: nothing but the call's end orders them with
 // what that rank or other peers do there, so each range a peer touches must be left alone
 // by everyone else (its owner included) while the call runs, and the peer's own accesses to
-// it must be ordered by its dependencies. `own[r]`: rank r's footprints on its own memory.
+// it must be ordered by its dependencies. `own[r]`: rank r's footprints on its own memory
+// (check_structure keeps them for schedules with peer memory).
 Status check_peer_memory(const std::vector<Schedule> &by_rank,
                          const std::vector<std::vector<Footprint>> &own) {
   const int n = static_cast<int>(by_rank.size());
+  // Ranks publish their buffers around the plan, or not, all alike.
+  for (int r = 0; r < n; ++r)
+    if (by_rank[r].peer_memory != by_rank[0].peer_memory)
+      return internal_error("rank %d's schedule %s peer memory, rank 0's %s", r,
+                            by_rank[r].peer_memory ? "uses" : "does not use",
+                            by_rank[0].peer_memory ? "does" : "does not");
+  if (n == 0 || !by_rank[0].peer_memory) return Status::Ok();
   std::vector<std::vector<Footprint>> on(own);  // footprints on rank r's memory
   for (int r = 0; r < n; ++r) {
     const Schedule &s = by_rank[r];
-    // Ranks publish their buffers around the plan, or not, all alike.
-    if (s.peer_memory != by_rank[0].peer_memory)
-      return internal_error("rank %d's schedule %s peer memory, rank 0's %s", r,
-                            s.peer_memory ? "uses" : "does not use",
-                            by_rank[0].peer_memory ? "does" : "does not");
     for (size_t i = 0; i < s.steps.size(); ++i) {
       const Step &step = s.steps[i];
       if (!is_peer_memory(step.kind)) continue;
-      if (!s.peer_memory)
-        return internal_error("%s: peer memory in a schedule that does not say so",
-                              where(r, i, step).c_str());
       const bool write = step.kind == StepKind::kPeerWrite;
       const Range theirs = write ? step.dst : step.src;
       const BufferId expected = write ? BufferId::kOutput : BufferId::kInput;

@@ -59,16 +59,22 @@ Status parse_tiers(const std::string &text, int nranks, std::vector<std::vector<
   return Status::Ok();
 }
 
-// The tiers the algorithms see: hosts (each host a group), unless DDL_TIERS describes them.
-Status choose_algorithm_tiers(ddl_comm *comm) {
+// Which ranks share this host, and each rank's position among its own host's ranks.
+void index_hosts(ddl_comm *comm) {
   const topo::Tier &hosts = comm->tiers.at(topo::TierLevel::kHost);
-  comm->hosts = static_cast<int>(hosts.groups.size());
   comm->host_index.assign(comm->nranks, 0);
+  comm->host_ranks.clear();
   std::map<int, int> seen;  // host group -> its ranks so far
   for (int r = 0; r < comm->nranks; ++r) {
     comm->host_index[r] = seen[hosts.group_of[r]]++;
     if (hosts.group_of[r] == hosts.group_of[comm->rank]) comm->host_ranks.push_back(r);
   }
+}
+
+// The tiers the algorithms see: hosts (each host a group), unless DDL_TIERS describes them.
+Status choose_algorithm_tiers(ddl_comm *comm) {
+  const topo::Tier &hosts = comm->tiers.at(topo::TierLevel::kHost);
+  comm->hosts = static_cast<int>(hosts.groups.size());
   comm->algorithm_tiers.clear();
   const std::string forced = env_string("DDL_TIERS");
   if (!forced.empty()) return parse_tiers(forced, comm->nranks, &comm->algorithm_tiers);
@@ -101,6 +107,7 @@ Status exchange_placements(ddl_comm *comm) {
   }
   comm->tiers = topo::build_tiers(by_rank);
   DDL_INFO("%s", topo::describe_tiers(comm->tiers).c_str());
+  index_hosts(comm);
   return choose_algorithm_tiers(comm);
 }
 
