@@ -216,6 +216,115 @@ DDL_API size_t ddl_datatype_size(ddl_datatype_t dtype);
 DDL_API const char *ddl_datatype_name(ddl_datatype_t dtype);
 DDL_API const char *ddl_op_name(ddl_op_t op);
 
+/* ---- Alltoall, reduce, gather, scatter ------------------------------------------------
+ *
+ * Collective over the communicator, like the calls above: every rank calls them in the same
+ * order as its other collectives, with the same datatype, root and (for the calls without v)
+ * count. Blocking, nonblocking (ddl_i*, a request as above) and inside ddl_group_start/end.
+ * Counts and displacements are in elements. Arrays of counts and displacements are read at
+ * the call (they may be freed at once, also for the nonblocking forms); the data buffers
+ * belong to ddl until the call or its request completes. A rank whose counts disagree with
+ * its peers' (what rank i sends to rank j is not what rank j expects from rank i) gets
+ * DDL_ERR_INVALID_USAGE naming both ranks, on both. */
+
+/* Rank r sends block j of sendbuf (count elements at j * count) to rank j and receives
+ * rank j's block r at j * count of recvbuf; both hold count * nranks elements. In place when
+ * sendbuf == recvbuf. */
+DDL_API ddl_result_t ddl_alltoall(const void *sendbuf, void *recvbuf, size_t count,
+                                  ddl_datatype_t dtype, ddl_comm_t comm);
+
+/* As ddl_alltoall with a count and displacement per peer (MPI_Alltoallv): sendcounts[j]
+ * elements at sdispls[j] of sendbuf go to rank j, which receives them as recvcounts[r] at
+ * rdispls[r] of its recvbuf. Each array has nranks entries. In place when sendbuf ==
+ * recvbuf: the data to send is read from recvbuf at rdispls/recvcounts (MPI_IN_PLACE), and
+ * sendcounts/sdispls may be NULL. */
+DDL_API ddl_result_t ddl_alltoallv(const void *sendbuf, const size_t *sendcounts,
+                                   const size_t *sdispls, void *recvbuf, const size_t *recvcounts,
+                                   const size_t *rdispls, ddl_datatype_t dtype, ddl_comm_t comm);
+
+/* Reduces count elements of every rank's sendbuf into root's recvbuf (recvbuf is only read
+ * on the root and may be NULL elsewhere). In place on the root when sendbuf == recvbuf. */
+DDL_API ddl_result_t ddl_reduce(const void *sendbuf, void *recvbuf, size_t count,
+                                ddl_datatype_t dtype, ddl_op_t op, int root, ddl_comm_t comm);
+
+/* root's recvbuf (sendcount * nranks elements) receives every rank's sendbuf, in rank order;
+ * recvbuf is ignored (may be NULL) on other ranks. In place on the root when sendbuf ==
+ * recvbuf + root * sendcount. */
+DDL_API ddl_result_t ddl_gather(const void *sendbuf, void *recvbuf, size_t sendcount,
+                                ddl_datatype_t dtype, int root, ddl_comm_t comm);
+
+/* As ddl_gather with a count per rank: rank i sends sendcount elements; the root receives
+ * recvcounts[i] (== rank i's sendcount) at displs[i] of recvbuf. recvcounts and displs are read
+ * on the root only (NULL elsewhere). In place on the root when sendbuf == recvbuf +
+ * displs[root]. */
+DDL_API ddl_result_t ddl_gatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
+                                 const size_t *recvcounts, const size_t *displs,
+                                 ddl_datatype_t dtype, int root, ddl_comm_t comm);
+
+/* Block i of root's sendbuf (recvcount elements at i * recvcount) goes to rank i's recvbuf;
+ * sendbuf is ignored (may be NULL) on other ranks. In place on the root when recvbuf ==
+ * sendbuf + root * recvcount. */
+DDL_API ddl_result_t ddl_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                 ddl_datatype_t dtype, int root, ddl_comm_t comm);
+
+/* As ddl_scatter with a count per rank: sendcounts[i] elements at displs[i] of root's sendbuf
+ * go to rank i, which receives recvcount (== sendcounts[i]) elements. sendcounts and displs
+ * are read on the root only. In place on the root when recvbuf == sendbuf + displs[root]. */
+DDL_API ddl_result_t ddl_scatterv(const void *sendbuf, const size_t *sendcounts,
+                                  const size_t *displs, void *recvbuf, size_t recvcount,
+                                  ddl_datatype_t dtype, int root, ddl_comm_t comm);
+
+DDL_API ddl_result_t ddl_ialltoall(const void *sendbuf, void *recvbuf, size_t count,
+                                   ddl_datatype_t dtype, ddl_comm_t comm, ddl_request_t *request);
+DDL_API ddl_result_t ddl_ialltoallv(const void *sendbuf, const size_t *sendcounts,
+                                    const size_t *sdispls, void *recvbuf,
+                                    const size_t *recvcounts, const size_t *rdispls,
+                                    ddl_datatype_t dtype, ddl_comm_t comm,
+                                    ddl_request_t *request);
+DDL_API ddl_result_t ddl_ireduce(const void *sendbuf, void *recvbuf, size_t count,
+                                 ddl_datatype_t dtype, ddl_op_t op, int root, ddl_comm_t comm,
+                                 ddl_request_t *request);
+DDL_API ddl_result_t ddl_igather(const void *sendbuf, void *recvbuf, size_t sendcount,
+                                 ddl_datatype_t dtype, int root, ddl_comm_t comm,
+                                 ddl_request_t *request);
+DDL_API ddl_result_t ddl_igatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
+                                  const size_t *recvcounts, const size_t *displs,
+                                  ddl_datatype_t dtype, int root, ddl_comm_t comm,
+                                  ddl_request_t *request);
+DDL_API ddl_result_t ddl_iscatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                  ddl_datatype_t dtype, int root, ddl_comm_t comm,
+                                  ddl_request_t *request);
+DDL_API ddl_result_t ddl_iscatterv(const void *sendbuf, const size_t *sendcounts,
+                                   const size_t *displs, void *recvbuf, size_t recvcount,
+                                   ddl_datatype_t dtype, int root, ddl_comm_t comm,
+                                   ddl_request_t *request);
+
+/* ---- Point to point -------------------------------------------------------------------
+ *
+ * ddl_send and ddl_recv are not collective: only the two ranks take part, and they do not
+ * count among the collectives whose order ranks must agree on. Messages between two ranks are
+ * matched in the order they were posted (NCCL's rule; there are no tags): the k-th send from
+ * rank a to rank b meets the k-th receive of rank b from rank a, and their counts and
+ * datatypes must be equal (else DDL_ERR_INVALID_USAGE on the receiver, naming the sender and
+ * both sizes). Large messages go straight from the sender's buffer over the transport.
+ *
+ * A blocking ddl_send may wait until the peer receives (as MPI_Send), so two ranks that both
+ * send first can wait for each other until the deadline. Put such exchanges in a group: the
+ * sends and receives between ddl_group_start and ddl_group_end on one communicator are all
+ * posted at once when the group ends, in any order, and never wait for each other (NCCL's
+ * grouped send/recv). ddl_isend/ddl_irecv queue the transfer like the other nonblocking
+ * calls; consecutive ones on a communicator run together. A dead peer or the deadline fails
+ * the call with DDL_ERR_REMOTE or DDL_ERR_TIMEOUT naming the peer, and the communicator, as
+ * after a failed collective. */
+DDL_API ddl_result_t ddl_send(const void *buf, size_t count, ddl_datatype_t dtype, int peer,
+                              ddl_comm_t comm);
+DDL_API ddl_result_t ddl_recv(void *buf, size_t count, ddl_datatype_t dtype, int peer,
+                              ddl_comm_t comm);
+DDL_API ddl_result_t ddl_isend(const void *buf, size_t count, ddl_datatype_t dtype, int peer,
+                               ddl_comm_t comm, ddl_request_t *request);
+DDL_API ddl_result_t ddl_irecv(void *buf, size_t count, ddl_datatype_t dtype, int peer,
+                               ddl_comm_t comm, ddl_request_t *request);
+
 /* ---- Device buffers and stream-ordered collectives (CUDA) -------------------------------
  *
  * Every collective takes CUDA device memory (cudaMalloc, also managed memory) as well as host
