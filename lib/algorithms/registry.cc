@@ -7,6 +7,8 @@
 #include "lib/algorithms/dissemination.h"
 #include "lib/algorithms/hier.h"
 #include "lib/algorithms/hier_two_level.h"
+#include "lib/algorithms/linear.h"
+#include "lib/algorithms/pairwise.h"
 #include "lib/algorithms/recursive_doubling.h"
 #include "lib/algorithms/rhd.h"
 #include "lib/algorithms/ring.h"
@@ -82,6 +84,22 @@ const std::vector<AlgorithmInfo> &algorithm_table() {
        build_hier_broadcast, hier_broadcast_cost},
       {"dissemination", Collective::kBarrier, "ceil(log2 n) rounds of signals at distance 2^k",
        build_dissemination_barrier, no_cost},
+      {"pairwise", Collective::kAlltoall, "n-1 exchanges with rank r+k / r-k, all in flight",
+       build_pairwise_alltoall, no_cost},
+      {"pairwise", Collective::kAlltoallv, "n-1 exchanges with rank r+k / r-k, all in flight",
+       build_pairwise_alltoall, no_cost},
+      {"tree", Collective::kReduce, "k-nomial tree to the root; radix from the models",
+       build_tree_reduce, tree_reduce_cost},
+      {"ring", Collective::kReduce, "ring reduce-scatter, then every block to the root",
+       build_ring_reduce, ring_reduce_cost},
+      {"linear", Collective::kGather, "every rank's block straight to the root",
+       build_linear_gather, no_cost},
+      {"linear", Collective::kGatherv, "every rank's block straight to the root",
+       build_linear_gather, no_cost},
+      {"linear", Collective::kScatter, "the root sends every rank its block", build_linear_scatter,
+       no_cost},
+      {"linear", Collective::kScatterv, "the root sends every rank its block", build_linear_scatter,
+       no_cost},
   };
   return table;
 }

@@ -139,6 +139,96 @@ void build_ring_allgather(const CollectiveArgs &args, Schedule *schedule) {
   }
 }
 
+void build_ring_reduce(const CollectiveArgs &args, Schedule *schedule) {
+  const int n = args.nranks;
+  const bool at_root = args.rank == args.root;
+  schedule->algorithm = "ring";
+  schedule->input_count = args.count;
+  schedule->output_count = at_root ? args.count : 0;
+  schedule->in_place = at_root && args.in_place;
+  if (n == 1) {
+    add_single_rank_copy(args, args.count, 0, schedule);
+    return;
+  }
+  // The allreduce's reduce-scatter (above), then every rank sends the block it completed to
+  // the root instead of around the ring: each block crosses the root's link once.
+  const RingOrder order(args);
+  const int p = order.position_of(args.rank);
+  const BlockSplit blocks(args.count, n);
+  const ChunkSplit chunks(blocks.max_block(), args.chunk_elems);
+  const int C = chunks.chunks();
+  const size_t slots = std::min(kStagingSlots, static_cast<size_t>(2 * C));
+  const size_t staging = slots * chunks.chunk_elems();
+  // Partial sums go to the root's output, or to scratch past the staging slots elsewhere.
+  auto acc = [&](size_t offset) {
+    return at_root ? output_at(offset) : scratch_at(staging + offset);
+  };
+  schedule->scratch_count = staging + (at_root ? 0 : args.count);
+  const int right = order.next(args.rank), left = order.prev(args.rank);
+  std::vector<uint32_t> rs_send, rs_reduce;
+  for (int s = 0; s < n - 1; ++s) {
+    const Extent send_block = blocks.block(ring_index(p - s, n));
+    const Extent recv_block = blocks.block(ring_index(p - s - 1, n));
+    for (int c = 0; c < C; ++c) {
+      const size_t m = static_cast<size_t>(s) * C + c;
+      const Extent out = chunks.chunk(send_block, c);
+      const Extent in = chunks.chunk(recv_block, c);
+      std::vector<uint32_t> send_deps;
+      if (s > 0) send_deps.push_back(rs_reduce[m - C]);
+      rs_send.push_back(add_step(
+          schedule,
+          send_step(right, static_cast<uint32_t>(m),
+                    s == 0 ? input_at(out.offset) : acc(out.offset), out.count, send_deps)));
+      std::vector<uint32_t> reduce_deps;
+      if (m >= slots) reduce_deps.push_back(rs_reduce[m - slots]);
+      rs_reduce.push_back(add_step(
+          schedule,
+          recv_reduce_step(left, static_cast<uint32_t>(m),
+                           scratch_at((m % slots) * chunks.chunk_elems()), input_at(in.offset),
+                           acc(in.offset), in.count, s == n - 2, reduce_deps)));
+    }
+  }
+  // Position q completes block q+1 at the last step.
+  const uint32_t gather_tag = static_cast<uint32_t>(n - 1) * C;
+  if (!at_root) {
+    const Extent mine = blocks.block(ring_index(p + 1, n));
+    for (int c = 0; c < C; ++c) {
+      const Extent part = chunks.chunk(mine, c);
+      add_step(schedule, send_step(args.root, gather_tag + c, acc(part.offset), part.count,
+                                   {rs_reduce[static_cast<size_t>(n - 2) * C + c]}));
+    }
+    return;
+  }
+  for (int q = 0; q < n; ++q) {
+    if (q == p) continue;
+    const int b = ring_index(q + 1, n);
+    // The root's last step on block b: reduced at step s_b and sent on at s_b + 1; its own
+    // block p is only read, by the first send (the output, in place).
+    const int s_b = ring_index(p - b - 1, n);
+    for (int c = 0; c < C; ++c) {
+      const Extent part = chunks.chunk(blocks.block(b), c);
+      const uint32_t last = b == p             ? rs_send[c]
+                            : s_b + 1 <= n - 2 ? rs_send[static_cast<size_t>(s_b + 1) * C + c]
+                                               : rs_reduce[static_cast<size_t>(s_b) * C + c];
+      add_step(schedule, recv_step(order.rank_at(q), gather_tag + c, output_at(part.offset),
+                                   part.count, {last}));
+    }
+  }
+}
+
+double ring_reduce_cost(const CollectiveArgs &args) {
+  const CostConstants &c = args.hosts > 1 ? kNetCostConstants : kCostConstants;
+  const int n = args.nranks;
+  if (n <= 1) return 0.0;
+  const double block = count_bytes(args) / n;
+  const double chunk = static_cast<double>(args.chunk_elems) * static_cast<double>(args.elem_size);
+  const double exposed = chunk > 0 && chunk < block ? chunk : block;
+  const double reduce_scatter =
+      (n - 1) * (c.alpha + block * std::max(c.beta, c.gamma) + exposed * std::min(c.beta, c.gamma));
+  // The root's link takes the n-1 finished blocks.
+  return reduce_scatter + c.alpha + (n - 1) * block * c.beta;
+}
+
 double ring_allreduce_cost(int nranks, double bytes, double chunk_bytes, const CostConstants &c) {
   if (nranks <= 1) return 0.0;
   const double steps = nranks - 1, block = bytes / nranks;

@@ -19,6 +19,11 @@ namespace ddl {
 void build_ring_allreduce(const CollectiveArgs &args, Schedule *schedule);
 void build_ring_reduce_scatter(const CollectiveArgs &args, Schedule *schedule);
 void build_ring_allgather(const CollectiveArgs &args, Schedule *schedule);
+// Reduce to args.root for large messages: the allreduce's reduce-scatter, then each rank
+// sends the block it completed to the root. Cost: the reduce-scatter's, plus alpha + (n-1)·B·beta
+// at the root's link.
+void build_ring_reduce(const CollectiveArgs &args, Schedule *schedule);
+double ring_reduce_cost(const CollectiveArgs &args);
 
 // Predicted seconds for a ring allreduce (used to compare with other algorithms);
 // chunk_bytes = 0: blocks are not cut into chunks.

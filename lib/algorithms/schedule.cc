@@ -18,8 +18,74 @@ const char *collective_name(Collective collective) {
       return "reduce_scatter";
     case Collective::kBarrier:
       return "barrier";
+    case Collective::kAlltoall:
+      return "alltoall";
+    case Collective::kAlltoallv:
+      return "alltoallv";
+    case Collective::kReduce:
+      return "reduce";
+    case Collective::kGather:
+      return "gather";
+    case Collective::kGatherv:
+      return "gatherv";
+    case Collective::kScatter:
+      return "scatter";
+    case Collective::kScatterv:
+      return "scatterv";
+    case Collective::kSend:
+      return "send";
+    case Collective::kRecv:
+      return "recv";
   }
   return "unknown";
+}
+
+bool reduces(Collective c) {
+  return c == Collective::kAllreduce || c == Collective::kReduceScatter || c == Collective::kReduce;
+}
+
+bool has_root(Collective c) {
+  return c == Collective::kBroadcast || c == Collective::kReduce || c == Collective::kGather ||
+         c == Collective::kGatherv || c == Collective::kScatter || c == Collective::kScatterv;
+}
+
+bool per_peer_counts(Collective c) {
+  return c == Collective::kAlltoallv || c == Collective::kGatherv || c == Collective::kScatterv;
+}
+
+bool is_point_to_point(Collective c) {
+  return c == Collective::kSend || c == Collective::kRecv;
+}
+
+size_t BlockLayout::extent(const std::vector<size_t> &counts, const std::vector<size_t> &displs) {
+  size_t end = 0;
+  for (size_t j = 0; j < counts.size(); ++j)
+    if (counts[j] > 0) end = std::max(end, displs[j] + counts[j]);
+  return end;
+}
+
+std::shared_ptr<const BlockLayout> layout_of(const CollectiveArgs &args) {
+  if (args.layout) return args.layout;
+  const Collective collective = args.collective;
+  const int rank = args.rank, root = args.root;
+  const size_t count = args.count;
+  auto layout = std::make_shared<BlockLayout>();
+  const size_t n = static_cast<size_t>(args.nranks);
+  std::vector<size_t> counts(n, count), displs(n);
+  for (size_t j = 0; j < n; ++j) displs[j] = j * count;
+  // Which sides this rank uses (BlockLayout).
+  const bool alltoall = collective == Collective::kAlltoall;
+  const bool sends = alltoall || (collective == Collective::kScatter && rank == root);
+  const bool receives = alltoall || (collective == Collective::kGather && rank == root);
+  if (sends) {
+    layout->send_counts = counts;
+    layout->send_displs = displs;
+  }
+  if (receives) {
+    layout->recv_counts = counts;
+    layout->recv_displs = displs;
+  }
+  return layout;
 }
 
 uint32_t add_step(Schedule *schedule, Step step) {

@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -36,10 +37,14 @@ enum class StepKind : uint8_t {
   kPeerWrite,  // `count` elements at `src` into `peer`'s output at `dst`
 };
 
-// Tags must fit the transport's 24-bit tag field (see transports/transport.h); the last
-// values are reserved: the call signature every rank sends ahead of a collective, and the
-// notices a rank sends everyone when it finds the job's calls inconsistent.
-constexpr uint32_t kMaxStepTag = (1u << 24) - 3;
+// Tags must fit the transport's 24-bit tag field (see transports/transport.h). Steps of
+// collectives use the lower half; the upper half is point-to-point messages (ddl_send and
+// ddl_recv, numbered per pair of ranks: lib/core/point_to_point.h), and its last values are
+// reserved: the call signature every rank sends ahead of a collective, and the notices a
+// rank sends everyone when it finds the job's calls inconsistent.
+constexpr uint32_t kMaxStepTag = (1u << 23) - 1;
+constexpr uint32_t kPointToPointTagBase = 1u << 23;
+constexpr uint32_t kPointToPointTagSpan = 1u << 22;
 constexpr uint32_t kNoticeTag = (1u << 24) - 2;
 constexpr uint32_t kSignatureTag = (1u << 24) - 1;
 
@@ -60,8 +65,33 @@ struct Step {
   std::vector<uint32_t> deps;
 };
 
-enum class Collective : uint8_t { kAllreduce, kBroadcast, kAllgather, kReduceScatter, kBarrier };
+// Values are fixed: they travel in call signatures. The v forms take a count per peer
+// (BlockLayout); send and recv are point to point, not collective (only their checks and
+// requests share the collectives' machinery).
+enum class Collective : uint8_t {
+  kAllreduce,
+  kBroadcast,
+  kAllgather,
+  kReduceScatter,
+  kBarrier,
+  kAlltoall,
+  kAlltoallv,
+  kReduce,
+  kGather,
+  kGatherv,
+  kScatter,
+  kScatterv,
+  kSend,
+  kRecv,
+};
 const char *collective_name(Collective collective);
+// Those whose result combines the ranks' data with an op.
+bool reduces(Collective collective);
+// Those with a root (broadcast, reduce, gather, scatter and their v forms).
+bool has_root(Collective collective);
+// Those with a count per peer: each rank's count may differ, so it is not in the signature.
+bool per_peer_counts(Collective collective);
+bool is_point_to_point(Collective collective);
 
 struct Schedule {
   std::vector<Step> steps;
@@ -82,6 +112,22 @@ struct Schedule {
   bool peer_memory = false;
 };
 
+// Where each peer's block lies (elements), for alltoall, gather and scatter and their v forms:
+// send_*[j] is what this rank sends to rank j, recv_*[j] what it receives from rank j. Only
+// an alltoall uses both sides; a gather's root only the receive side and a scatter's root
+// only the send side (its own block included); the other ranks of a gather or scatter have
+// one block, CollectiveArgs::count, and an empty layout.
+struct BlockLayout {
+  std::vector<size_t> send_counts, send_displs, recv_counts, recv_displs;
+  // One past the last element the blocks reach.
+  static size_t extent(const std::vector<size_t> &counts, const std::vector<size_t> &displs);
+  // Where block j starts: an empty block may name any displacement (MPI's rule), and is
+  // placed at 0 so that its range stays inside the buffer.
+  static size_t at(const std::vector<size_t> &counts, const std::vector<size_t> &displs, int j) {
+    return counts[j] ? displs[j] : 0;
+  }
+};
+
 // What a builder is asked for.
 struct CollectiveArgs {
   Collective collective = Collective::kAllreduce;
@@ -89,7 +135,7 @@ struct CollectiveArgs {
   int rank = 0;
   size_t count = 0;  // allreduce/broadcast: elements; allgather: per-rank send count;
                      // reduce_scatter: per-rank receive count
-  int root = 0;      // broadcast
+  int root = 0;      // broadcast, reduce, gather, scatter
   bool in_place = false;
   size_t chunk_elems = 0;  // pipelining granularity; 0 = no chunking
   size_t elem_size = 4;    // bytes per element, for the cost models
@@ -102,7 +148,13 @@ struct CollectiveArgs {
   // Each group of tiers[0] lies on one host whose ranks may read and write each other's
   // buffers (cross-memory attach): hier's fastest tier goes single-copy (kPeerRead/Write).
   bool peer_memory = false;
+  // The v forms: this rank's blocks. Null for the forms with one count (layout_of).
+  std::shared_ptr<const BlockLayout> layout;
 };
+
+// The blocks of an alltoall, gather or scatter: args.layout, or for the forms with one count
+// every block args.count elements, in rank order.
+std::shared_ptr<const BlockLayout> layout_of(const CollectiveArgs &args);
 
 // Appends a step and returns its index (for later steps' deps).
 uint32_t add_step(Schedule *schedule, Step step);

@@ -66,6 +66,51 @@ void build_tree_allreduce(const CollectiveArgs &args, Schedule *schedule) {
   build_tree_allreduce_radix(args, tree_radix(args.nranks, bytes, kCostConstants), schedule);
 }
 
+void build_tree_reduce(const CollectiveArgs &args, Schedule *schedule) {
+  const int n = args.nranks, root = args.root;
+  const bool at_root = args.rank == root;
+  const size_t count = args.count;
+  schedule->algorithm = "tree";
+  schedule->input_count = count;
+  schedule->output_count = at_root ? count : 0;
+  schedule->in_place = at_root && args.in_place;
+  if (n == 1) {
+    add_single_rank_copy(args, count, 0, schedule);
+    return;
+  }
+  // The tree of the allreduce, rooted at `root` by numbering ranks relative to it.
+  const double bytes = static_cast<double>(count) * static_cast<double>(args.elem_size);
+  const TreePlace place =
+      tree_place(n, ring_index(args.rank - root, n), tree_radix(n, bytes, kCostConstants));
+  auto rank_of = [&](int relative) { return ring_index(relative + root, n); };
+  // Children's partials land in scratch and are folded into the accumulator: the root's
+  // output, or scratch on the others (their output is not theirs to use).
+  const Range acc = at_root ? output_at(0) : scratch_at(count);
+  if (!place.children.empty()) schedule->scratch_count = at_root ? count : 2 * count;
+  Range partial = input_at(0);
+  std::vector<uint32_t> ready;
+  for (size_t j = 0; j < place.children.size(); ++j) {
+    const bool complete = at_root && j + 1 == place.children.size();
+    ready = {add_step(schedule, recv_reduce_step(rank_of(place.children[j]), kUpTag, scratch_at(0),
+                                                 partial, acc, count, complete, ready))};
+    partial = acc;
+  }
+  if (!at_root) add_step(schedule, send_step(rank_of(place.parent), kUpTag, partial, count, ready));
+}
+
+double tree_reduce_cost(const CollectiveArgs &args) {
+  const CostConstants &c = args.hosts > 1 ? kNetCostConstants : kCostConstants;
+  const int n = args.nranks;
+  const double bytes = count_bytes(args);
+  const int radix = tree_radix(n, bytes, kCostConstants);
+  double t = 0;
+  for (int64_t d = 1; d < n; d *= radix) {
+    const double children = static_cast<double>(std::min<int64_t>(radix - 1, (n - 1) / d));
+    t += c.alpha + (children - 1) * c.overhead + children * bytes * (c.beta + c.gamma);
+  }
+  return t;
+}
+
 double tree_allreduce_cost_radix(int nranks, double bytes, int radix, const CostConstants &c) {
   double t = 0;
   for (int64_t d = 1; d < nranks; d *= radix) {

@@ -26,6 +26,11 @@ void build_tree_allreduce(const CollectiveArgs &args, Schedule *schedule);
 // With a given radix >= 2 (tests sweep radices).
 void build_tree_allreduce_radix(const CollectiveArgs &args, int radix, Schedule *schedule);
 
+// Reduce to args.root: the up half of the same tree, numbered from the root. For small
+// messages; cost: the sum over levels of alpha + (c_l - 1)·overhead + c_l·N·(beta + gamma).
+void build_tree_reduce(const CollectiveArgs &args, Schedule *schedule);
+double tree_reduce_cost(const CollectiveArgs &args);
+
 double tree_allreduce_cost_radix(int nranks, double bytes, int radix, const CostConstants &c);
 // The radix in [2, max(2, nranks)] with the lowest cost (the smallest radix on a tie).
 int tree_radix(int nranks, double bytes, const CostConstants &c);

@@ -72,10 +72,6 @@ std::string where(int rank, size_t index, const Step &step) {
                    kind_name(step.kind), step.peer, step.tag, step.count);
 }
 
-bool reduces(Collective c) {
-  return c == Collective::kAllreduce || c == Collective::kReduceScatter;
-}
-
 // One rank's memory. In place, input and output are windows of one array.
 struct RankMemory {
   std::vector<Sym> input, output, scratch;
@@ -291,8 +287,12 @@ Status check_peer_memory(const std::vector<Schedule> &by_rank,
 }
 
 // Sets each rank's initial memory and returns what its output must hold at the end.
-void initial_state(const CollectiveArgs &args, int rank, RankMemory *mem,
-                   std::vector<Sym> *expected) {
+// `all_args[r]` is rank r's view of the call (the v forms' counts differ by rank).
+// `layouts[r]`: layout_of(all_args[r]) where the collective has blocks, else null.
+void initial_state(const std::vector<CollectiveArgs> &all_args,
+                   const std::vector<std::shared_ptr<const BlockLayout>> &layouts, int rank,
+                   RankMemory *mem, std::vector<Sym> *expected) {
+  const CollectiveArgs &args = all_args[rank];
   const Schedule &s = *mem->schedule;
   const RankSet all = first_ranks(args.nranks);
   const RankSet me = single(rank);
@@ -310,6 +310,42 @@ void initial_state(const CollectiveArgs &args, int rank, RankMemory *mem,
   const size_t input_base = args.collective == Collective::kAllgather ? rank * args.count : 0;
   for (size_t i = 0; i < s.input_count; ++i)
     *mem->at(BufferId::kInput, i) = Sym{me, input_base + i, true};
+  // Element k of the block `from` sends to this rank lands at `at`: it is input element
+  // `index` + k of rank `from`.
+  auto expect_block = [&](int from, size_t at, size_t index, size_t count) {
+    for (size_t k = 0; k < count; ++k) (*expected)[at + k] = Sym{single(from), index + k, true};
+  };
+  const BlockLayout *layout = layouts[rank].get();
+  // What no block covers (gaps between displacements) must be left as it was.
+  if (layout)
+    for (size_t i = 0; i < s.output_count; ++i) (*expected)[i] = *mem->at(BufferId::kOutput, i);
+  switch (args.collective) {
+    case Collective::kAlltoall:
+    case Collective::kAlltoallv:
+      for (int from = 0; from < args.nranks; ++from)
+        // In place (MPI_IN_PLACE) a rank sends from where it receives.
+        expect_block(from, layout->recv_displs[from],
+                     (all_args[from].in_place ? layouts[from]->recv_displs
+                                              : layouts[from]->send_displs)[rank],
+                     layout->recv_counts[from]);
+      return;
+    case Collective::kGather:
+    case Collective::kGatherv:
+      if (rank != args.root) return;
+      for (int from = 0; from < args.nranks; ++from)
+        expect_block(from, layout->recv_displs[from], 0, layout->recv_counts[from]);
+      return;
+    case Collective::kScatter:
+    case Collective::kScatterv:
+      expect_block(args.root, 0, layouts[args.root]->send_displs[rank], args.count);
+      return;
+    case Collective::kReduce:
+      if (rank != args.root) return;
+      for (size_t i = 0; i < s.output_count; ++i) (*expected)[i] = Sym{all, i, true};
+      return;
+    default:
+      break;
+  }
   for (size_t i = 0; i < s.output_count; ++i) {
     switch (args.collective) {
       case Collective::kAllreduce:
@@ -357,6 +393,15 @@ Status combine(const Sym &a, const Sym &b, bool final_reduce, const RankSet &all
 }  // namespace
 
 Status verify_schedules(const CollectiveArgs &args, const std::vector<Schedule> &by_rank) {
+  std::vector<CollectiveArgs> all_args(by_rank.size(), args);
+  for (size_t r = 0; r < all_args.size(); ++r) all_args[r].rank = static_cast<int>(r);
+  return verify_schedules(all_args, by_rank);
+}
+
+Status verify_schedules(const std::vector<CollectiveArgs> &all_args,
+                        const std::vector<Schedule> &by_rank) {
+  if (all_args.empty()) return invalid_argument("the verifier needs at least one rank");
+  const CollectiveArgs &args = all_args[0];
   const int n = args.nranks;
   if (n < 1 || n > kMaxVerifiedRanks || static_cast<int>(by_rank.size()) != n)
     return invalid_argument("the verifier handles 1..%d ranks, one schedule each",
@@ -367,10 +412,16 @@ Status verify_schedules(const CollectiveArgs &args, const std::vector<Schedule> 
   std::vector<std::vector<bool>> done(n);
   std::vector<std::vector<RankSet>> knows(n);  // per step: ranks heard from when it finished
   std::vector<std::vector<Footprint>> own(n);
+  std::vector<std::shared_ptr<const BlockLayout>> layouts(n);
+  const Collective c = args.collective;
+  const bool blocks = c == Collective::kAlltoall || c == Collective::kAlltoallv ||
+                      c == Collective::kGather || c == Collective::kGatherv ||
+                      c == Collective::kScatter || c == Collective::kScatterv;
+  for (int r = 0; r < n && blocks; ++r) layouts[r] = layout_of(all_args[r]);
   for (int r = 0; r < n; ++r) {
     DDL_RETURN_IF_ERROR(check_structure(r, by_rank[r], n, &own[r]));
     mem[r].schedule = &by_rank[r];
-    initial_state(args, r, &mem[r], &expected[r]);
+    initial_state(all_args, layouts, r, &mem[r], &expected[r]);
     done[r].assign(by_rank[r].steps.size(), false);
     knows[r].assign(by_rank[r].steps.size(), RankSet());
   }
@@ -505,13 +556,16 @@ Status verify_schedules(const CollectiveArgs &args, const std::vector<Schedule> 
 }
 
 Status verify_collective(const CollectiveArgs &args) {
-  std::vector<Schedule> by_rank(args.nranks);
-  for (int r = 0; r < args.nranks; ++r) {
-    CollectiveArgs mine = args;
-    mine.rank = r;
-    DDL_RETURN_IF_ERROR(build_schedule(mine, &by_rank[r]));
-  }
-  return verify_schedules(args, by_rank);
+  std::vector<CollectiveArgs> all_args(args.nranks, args);
+  for (int r = 0; r < args.nranks; ++r) all_args[r].rank = r;
+  return verify_collective(all_args);
+}
+
+Status verify_collective(const std::vector<CollectiveArgs> &all_args) {
+  std::vector<Schedule> by_rank(all_args.size());
+  for (size_t r = 0; r < all_args.size(); ++r)
+    DDL_RETURN_IF_ERROR(build_schedule(all_args[r], &by_rank[r]));
+  return verify_schedules(all_args, by_rank);
 }
 
 }  // namespace ddl

@@ -22,7 +22,15 @@ constexpr int kMaxVerifiedRanks = 1024;
 // args.rank is ignored; by_rank[r] is rank r's schedule. Up to kMaxVerifiedRanks ranks.
 Status verify_schedules(const CollectiveArgs &args, const std::vector<Schedule> &by_rank);
 
-// Builds every rank's schedule with build_schedule() and verifies them.
+// With each rank's own view of the call (all_args[r].rank == r): the v forms' counts differ
+// by rank. The sizes must agree (what r sends to j is what j expects from r).
+Status verify_schedules(const std::vector<CollectiveArgs> &all_args,
+                        const std::vector<Schedule> &by_rank);
+
+// Builds every rank's schedule with build_schedule() and verifies them. The form with one
+// CollectiveArgs fills in the rank; with one count, the layout must be empty or be filled per
+// rank by the caller (uniform_layout).
 Status verify_collective(const CollectiveArgs &args);
+Status verify_collective(const std::vector<CollectiveArgs> &all_args);
 
 }  // namespace ddl

@@ -82,9 +82,51 @@ Status wait_for_queued(ddl_comm *comm) {
   return comm->progress->drain();
 }
 
-ddl_result_t run(ddl_comm_t comm, const ddl::CollectiveCall &call) {
+// The caller's count and displacement arrays of a v form (NULL where not given).
+struct CountArrays {
+  const size_t *send_counts = nullptr, *send_displs = nullptr;
+  const size_t *recv_counts = nullptr, *recv_displs = nullptr;
+};
+
+// Copies the arrays a v form reads on this rank into call->layout: they are the caller's
+// only for the length of the call, also for the nonblocking forms.
+Status read_counts(const ddl_comm *comm, const CountArrays &arrays, ddl::CollectiveCall *call) {
+  using ddl::Collective;
+  const Collective c = call->collective;
+  const bool root = comm->rank == call->root;
+  const bool sends = c == Collective::kAlltoallv || (c == Collective::kScatterv && root);
+  const bool receives = c == Collective::kAlltoallv || (c == Collective::kGatherv && root);
+  const bool in_place = c == Collective::kAlltoallv && call->sendbuf == call->recvbuf;
+  auto copy = [&](const size_t *from, const char *name, std::vector<size_t> *into) -> Status {
+    if (!from) return ddl::invalid_argument("%s is NULL", name);
+    into->assign(from, from + comm->nranks);
+    return Status::Ok();
+  };
+  auto layout = std::make_shared<ddl::BlockLayout>();
+  const bool send_side = sends && !(in_place && !arrays.send_counts && !arrays.send_displs);
+  const char *send_displs = c == Collective::kAlltoallv ? "sdispls" : "displs";
+  const char *recv_displs = c == Collective::kAlltoallv ? "rdispls" : "displs";
+  if (send_side) {
+    DDL_RETURN_IF_ERROR(copy(arrays.send_counts, "sendcounts", &layout->send_counts));
+    DDL_RETURN_IF_ERROR(copy(arrays.send_displs, send_displs, &layout->send_displs));
+  }
+  if (receives) {
+    DDL_RETURN_IF_ERROR(copy(arrays.recv_counts, "recvcounts", &layout->recv_counts));
+    DDL_RETURN_IF_ERROR(copy(arrays.recv_displs, recv_displs, &layout->recv_displs));
+  }
+  call->layout = std::move(layout);
+  return Status::Ok();
+}
+
+ddl_result_t run(ddl_comm_t comm, ddl::CollectiveCall call, const CountArrays *arrays = nullptr) {
   CommCall guard(comm, ddl::collective_name(call.collective));
   if (!guard.ok()) return guard.fail();
+  if (arrays) {
+    Status s = read_counts(comm, *arrays, &call);
+    if (!s.ok())
+      return guard.finish(s.prefix(
+          ddl::strprintf("rank %d: %s: ", comm->rank, ddl::collective_name(call.collective))));
+  }
   if (ddl::in_group()) {
     Status s = ddl::check_collective(comm, call);
     if (s.ok()) ddl::group_record(comm, call, nullptr);
@@ -114,13 +156,15 @@ std::shared_ptr<ddl::RequestState> live_request(ddl_request *request) {
 }
 
 // Checks the call, then queues it (or records it in the open group) and returns its request.
-ddl_result_t start(ddl_comm_t comm, const ddl::CollectiveCall &call, ddl_request_t *request,
-                   const char *what) {
+ddl_result_t start(ddl_comm_t comm, ddl::CollectiveCall call, ddl_request_t *request,
+                   const char *what, const CountArrays *arrays = nullptr) {
   if (!request) return fail_without_comm(ddl::invalid_argument("%s: request is NULL", what));
   *request = nullptr;
   CommCall guard(comm, what);
   if (!guard.ok()) return guard.fail();
-  Status s = ddl::check_collective(comm, call);
+  Status s = arrays ? read_counts(comm, *arrays, &call) : Status::Ok();
+  if (!s.ok()) return guard.finish(s.prefix(ddl::strprintf("rank %d: %s: ", comm->rank, what)));
+  s = ddl::check_collective(comm, call);
   if (!s.ok()) return guard.finish(s);
   std::shared_ptr<ddl::RequestState> state = ddl::new_request(comm, call);
   if (ddl::in_group()) {
@@ -178,26 +222,63 @@ ddl_result_t init(const ddl::BootstrapOptions &options, const ddl::CommConfig &c
 // them. Enum arguments from C are read as raw integers (ddl::raw_enum_value) and checked as
 // such: C lets a caller pass any int, and loading an out-of-range value as a C++ enum is
 // undefined.
+// The call of an entry point: its fields by name, the rest as default.
+ddl::CollectiveCall data_call(ddl::Collective collective, const void *sendbuf, void *recvbuf,
+                              size_t count, ddl_datatype_t dtype, int root = 0) {
+  ddl::CollectiveCall call;
+  call.collective = collective;
+  call.sendbuf = sendbuf;
+  call.recvbuf = recvbuf;
+  call.count = count;
+  call.dtype = ddl::raw_enum_value(dtype);
+  call.root = root;
+  return call;
+}
 ddl::CollectiveCall allreduce_call(const void *sendbuf, void *recvbuf, size_t count,
                                    ddl_datatype_t dtype, ddl_op_t op) {
-  return {ddl::Collective::kAllreduce, sendbuf, recvbuf, count, ddl::raw_enum_value(dtype),
-          ddl::raw_enum_value(op),     0};
+  ddl::CollectiveCall call = data_call(ddl::Collective::kAllreduce, sendbuf, recvbuf, count, dtype);
+  call.op = ddl::raw_enum_value(op);
+  return call;
 }
 ddl::CollectiveCall broadcast_call(void *buf, size_t count, ddl_datatype_t dtype, int root) {
-  return {ddl::Collective::kBroadcast, buf, buf, count, ddl::raw_enum_value(dtype), DDL_SUM, root};
+  return data_call(ddl::Collective::kBroadcast, buf, buf, count, dtype, root);
 }
 ddl::CollectiveCall allgather_call(const void *sendbuf, void *recvbuf, size_t sendcount,
                                    ddl_datatype_t dtype) {
-  return {ddl::Collective::kAllgather, sendbuf, recvbuf, sendcount,
-          ddl::raw_enum_value(dtype),  DDL_SUM, 0};
+  return data_call(ddl::Collective::kAllgather, sendbuf, recvbuf, sendcount, dtype);
 }
 ddl::CollectiveCall reduce_scatter_call(const void *sendbuf, void *recvbuf, size_t recvcount,
                                         ddl_datatype_t dtype, ddl_op_t op) {
-  return {ddl::Collective::kReduceScatter, sendbuf, recvbuf, recvcount, ddl::raw_enum_value(dtype),
-          ddl::raw_enum_value(op),         0};
+  ddl::CollectiveCall call =
+      data_call(ddl::Collective::kReduceScatter, sendbuf, recvbuf, recvcount, dtype);
+  call.op = ddl::raw_enum_value(op);
+  return call;
 }
 ddl::CollectiveCall barrier_call() {
-  return {ddl::Collective::kBarrier, nullptr, nullptr, 0, DDL_UINT8, DDL_SUM, 0};
+  return data_call(ddl::Collective::kBarrier, nullptr, nullptr, 0, DDL_UINT8);
+}
+ddl::CollectiveCall reduce_call(const void *sendbuf, void *recvbuf, size_t count,
+                                ddl_datatype_t dtype, ddl_op_t op, int root) {
+  ddl::CollectiveCall call =
+      data_call(ddl::Collective::kReduce, sendbuf, recvbuf, count, dtype, root);
+  call.op = ddl::raw_enum_value(op);
+  return call;
+}
+ddl::CollectiveCall p2p_call(ddl::Collective collective, const void *sendbuf, void *recvbuf,
+                             size_t count, ddl_datatype_t dtype, int peer) {
+  ddl::CollectiveCall call = data_call(collective, sendbuf, recvbuf, count, dtype);
+  call.peer = peer;
+  return call;
+}
+CountArrays alltoallv_arrays(const size_t *sendcounts, const size_t *sdispls,
+                             const size_t *recvcounts, const size_t *rdispls) {
+  return {sendcounts, sdispls, recvcounts, rdispls};
+}
+CountArrays gatherv_arrays(const size_t *recvcounts, const size_t *displs) {
+  return {nullptr, nullptr, recvcounts, displs};
+}
+CountArrays scatterv_arrays(const size_t *sendcounts, const size_t *displs) {
+  return {sendcounts, displs, nullptr, nullptr};
 }
 
 }  // namespace
@@ -379,6 +460,118 @@ ddl_result_t ddl_reduce_scatter_stream(const void *sendbuf, void *recvbuf, size_
                                        void *cuda_stream) {
   return start_on_stream(comm, reduce_scatter_call(sendbuf, recvbuf, recvcount, dtype, op),
                          cuda_stream, "ddl_reduce_scatter_stream");
+}
+
+ddl_result_t ddl_alltoall(const void *sendbuf, void *recvbuf, size_t count, ddl_datatype_t dtype,
+                          ddl_comm_t comm) {
+  return run(comm, data_call(ddl::Collective::kAlltoall, sendbuf, recvbuf, count, dtype));
+}
+
+ddl_result_t ddl_alltoallv(const void *sendbuf, const size_t *sendcounts, const size_t *sdispls,
+                           void *recvbuf, const size_t *recvcounts, const size_t *rdispls,
+                           ddl_datatype_t dtype, ddl_comm_t comm) {
+  const CountArrays arrays = alltoallv_arrays(sendcounts, sdispls, recvcounts, rdispls);
+  return run(comm, data_call(ddl::Collective::kAlltoallv, sendbuf, recvbuf, 0, dtype), &arrays);
+}
+
+ddl_result_t ddl_reduce(const void *sendbuf, void *recvbuf, size_t count, ddl_datatype_t dtype,
+                        ddl_op_t op, int root, ddl_comm_t comm) {
+  return run(comm, reduce_call(sendbuf, recvbuf, count, dtype, op, root));
+}
+
+ddl_result_t ddl_gather(const void *sendbuf, void *recvbuf, size_t sendcount, ddl_datatype_t dtype,
+                        int root, ddl_comm_t comm) {
+  return run(comm, data_call(ddl::Collective::kGather, sendbuf, recvbuf, sendcount, dtype, root));
+}
+
+ddl_result_t ddl_gatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
+                         const size_t *recvcounts, const size_t *displs, ddl_datatype_t dtype,
+                         int root, ddl_comm_t comm) {
+  const CountArrays arrays = gatherv_arrays(recvcounts, displs);
+  return run(comm, data_call(ddl::Collective::kGatherv, sendbuf, recvbuf, sendcount, dtype, root),
+             &arrays);
+}
+
+ddl_result_t ddl_scatter(const void *sendbuf, void *recvbuf, size_t recvcount, ddl_datatype_t dtype,
+                         int root, ddl_comm_t comm) {
+  return run(comm, data_call(ddl::Collective::kScatter, sendbuf, recvbuf, recvcount, dtype, root));
+}
+
+ddl_result_t ddl_scatterv(const void *sendbuf, const size_t *sendcounts, const size_t *displs,
+                          void *recvbuf, size_t recvcount, ddl_datatype_t dtype, int root,
+                          ddl_comm_t comm) {
+  const CountArrays arrays = scatterv_arrays(sendcounts, displs);
+  return run(comm, data_call(ddl::Collective::kScatterv, sendbuf, recvbuf, recvcount, dtype, root),
+             &arrays);
+}
+
+ddl_result_t ddl_send(const void *buf, size_t count, ddl_datatype_t dtype, int peer,
+                      ddl_comm_t comm) {
+  return run(comm, p2p_call(ddl::Collective::kSend, buf, nullptr, count, dtype, peer));
+}
+
+ddl_result_t ddl_recv(void *buf, size_t count, ddl_datatype_t dtype, int peer, ddl_comm_t comm) {
+  return run(comm, p2p_call(ddl::Collective::kRecv, nullptr, buf, count, dtype, peer));
+}
+
+ddl_result_t ddl_ialltoall(const void *sendbuf, void *recvbuf, size_t count, ddl_datatype_t dtype,
+                           ddl_comm_t comm, ddl_request_t *request) {
+  return start(comm, data_call(ddl::Collective::kAlltoall, sendbuf, recvbuf, count, dtype), request,
+               "ddl_ialltoall");
+}
+
+ddl_result_t ddl_ialltoallv(const void *sendbuf, const size_t *sendcounts, const size_t *sdispls,
+                            void *recvbuf, const size_t *recvcounts, const size_t *rdispls,
+                            ddl_datatype_t dtype, ddl_comm_t comm, ddl_request_t *request) {
+  const CountArrays arrays = alltoallv_arrays(sendcounts, sdispls, recvcounts, rdispls);
+  return start(comm, data_call(ddl::Collective::kAlltoallv, sendbuf, recvbuf, 0, dtype), request,
+               "ddl_ialltoallv", &arrays);
+}
+
+ddl_result_t ddl_ireduce(const void *sendbuf, void *recvbuf, size_t count, ddl_datatype_t dtype,
+                         ddl_op_t op, int root, ddl_comm_t comm, ddl_request_t *request) {
+  return start(comm, reduce_call(sendbuf, recvbuf, count, dtype, op, root), request, "ddl_ireduce");
+}
+
+ddl_result_t ddl_igather(const void *sendbuf, void *recvbuf, size_t sendcount, ddl_datatype_t dtype,
+                         int root, ddl_comm_t comm, ddl_request_t *request) {
+  return start(comm, data_call(ddl::Collective::kGather, sendbuf, recvbuf, sendcount, dtype, root),
+               request, "ddl_igather");
+}
+
+ddl_result_t ddl_igatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
+                          const size_t *recvcounts, const size_t *displs, ddl_datatype_t dtype,
+                          int root, ddl_comm_t comm, ddl_request_t *request) {
+  const CountArrays arrays = gatherv_arrays(recvcounts, displs);
+  return start(comm, data_call(ddl::Collective::kGatherv, sendbuf, recvbuf, sendcount, dtype, root),
+               request, "ddl_igatherv", &arrays);
+}
+
+ddl_result_t ddl_iscatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                          ddl_datatype_t dtype, int root, ddl_comm_t comm, ddl_request_t *request) {
+  return start(comm, data_call(ddl::Collective::kScatter, sendbuf, recvbuf, recvcount, dtype, root),
+               request, "ddl_iscatter");
+}
+
+ddl_result_t ddl_iscatterv(const void *sendbuf, const size_t *sendcounts, const size_t *displs,
+                           void *recvbuf, size_t recvcount, ddl_datatype_t dtype, int root,
+                           ddl_comm_t comm, ddl_request_t *request) {
+  const CountArrays arrays = scatterv_arrays(sendcounts, displs);
+  return start(comm,
+               data_call(ddl::Collective::kScatterv, sendbuf, recvbuf, recvcount, dtype, root),
+               request, "ddl_iscatterv", &arrays);
+}
+
+ddl_result_t ddl_isend(const void *buf, size_t count, ddl_datatype_t dtype, int peer,
+                       ddl_comm_t comm, ddl_request_t *request) {
+  return start(comm, p2p_call(ddl::Collective::kSend, buf, nullptr, count, dtype, peer), request,
+               "ddl_isend");
+}
+
+ddl_result_t ddl_irecv(void *buf, size_t count, ddl_datatype_t dtype, int peer, ddl_comm_t comm,
+                       ddl_request_t *request) {
+  return start(comm, p2p_call(ddl::Collective::kRecv, nullptr, buf, count, dtype, peer), request,
+               "ddl_irecv");
 }
 
 ddl_result_t ddl_test(ddl_request_t request, int *done) {

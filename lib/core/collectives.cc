@@ -8,9 +8,11 @@
 #include "lib/common/datatype.h"
 #include "lib/common/log.h"
 #include "lib/common/process_liveness.h"
+#include "lib/core/call_checks.h"
 #include "lib/core/direct_allreduce.h"
 #include "lib/core/flat_collectives.h"
 #include "lib/core/peer_buffers.h"
+#include "lib/core/point_to_point.h"
 #include "lib/core/progress.h"
 #include "lib/device/staging.h"
 
@@ -21,66 +23,31 @@ namespace {
 // handful of shapes).
 constexpr size_t kMaxCachedPlans = 256;
 
-bool overlaps(const void *a, size_t a_bytes, const void *b, size_t b_bytes) {
-  const uintptr_t x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
-  return a_bytes && b_bytes && x < y + b_bytes && y < x + a_bytes;
+// The collectives lib/device stages through host memory (and runs over CUDA IPC).
+bool staged_on_device(Collective c) {
+  return c == Collective::kAllreduce || c == Collective::kBroadcast ||
+         c == Collective::kAllgather || c == Collective::kReduceScatter ||
+         c == Collective::kBarrier;
 }
 
-// Checks pointers, enums and sizes; decides in-place. Nothing is touched on failure.
-Status check_call(const ddl_comm *comm, const CollectiveCall &call, bool *in_place) {
-  const bool reducing =
-      call.collective == Collective::kAllreduce || call.collective == Collective::kReduceScatter;
-  if (!valid_datatype(call.dtype))
-    return invalid_argument("datatype %d is not a ddl_datatype_t (0..%d)", call.dtype,
-                            DDL_DATATYPE_COUNT - 1);
-  if (reducing && !valid_op(call.op))
-    return invalid_argument("op %d is not a ddl_op_t (0..%d)", call.op, DDL_OP_COUNT - 1);
-  if (call.collective == Collective::kBroadcast && (call.root < 0 || call.root >= comm->nranks))
-    return invalid_argument("root %d is not a rank of this communicator (0..%d)", call.root,
-                            comm->nranks - 1);
-  const size_t elem = datatype_size(call.dtype);
-  const size_t n = static_cast<size_t>(comm->nranks);
-  const bool per_rank =
-      call.collective == Collective::kAllgather || call.collective == Collective::kReduceScatter;
-  if (call.count > SIZE_MAX / elem / (per_rank ? n : 1))
-    return invalid_argument("count %zu of %s overflows the address space", call.count,
-                            datatype_name(call.dtype));
-  const size_t bytes = call.count * elem;
-  size_t send_bytes = bytes, recv_bytes = bytes;
-  if (call.collective == Collective::kAllgather) recv_bytes = bytes * n;
-  if (call.collective == Collective::kReduceScatter) send_bytes = bytes * n;
-  *in_place = true;
-  if (call.collective == Collective::kBroadcast || call.collective == Collective::kBarrier)
-    return call.count > 0 && !call.recvbuf
-               ? invalid_argument("buffer is NULL with count %zu", call.count)
-               : Status::Ok();
-  if (call.count == 0) return Status::Ok();
-  if (!call.sendbuf) return invalid_argument("sendbuf is NULL with count %zu", call.count);
-  if (!call.recvbuf) return invalid_argument("recvbuf is NULL with count %zu", call.count);
-  const char *send = static_cast<const char *>(call.sendbuf);
-  const char *recv = static_cast<const char *>(call.recvbuf);
-  const size_t mine = bytes * static_cast<size_t>(comm->rank);
-  switch (call.collective) {
-    case Collective::kAllgather:
-      *in_place = send == recv + mine;
-      break;
-    case Collective::kReduceScatter:
-      *in_place = recv == send + mine;
-      break;
-    default:
-      *in_place = send == recv;
-      break;
-  }
-  if (!*in_place && overlaps(send, send_bytes, recv, recv_bytes))
-    return invalid_argument(
-        "sendbuf and recvbuf overlap without being the in-place layout (sendbuf %p, %zu B; "
-        "recvbuf %p, %zu B)",
-        call.sendbuf, send_bytes, call.recvbuf, recv_bytes);
-  return Status::Ok();
+// Logged once per shape (plans are cached), so info level costs nothing in a training loop.
+void log_plan(const CollectiveCall &call, const Plan &plan, const std::string &why) {
+  DDL_INFO("%s of %zu B: %s; %zu steps%s", collective_name(call.collective), call_bytes(call),
+           why.c_str(), plan.schedule.steps.size(),
+           plan.schedule.peer_memory ? ", single copy between the ranks of a host" : "");
 }
 
 Status find_plan(ddl_comm *comm, const CollectiveCall &call, bool in_place, const Plan **plan) {
   const size_t elem = datatype_size(call.dtype);
+  std::string why;
+  if (per_peer_counts(call.collective)) {
+    // Counts change from call to call (MoE's token routing): built each time, not cached.
+    DDL_RETURN_IF_ERROR(
+        make_comm_plan(comm, args_of(comm, call, in_place), 0, &comm->counts_plan, &why));
+    if (log_level() >= LogLevel::kDebug) log_plan(call, *comm->counts_plan, why);
+    *plan = comm->counts_plan.get();
+    return Status::Ok();
+  }
   const ddl_comm::PlanKey key{static_cast<int>(call.collective), call.count, call.root, in_place,
                               elem};
   // Training loops repeat one call: the last plan is checked before the map.
@@ -94,26 +61,9 @@ Status find_plan(ddl_comm *comm, const CollectiveCall &call, bool in_place, cons
     comm->last_plan_key = key;
     return Status::Ok();
   }
-  CollectiveArgs args;
-  args.collective = call.collective;
-  args.nranks = comm->nranks;
-  args.rank = comm->rank;
-  args.count = call.count;
-  args.root = call.root;
-  args.in_place = in_place;
-  args.chunk_elems = comm->config.chunk_bytes / elem;
-  args.elem_size = elem;
-  args.algorithm = comm->config.algorithm;
-  args.tiers = comm->algorithm_tiers;
-  args.hosts = comm->hosts;
-  args.peer_memory = comm->single_copy_tier;
   std::unique_ptr<Plan> made;
-  std::string why;
-  DDL_RETURN_IF_ERROR(make_comm_plan(comm, args, 0, &made, &why));
-  // Once per shape (plans are cached), so info level costs nothing in a training loop.
-  DDL_INFO("%s of %zu B: %s; %zu steps%s", collective_name(call.collective), call.count * elem,
-           why.c_str(), made->schedule.steps.size(),
-           made->schedule.peer_memory ? ", single copy between the ranks of a host" : "");
+  DDL_RETURN_IF_ERROR(make_comm_plan(comm, args_of(comm, call, in_place), 0, &made, &why));
+  log_plan(call, *made, why);
   if (comm->plans.size() >= kMaxCachedPlans) comm->plans.clear();
   *plan = comm->last_plan = made.get();
   comm->last_plan_key = key;
@@ -142,6 +92,25 @@ const Plan &empty_plan() {
 
 }  // namespace
 
+CollectiveArgs args_of(const ddl_comm *comm, const CollectiveCall &call, bool in_place) {
+  const size_t elem = datatype_size(call.dtype);
+  CollectiveArgs args;
+  args.collective = call.collective;
+  args.nranks = comm->nranks;
+  args.rank = comm->rank;
+  args.count = call.count;
+  args.root = call.root;
+  args.in_place = in_place;
+  args.chunk_elems = comm->config.chunk_bytes / elem;
+  args.elem_size = elem;
+  args.algorithm = comm->config.algorithm;
+  args.tiers = comm->algorithm_tiers;
+  args.hosts = comm->hosts;
+  args.peer_memory = comm->single_copy_tier;
+  args.layout = call.layout;
+  return args;
+}
+
 Status make_comm_plan(const ddl_comm *comm, const CollectiveArgs &args, uint32_t tag_offset,
                       std::unique_ptr<Plan> *out, std::string *why) {
   Schedule schedule;
@@ -158,7 +127,9 @@ Status make_comm_plan(const ddl_comm *comm, const CollectiveArgs &args, uint32_t
   out->reset(new Plan());
   Plan *made = out->get();
   make_plan(std::move(schedule), made);
-  if (comm->nranks > 1) {
+  // A signature shares a message with the data the previous rank sends at once, which this
+  // rank knows by building that rank's schedule; with per-peer counts it cannot.
+  if (comm->nranks > 1 && !per_peer_counts(args.collective)) {
     made->to_right_at_once =
         sent_at_once_to(made->schedule, ring_index(comm->rank + 1, comm->nranks));
     // The previous rank's schedule for the same call (schedules are deterministic): what
@@ -198,8 +169,9 @@ CallSignature signature_of(const CollectiveCall &call, uint32_t seq) {
   // uses, so that error messages do not show a truncated value as a valid one.
   signature.dtype = static_cast<uint8_t>(valid_datatype(call.dtype) ? call.dtype : 0xff);
   signature.op = static_cast<uint8_t>(valid_op(call.op) ? call.op : 0xff);
-  signature.root = call.root;
-  signature.count = call.count;
+  signature.root = has_root(call.collective) ? call.root : 0;
+  // The v forms' counts differ by rank: their sizes are checked by each message's size.
+  signature.count = per_peer_counts(call.collective) ? 0 : call.count;
   return signature;
 }
 
@@ -208,6 +180,9 @@ Status check_collective(const ddl_comm *comm, const CollectiveCall &call) {
   Status s = check_call(comm, call, &in_place);
   device::PointerInfo where;
   if (s.ok()) s = device::classify_call(call, &where);  // host and device mixed
+  if (s.ok() && where.kind == device::MemoryKind::kDevice && !staged_on_device(call.collective))
+    s = unsupported("device buffers are not supported by %s yet: pass host memory",
+                    collective_name(call.collective));
   if (!s.ok()) s.prefix(strprintf("rank %d: %s: ", comm->rank, collective_name(call.collective)));
   return s;
 }
@@ -224,9 +199,14 @@ Status run_collective(ddl_comm *comm, const CollectiveCall &call) {
     Status s = device::classify_call(call, &where);
     if (!s.ok())
       return s.prefix(describe_call(comm, call, static_cast<uint32_t>(comm->calls)) + ": ");
+    if (where.kind == device::MemoryKind::kDevice && !staged_on_device(call.collective))
+      return unsupported(
+          "rank %d: %s: device buffers are not supported by %s yet: pass host memory", comm->rank,
+          collective_name(call.collective), collective_name(call.collective));
     if (where.kind == device::MemoryKind::kDevice)
       return device::run_device_collective(comm, call, where, /*from_stream=*/false);
   }
+  if (is_point_to_point(call.collective)) return run_point_to_point(comm, {call});
   return run_host_collective(comm, call);
 }
 
@@ -245,7 +225,9 @@ Status run_host_collective(ddl_comm *comm, const CollectiveCall &call, CallRunne
     return invalid_usage("%sthe communicator was aborted; destroy it", context().c_str());
   // Every rank counts every call, including empty ones, to stay in step.
   const uint64_t call_number = ++comm->calls;
-  const bool empty = call.count == 0 && call.collective != Collective::kBarrier;
+  // A v form's count is this rank's own (or none): its peers may still have data for it.
+  const bool empty = call.count == 0 && call.collective != Collective::kBarrier &&
+                     !per_peer_counts(call.collective);
   if (empty && comm->nranks == 1) return Status::Ok();
 
   const bool direct = !runner && direct_collective_applies(comm, call);

@@ -2,6 +2,8 @@
 // messages that name the rank, the collective, its sequence number and the cause.
 #pragma once
 
+#include <memory>
+
 #include "lib/algorithms/schedule.h"
 #include "lib/core/comm.h"
 #include "lib/exec/executor.h"
@@ -21,7 +23,11 @@ struct CollectiveCall {
   // ddl_op_t only once checked, as an out-of-range enum value is undefined behaviour in C++.
   int dtype = DDL_FLOAT32;
   int op = DDL_SUM;
-  int root = 0;
+  int root = 0;   // rooted collectives
+  int peer = -1;  // send, recv
+  // The v forms: this rank's counts and displacements, copied from the caller's arrays at the
+  // call (null for the other calls).
+  std::shared_ptr<const BlockLayout> layout;
   // A stream-ordered call (ddl_*_stream): what orders it on the caller's CUDA stream.
   device::StreamCall *stream = nullptr;
 };
@@ -40,6 +46,9 @@ class CallRunner {
 
 // Bytes of call.count elements of its datatype (a checked one).
 size_t call_bytes(const CollectiveCall &call);
+
+// The CollectiveArgs that build a plan for a checked call on comm.
+CollectiveArgs args_of(const ddl_comm *comm, const CollectiveCall &call, bool in_place);
 
 // Validates and runs one collective on comm (a live communicator owned by this thread):
 // host buffers as they are, device buffers and stream calls through lib/device/staging.h.

@@ -88,6 +88,12 @@ struct ddl_comm {
   const ddl::Plan *last_plan = nullptr;  // the plan of the last call, and its key
   PlanKey last_plan_key;
   std::vector<unsigned char> scratch;
+  // The plan of the last call with per-peer counts (the v forms): built for each call, as
+  // their counts change from call to call.
+  std::unique_ptr<ddl::Plan> counts_plan;
+  // Point-to-point messages sent to and received from each rank so far: the k-th message of
+  // a pair carries k in its tag (lib/core/point_to_point.h).
+  std::vector<uint32_t> pairs_sent, pairs_received;
 
   // Failure notices: a standing receive from any rank, and what this rank sends when it
   // finds the job broken itself (mismatched calls, a dead rank).

@@ -20,26 +20,38 @@ constexpr size_t kFlatReadBudget = 16 << 10;
 // How often (in idle polls) the deadline, notices, stamps and the peer's life are looked at.
 constexpr int kCheckEvery = 256;
 
-// What a rank reads from its peers' slots for this call, in all.
+// What the rank that reads the most (the root of a gather or reduce) reads from its peers'
+// slots for this call, in all.
 size_t bytes_read(const ddl_comm *comm, const CollectiveCall &call) {
   const size_t bytes = call.count * datatype_size(static_cast<ddl_datatype_t>(call.dtype));
-  return call.collective == Collective::kBroadcast ? bytes
-                                                   : bytes * static_cast<size_t>(comm->nranks - 1);
+  return call.collective == Collective::kBroadcast || call.collective == Collective::kScatter
+             ? bytes
+             : bytes * static_cast<size_t>(comm->nranks - 1);
 }
 
 // What `rank` publishes in its slot for this call.
 size_t bytes_published(const ddl_comm *comm, const CollectiveCall &call, int rank) {
   const size_t bytes = call.count * datatype_size(static_cast<ddl_datatype_t>(call.dtype));
+  const size_t all = bytes * static_cast<size_t>(comm->nranks);
   switch (call.collective) {
     case Collective::kReduceScatter:
-      return bytes * static_cast<size_t>(comm->nranks);
+    case Collective::kAlltoall:
+      return all;
     case Collective::kBroadcast:
       return rank == call.root ? bytes : 0;
+    case Collective::kScatter:
+      return rank == call.root ? all : 0;
     case Collective::kBarrier:
       return 0;
     default:
       return bytes;
   }
+}
+
+// The collectives the slots serve: each rank's share of the data has one size (the v forms'
+// counts are known only to their ranks, and point to point is not collective).
+bool slotted(Collective c) {
+  return !per_peer_counts(c) && !is_point_to_point(c);
 }
 
 bool forced_flat(const ddl_comm *comm, const CollectiveCall &call) {
@@ -111,14 +123,16 @@ void combine_in_rank_order(const ddl_comm *comm, const ExecArgs &exec, const Fla
 }  // namespace
 
 bool flat_collective_applies(const ddl_comm *comm, const CollectiveCall &call) {
-  if (!comm->flat) return false;
+  if (!comm->flat || !slotted(call.collective)) return false;
   if (call.collective == Collective::kBarrier) return true;
   if (call.count == 0) return false;  // the executor checks empty calls' signatures
   const std::string &forced = comm->config.algorithm;
   if (call.collective == Collective::kAllreduce && !forced.empty() && forced != "flat")
     return false;
   // The root publishes the most, and every rank decides alike.
-  const int biggest = call.collective == Collective::kBroadcast ? call.root : comm->rank;
+  const bool root_publishes =
+      call.collective == Collective::kBroadcast || call.collective == Collective::kScatter;
+  const int biggest = root_publishes ? call.root : comm->rank;
   if (bytes_published(comm, call, biggest) > FlatSlots::kCapacity) return false;
   return forced_flat(comm, call) || comm->oversubscribed ||
          bytes_read(comm, call) <= kFlatReadBudget;
@@ -182,9 +196,25 @@ Status run_flat_collective(ddl_comm *comm, const CollectiveCall &call, const Exe
                                 bytes_published(comm, call, comm->rank), found_failure));
   const size_t bytes = call.count * datatype_size(exec.dtype);
   char *output = static_cast<char *>(exec.output);
+  const bool root = comm->rank == call.root;
   switch (call.collective) {
     case Collective::kAllreduce:
       combine_in_rank_order(comm, exec, slots, call_number, 0, call.count);
+      break;
+    case Collective::kReduce:
+      if (root) combine_in_rank_order(comm, exec, slots, call_number, 0, call.count);
+      break;
+    case Collective::kAlltoall:
+      // Own block included, from the slot: in place, the output is the input.
+      for (int r = 0; r < comm->nranks; ++r)
+        std::memcpy(output + bytes * r, slots.data(r, call_number) + bytes * comm->rank, bytes);
+      break;
+    case Collective::kGather:
+      for (int r = 0; root && r < comm->nranks; ++r)
+        std::memcpy(output + bytes * r, slots.data(r, call_number), bytes);
+      break;
+    case Collective::kScatter:
+      std::memcpy(output, slots.data(call.root, call_number) + bytes * comm->rank, bytes);
       break;
     case Collective::kReduceScatter:
       combine_in_rank_order(comm, exec, slots, call_number, bytes * comm->rank, call.count);
@@ -197,7 +227,7 @@ Status run_flat_collective(ddl_comm *comm, const CollectiveCall &call, const Exe
     case Collective::kBroadcast:
       if (comm->rank != call.root) std::memcpy(output, slots.data(call.root, call_number), bytes);
       break;
-    case Collective::kBarrier:
+    default:  // the barrier; the others are not slotted
       break;
   }
   slots.finish(call_number);

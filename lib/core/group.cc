@@ -88,6 +88,29 @@ Status group_end() {
     if (!drained.ok()) return drained;
   }
   std::vector<bool> issued(calls.size(), false);
+  auto issue = [&](ddl_comm *comm, Job job) {
+    if (run_inline) {
+      const Status s = run_job(comm, job, &t_fusion_buffer);
+      for (const auto &request : job.requests) request->finish(s);
+    } else {
+      progress_of(comm).submit(std::move(job));
+    }
+  };
+  // Each communicator's sends and receives go first, as one batch: all posted at once, so
+  // that they never wait for each other, and in the same place on every rank whatever order
+  // the ranks recorded them in among their collectives (NCCL's grouped send/recv).
+  for (size_t i = 0; i < calls.size(); ++i) {
+    if (issued[i] || !is_point_to_point(calls[i].call.collective) || !comm_is_live(calls[i].comm))
+      continue;
+    Job batch;
+    for (size_t j = i; j < calls.size(); ++j) {
+      if (calls[j].comm != calls[i].comm || !is_point_to_point(calls[j].call.collective)) continue;
+      batch.calls.push_back(calls[j].call);
+      batch.requests.push_back(calls[j].request);
+      issued[j] = true;
+    }
+    issue(calls[i].comm, std::move(batch));
+  }
   for (size_t i = 0; i < calls.size(); ++i) {
     if (issued[i]) continue;
     Job job;
@@ -112,12 +135,7 @@ Status group_end() {
       issued[i] = true;
       continue;
     }
-    if (run_inline) {
-      const Status s = run_job(calls[i].comm, job, &t_fusion_buffer);
-      for (const auto &request : job.requests) request->finish(s);
-    } else {
-      progress_of(calls[i].comm).submit(std::move(job));
-    }
+    issue(calls[i].comm, std::move(job));
   }
   Status first;
   for (const Recorded &r : calls) {

@@ -5,6 +5,7 @@
 
 #include "lib/common/datatype.h"
 #include "lib/common/log.h"
+#include "lib/core/point_to_point.h"
 
 namespace ddl {
 namespace {
@@ -100,23 +101,39 @@ void ProgressQueue::loop() {
   t_progress_thread = true;
   for (;;) {
     Job job;
+    size_t merged = 1;  // jobs of the queue this one stands for
     {
       std::unique_lock<std::mutex> lock(mu_);
       wake_.wait(lock, [this] { return stop_ || !jobs_.empty(); });
       if (jobs_.empty()) return;  // stopping, and everything queued has run
       job = std::move(jobs_.front());
       jobs_.pop_front();
+      // Sends and receives queued back to back run as one batch: an exchange's isend and
+      // irecv must be in flight together, or each rank's send could wait for the other's
+      // receive (point_to_point.h).
+      while (is_point_to_point_job(job) && !jobs_.empty() && is_point_to_point_job(jobs_.front())) {
+        Job &next = jobs_.front();
+        job.calls.insert(job.calls.end(), next.calls.begin(), next.calls.end());
+        job.requests.insert(job.requests.end(), next.requests.begin(), next.requests.end());
+        ++merged;
+        jobs_.pop_front();
+      }
     }
     const Status s = run_job(comm_, job, &fusion_buffer_);
     // Logged here, once: ddl_test and ddl_wait only hand the words to their caller.
     if (!s.ok()) DDL_LOG(LogLevel::kError, "%s", s.message().c_str());
     for (const auto &request : job.requests) request->finish(s);
-    outstanding_.fetch_sub(1, std::memory_order_acq_rel);
+    outstanding_.fetch_sub(merged, std::memory_order_acq_rel);
   }
+}
+
+bool is_point_to_point_job(const Job &job) {
+  return !job.calls.empty() && is_point_to_point(job.calls[0].collective);
 }
 
 Status run_job(ddl_comm *comm, Job &job, std::vector<unsigned char> *fusion_buffer) {
   if (job.calls.size() == 1) return run_collective(comm, job.calls[0]);
+  if (is_point_to_point_job(job)) return run_point_to_point(comm, job.calls);
   // Fused allreduces (same datatype and op, checked by the group): one call over the
   // concatenation of their inputs, then each output gets its part back.
   const CollectiveCall &first = job.calls[0];

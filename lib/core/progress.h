@@ -52,8 +52,9 @@ class RequestState {
   const size_t count_;
 };
 
-// One unit of the queue: a collective, or several allreduces fused into one buffer (a group,
-// see group.h), and the requests that finish with it (one per call).
+// One unit of the queue: a collective, several allreduces fused into one buffer (a group, see
+// group.h), or a batch of sends and receives, and the requests that finish with it (one per
+// call).
 struct Job {
   std::vector<CollectiveCall> calls;
   std::vector<std::shared_ptr<RequestState>> requests;
@@ -94,8 +95,12 @@ constexpr int kProgressThreadSpins = 20;
 // Whether the calling thread is a communicator's progress thread.
 bool on_progress_thread();
 
+// Whether a job is sends and receives (a batch of them, or one).
+bool is_point_to_point_job(const Job &job);
+
 // Runs one job on comm (on the progress thread, or inline): a single collective as it is, a
-// fused one packed into one buffer, allreduced, and unpacked.
+// batch of sends and receives all at once, a fused one packed into one buffer, allreduced,
+// and unpacked.
 Status run_job(ddl_comm *comm, Job &job, std::vector<unsigned char> *fusion_buffer);
 
 }  // namespace ddl

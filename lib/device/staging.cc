@@ -242,8 +242,12 @@ Status classify_call(const CollectiveCall &call, PointerInfo *where) {
     *where = pointer_info(*cu, call.recvbuf);
     return Status::Ok();
   }
-  const PointerInfo send = pointer_info(*cu, call.sendbuf);
-  const PointerInfo recv = pointer_info(*cu, call.recvbuf);
+  // A buffer the rank does not use (NULL: a send's recvbuf, a gather's off the root) takes
+  // the kind of the other.
+  const void *send_ptr = call.sendbuf ? call.sendbuf : call.recvbuf;
+  const void *recv_ptr = call.recvbuf ? call.recvbuf : call.sendbuf;
+  const PointerInfo send = pointer_info(*cu, send_ptr);
+  const PointerInfo recv = pointer_info(*cu, recv_ptr);
   auto kind = [](const PointerInfo &p) {
     return p.kind == MemoryKind::kDevice ? "device" : "host";
   };

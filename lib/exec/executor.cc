@@ -313,10 +313,14 @@ Status Executor::finish(const Plan &plan, uint32_t index, const ExecArgs &args,
   // Nothing that came from a rank making another call may be used or passed on: the stamps
   // of what arrived are checked before a receive counts as done.
   if (step.kind != StepKind::kSend && stamped_) DDL_RETURN_IF_ERROR(check_stamps(args, transport));
-  if (step.kind != StepKind::kSend && req.received != step.count * elem)
-    return remote_error("%s: rank %d sent %zu B instead of %zu B (mismatched collective calls?)",
-                        describe(step, index, elem).c_str(), step.peer, req.received,
-                        step.count * elem);
+  if (step.kind != StepKind::kSend && req.received != step.count * elem) {
+    // The ranks disagree about the call (counts of a v form, most often): everyone must hear.
+    found_failure_ = true;
+    return invalid_usage(
+        "%s: rank %d sent %zu B instead of %zu B (counts that disagree between the ranks, or "
+        "mismatched collective calls)",
+        describe(step, index, elem).c_str(), step.peer, req.received, step.count * elem);
+  }
   if (step.kind == StepKind::kRecvReduce && !fused_[index]) apply_reduce(step, args);
   complete(plan, index);
   return Status::Ok();

@@ -9,9 +9,14 @@
 namespace ddl {
 namespace {
 
+// Raw bytes from a peer: a value beyond the enum is no collective at all.
 bool reduces(uint8_t collective) {
-  return collective == static_cast<uint8_t>(Collective::kAllreduce) ||
-         collective == static_cast<uint8_t>(Collective::kReduceScatter);
+  return collective <= static_cast<uint8_t>(Collective::kRecv) &&
+         ddl::reduces(static_cast<Collective>(collective));
+}
+bool has_root(uint8_t collective) {
+  return collective <= static_cast<uint8_t>(Collective::kRecv) &&
+         ddl::has_root(static_cast<Collective>(collective));
 }
 
 // The call a stamp stands for, for error messages (seq is not in it).
@@ -35,16 +40,14 @@ std::string describe_signature(const CallSignature &s) {
   // Raw integers: a peer's signature may carry any byte (datatype_name says "invalid").
   const int dtype = s.dtype;
   const unsigned long long count = s.count;
-  switch (c) {
-    case Collective::kBarrier:
-      return what;
-    case Collective::kBroadcast:
-      return what + strprintf(" (count %llu, %s, root %d)", count, datatype_name(dtype), s.root);
-    case Collective::kAllgather:
-      return what + strprintf(" (count %llu, %s)", count, datatype_name(dtype));
-    default:
-      return what + strprintf(" (count %llu, %s, %s)", count, datatype_name(dtype), op_name(s.op));
-  }
+  if (c == Collective::kBarrier) return what;
+  // The v forms' counts differ by rank and are not compared: the signature carries none.
+  std::string fields = s.collective <= static_cast<uint8_t>(Collective::kRecv) && per_peer_counts(c)
+                           ? std::string(datatype_name(dtype))
+                           : strprintf("count %llu, %s", count, datatype_name(dtype));
+  if (reduces(s.collective)) fields += strprintf(", %s", op_name(s.op));
+  if (has_root(s.collective)) fields += strprintf(", root %d", s.root);
+  return what + " (" + fields + ")";
 }
 
 std::string notice_text(const FailureNotice &notice, size_t received) {
@@ -62,21 +65,20 @@ bool same_call(const CallSignature &a, const CallSignature &b) {
   if (a.collective == static_cast<uint8_t>(Collective::kBarrier)) return true;
   if (a.count != b.count || a.dtype != b.dtype) return false;
   if (reduces(a.collective) && a.op != b.op) return false;
-  if (a.collective == static_cast<uint8_t>(Collective::kBroadcast) && a.root != b.root)
-    return false;
+  if (has_root(a.collective) && a.root != b.root) return false;
   return true;
 }
 
 CallStamp stamp_of(const CallSignature &signature) {
   const bool barrier = signature.collective == static_cast<uint8_t>(Collective::kBarrier);
-  const bool broadcast = signature.collective == static_cast<uint8_t>(Collective::kBroadcast);
+  const bool rooted = has_root(signature.collective);
   // The fields same_call ignores are zeroed, so that equal calls give equal bytes.
   CallStamp stamp;
   stamp.bytes[0] = signature.collective;
   stamp.bytes[1] = barrier ? 0 : signature.dtype;
   stamp.bytes[2] = reduces(signature.collective) ? signature.op : 0;
   stamp.bytes[3] = 1;  // a stamp is present
-  const int32_t root = broadcast ? signature.root : 0;
+  const int32_t root = rooted ? signature.root : 0;
   const uint64_t count = barrier ? 0 : signature.count;
   std::memcpy(stamp.bytes + 4, &root, sizeof root);
   std::memcpy(stamp.bytes + 8, &count, sizeof count);

@@ -233,7 +233,7 @@ Status ShmTransport::post_send(int peer, uint32_t seq, uint32_t tag, const void 
   op->src = static_cast<const char *>(buf);
   op->bytes = bytes;
   op->peer = peer;
-  if (seq == call_seq_) op->call = call_;
+  if (seq == call_seq_ && stamped_tag(tag)) op->call = call_;
   req->done = false;
   req->status = Status::Ok();
   req->received = 0;
@@ -357,7 +357,7 @@ bool ShmTransport::drain(Inbound &in) {
 
 bool ShmTransport::start_message(Inbound &in, const Cell *cell) {
   const int peer = static_cast<int>(&in - inbound_.data());
-  if (cell->seq == call_seq_) compare_stamp(peer, cell->seq, cell->call);
+  if (cell->seq == call_seq_ && stamped_tag(cell->tag)) compare_stamp(peer, cell->seq, cell->call);
   in.remaining = cell->total;
   in.offset = 0;
   for (size_t i = 0; i < in.posted.size(); ++i) {
@@ -465,7 +465,7 @@ void ShmTransport::begin_call(uint32_t seq, const CallStamp &stamp) {
   // Messages of this call that arrived early were not compared yet.
   for (int peer : local_peers_)
     for (const std::unique_ptr<Early> &early : inbound_[peer].early_messages)
-      if (early->seq == seq) compare_stamp(peer, seq, early->call);
+      if (early->seq == seq && stamped_tag(early->tag)) compare_stamp(peer, seq, early->call);
 }
 
 void ShmTransport::compare_stamp(int peer, uint32_t seq, const CallStamp &theirs) {

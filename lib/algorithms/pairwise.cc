@@ -1,0 +1,38 @@
+#include "lib/algorithms/pairwise.h"
+
+namespace ddl {
+
+void build_pairwise_alltoall(const CollectiveArgs &args, Schedule *schedule) {
+  const std::shared_ptr<const BlockLayout> layout = layout_of(args);
+  const int n = args.nranks, r = args.rank;
+  // In place the data to send is where it will be received (MPI_IN_PLACE).
+  const std::vector<size_t> &send_counts =
+      args.in_place ? layout->recv_counts : layout->send_counts;
+  const std::vector<size_t> &send_displs =
+      args.in_place ? layout->recv_displs : layout->send_displs;
+  const size_t out_extent = BlockLayout::extent(layout->recv_counts, layout->recv_displs);
+  schedule->algorithm = "pairwise";
+  schedule->input_count =
+      args.in_place ? out_extent : BlockLayout::extent(send_counts, send_displs);
+  schedule->output_count = out_extent;
+  schedule->in_place = args.in_place;
+  std::vector<uint32_t> after_copy;
+  Range (*source)(size_t) = input_at;
+  if (args.in_place && n > 1 && out_extent > 0) {
+    schedule->scratch_count = out_extent;
+    after_copy = {add_step(schedule, copy_step(input_at(0), scratch_at(0), out_extent, {}))};
+    source = scratch_at;
+  }
+  const std::vector<size_t> &recv_counts = layout->recv_counts;
+  auto send_at = [&](int j) { return BlockLayout::at(send_counts, send_displs, j); };
+  auto recv_at = [&](int j) { return BlockLayout::at(recv_counts, layout->recv_displs, j); };
+  if (!args.in_place && recv_counts[r] > 0)
+    add_step(schedule, copy_step(input_at(send_at(r)), output_at(recv_at(r)), recv_counts[r], {}));
+  for (int k = 1; k < n; ++k) {
+    const int to = ring_index(r + k, n), from = ring_index(r - k, n);
+    add_step(schedule, send_step(to, 0, source(send_at(to)), send_counts[to], after_copy));
+    add_step(schedule, recv_step(from, 0, output_at(recv_at(from)), recv_counts[from], after_copy));
+  }
+}
+
+}  // namespace ddl

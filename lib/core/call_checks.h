@@ -1,0 +1,21 @@
+// The argument checks of every call (collective or point to point), before anything is sent:
+// pointers, enum values, ranks, counts and the layouts of the v forms. A failed check touches
+// nothing and names the argument; the caller prefixes the rank and the call.
+#pragma once
+
+#include "lib/core/collectives.h"
+
+namespace ddl {
+
+// Checks call on comm and decides whether it runs in place (*in_place; only meaningful on a
+// successful check).
+Status check_call(const ddl_comm *comm, const CollectiveCall &call, bool *in_place);
+
+// The send and receive extents of call's buffers, in bytes (0 where the rank does not use
+// that buffer), for a call that passed check_call.
+struct CallExtents {
+  size_t send = 0, recv = 0;
+};
+CallExtents call_extents(const ddl_comm *comm, const CollectiveCall &call, bool in_place);
+
+}  // namespace ddl

@@ -1,0 +1,210 @@
+// The verifier runs the schedules of alltoall(v), reduce, gather(v) and scatter(v) for 1..1024
+// ranks: every element delivered exactly once to the right place, uneven and zero counts,
+// every root, in place and not; mutated layouts prove that it catches mistakes.
+#include <criterion/criterion.h>
+
+#include <random>
+
+#include "lib/algorithms/registry.h"
+#include "lib/algorithms/verifier.h"
+
+using namespace ddl;
+
+namespace {
+
+CollectiveArgs make_args(Collective c, int nranks, int rank, size_t count) {
+  CollectiveArgs a;
+  a.collective = c;
+  a.nranks = nranks;
+  a.rank = rank;
+  a.count = count;
+  return a;
+}
+
+void check(const std::vector<CollectiveArgs> &all, const char *what) {
+  const CollectiveArgs &a = all[0];
+  Status s = verify_collective(all);
+  cr_assert(s.ok(), "%s %s n=%d count=%zu root=%d in_place=%d algo=%s: %s", what,
+            collective_name(a.collective), a.nranks, a.count, a.root, a.in_place,
+            a.algorithm.c_str(), s.message().c_str());
+}
+
+// Every rank's args of a collective with one count (layouts made by the builders).
+std::vector<CollectiveArgs> uniform(Collective c, int n, size_t count, int root, bool in_place,
+                                    size_t chunk = 0, const std::string &algorithm = "") {
+  std::vector<CollectiveArgs> all;
+  for (int r = 0; r < n; ++r) {
+    CollectiveArgs a = make_args(c, n, r, count);
+    a.root = root;
+    // Only the root of a rooted call has an in-place layout.
+    a.in_place = in_place && (c == Collective::kAlltoall || r == root);
+    a.chunk_elems = chunk;
+    a.algorithm = algorithm;
+    all.push_back(a);
+  }
+  return all;
+}
+
+// counts[i][j]: what rank i sends to rank j; blocks packed in rank order with a gap of
+// `gap` elements between them, so that displacements are not the running sums.
+std::vector<CollectiveArgs> alltoallv(const std::vector<std::vector<size_t>> &counts, size_t gap,
+                                      bool in_place) {
+  const int n = static_cast<int>(counts.size());
+  std::vector<CollectiveArgs> all;
+  for (int r = 0; r < n; ++r) {
+    auto layout = std::make_shared<BlockLayout>();
+    size_t send_at = gap, recv_at = 0;
+    for (int j = 0; j < n; ++j) {
+      layout->send_counts.push_back(counts[r][j]);
+      layout->send_displs.push_back(send_at);
+      send_at += counts[r][j] + gap;
+      layout->recv_counts.push_back(counts[j][r]);
+      layout->recv_displs.push_back(recv_at);
+      recv_at += counts[j][r] + gap;
+    }
+    CollectiveArgs a = make_args(Collective::kAlltoallv, n, r, 0);
+    a.in_place = in_place;
+    if (in_place) layout->send_counts.clear(), layout->send_displs.clear();
+    a.layout = layout;
+    all.push_back(a);
+  }
+  return all;
+}
+
+std::vector<std::vector<size_t>> random_counts(int n, size_t max, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::vector<std::vector<size_t>> counts(n, std::vector<size_t>(n));
+  for (auto &row : counts)
+    for (size_t &c : row) c = rng() % (max + 1);  // zeros included
+  return counts;
+}
+
+// Gatherv / scatterv: rank i's block has counts[i] elements at the root, `gap` apart, in
+// reverse rank order (displacements need not grow with the rank).
+std::vector<CollectiveArgs> rooted_v(Collective c, const std::vector<size_t> &counts, int root,
+                                     bool in_place) {
+  const int n = static_cast<int>(counts.size());
+  auto layout = std::make_shared<BlockLayout>();
+  layout->recv_counts.assign(n, 0);
+  layout->recv_displs.assign(n, 0);
+  size_t at = 0;
+  for (int i = n - 1; i >= 0; --i) {
+    layout->recv_counts[i] = counts[i];
+    layout->recv_displs[i] = at;
+    at += counts[i] + 1;
+  }
+  if (c == Collective::kScatterv) {
+    std::swap(layout->send_counts, layout->recv_counts);
+    std::swap(layout->send_displs, layout->recv_displs);
+  }
+  std::vector<CollectiveArgs> all;
+  for (int r = 0; r < n; ++r) {
+    CollectiveArgs a = make_args(c, n, r, counts[r]);
+    a.root = root;
+    a.in_place = in_place && r == root;
+    if (r == root)
+      a.layout = layout;
+    else
+      a.layout = std::make_shared<BlockLayout>();
+    all.push_back(a);
+  }
+  return all;
+}
+
+const std::vector<int> kLarge = {100, 256, 1024};
+
+}  // namespace
+
+Test(rooted_schedules, alltoall_every_size) {
+  for (int n = 1; n <= 24; ++n)
+    for (size_t count : {size_t{0}, size_t{1}, size_t{3}})
+      for (bool in_place : {false, true})
+        check(uniform(Collective::kAlltoall, n, count, 0, in_place), "uniform");
+  for (int n : {100, 256}) check(uniform(Collective::kAlltoall, n, 1, 0, false), "large");
+}
+
+Test(rooted_schedules, alltoall_1024_ranks, .timeout = 600) {
+  check(uniform(Collective::kAlltoall, 1024, 1, 0, false), "1024");
+}
+
+Test(rooted_schedules, alltoallv_uneven_and_zero) {
+  for (int n = 1; n <= 16; ++n)
+    for (unsigned seed = 0; seed < 3; ++seed)
+      for (bool in_place : {false, true}) {
+        std::vector<std::vector<size_t>> counts = random_counts(n, 4, seed * 31 + n);
+        // In place a rank sends what it receives (MPI_IN_PLACE): the counts are symmetric.
+        for (int i = 0; in_place && i < n; ++i)
+          for (int j = 0; j < i; ++j) counts[i][j] = counts[j][i];
+        check(alltoallv(counts, seed % 2, in_place), "random");
+      }
+  // All zero but one pair.
+  std::vector<std::vector<size_t>> sparse(9, std::vector<size_t>(9, 0));
+  sparse[7][2] = 5;
+  check(alltoallv(sparse, 0, false), "sparse");
+}
+
+Test(rooted_schedules, gather_scatter_every_root) {
+  for (Collective c : {Collective::kGather, Collective::kScatter})
+    for (int n = 1; n <= 17; ++n)
+      for (int root = 0; root < n; root += (n > 6 ? 5 : 1))
+        for (size_t count : {size_t{0}, size_t{1}, size_t{5}})
+          for (bool in_place : {false, true})
+            check(uniform(c, n, count, root, in_place), "uniform");
+  for (Collective c : {Collective::kGather, Collective::kScatter})
+    for (int n : kLarge) check(uniform(c, n, 2, n / 3, false), "large");
+}
+
+Test(rooted_schedules, gatherv_scatterv_uneven) {
+  std::mt19937 rng(7);
+  for (Collective c : {Collective::kGatherv, Collective::kScatterv})
+    for (int n = 1; n <= 13; ++n)
+      for (int root : {0, n - 1, n / 2})
+        for (bool in_place : {false, true}) {
+          std::vector<size_t> counts(n);
+          for (size_t &k : counts) k = rng() % 4;
+          check(rooted_v(c, counts, root, in_place), "uneven");
+        }
+}
+
+Test(rooted_schedules, reduce_tree_and_ring) {
+  for (const char *algo : {"tree", "ring"})
+    for (int n = 1; n <= 19; ++n)
+      for (int root = 0; root < n; root += (n > 6 ? 4 : 1))
+        for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{40}})
+          for (size_t chunk : {size_t{0}, size_t{3}})
+            for (bool in_place : {false, true})
+              check(uniform(Collective::kReduce, n, count, root, in_place, chunk, algo), "reduce");
+  for (const char *algo : {"tree", "ring"})
+    for (int n : kLarge)
+      check(uniform(Collective::kReduce, n, static_cast<size_t>(n) + 3, n - 1, false, 0, algo),
+            "large");
+}
+
+Test(rooted_schedules, the_verifier_catches_a_misplaced_block) {
+  // Rank 1 receives rank 0's block one element later than its layout says.
+  std::vector<CollectiveArgs> all = alltoallv(random_counts(3, 3, 1), 1, false);
+  std::vector<Schedule> by_rank(all.size());
+  for (size_t r = 0; r < all.size(); ++r) cr_assert(build_schedule(all[r], &by_rank[r]).ok());
+  cr_assert(verify_schedules(all, by_rank).ok());
+  bool mutated = false;
+  for (Step &step : by_rank[1].steps)
+    if (step.kind == StepKind::kRecv && step.peer == 0 && step.count > 0) {
+      step.dst.offset += 1;
+      mutated = true;
+    }
+  cr_assert(mutated);
+  cr_assert(!verify_schedules(all, by_rank).ok());
+  // Counts that disagree: rank 2 expects one element more from rank 0 than it sends.
+  all = alltoallv(random_counts(3, 3, 2), 0, false);
+  auto layout = std::make_shared<BlockLayout>(*all[2].layout);
+  layout->recv_counts[0] += 1;
+  all[2].layout = layout;
+  cr_assert(!verify_collective(all).ok());
+  // A gather whose root writes its own block to the wrong place.
+  all = uniform(Collective::kGather, 4, 2, 1, false);
+  by_rank.assign(4, Schedule());
+  for (int r = 0; r < 4; ++r) cr_assert(build_schedule(all[r], &by_rank[r]).ok());
+  for (Step &step : by_rank[1].steps)
+    if (step.kind == StepKind::kCopy) step.dst.offset = 0;
+  cr_assert(!verify_schedules(all, by_rank).ok());
+}
