@@ -132,8 +132,19 @@ ddl_result_t run(ddl_comm_t comm, ddl::CollectiveCall call, const CountArrays *a
     if (s.ok()) ddl::group_record(comm, call, nullptr);
     return guard.finish(s);
   }
-  Status s = wait_for_queued(comm);
-  if (!s.ok()) return guard.finish(s);
+  // Behind nonblocking calls still queued or in flight, the call runs on the progress thread
+  // too, after those queued before it and beside the sends and receives in flight: an
+  // ddl_irecv posted before a blocking ddl_send must be able to complete while it runs.
+  if (comm->progress && !comm->progress->idle()) {
+    Status s = ddl::check_collective(comm, call);
+    if (!s.ok()) return guard.finish(s);
+    std::shared_ptr<ddl::RequestState> request = ddl::new_request(comm, call);
+    ddl::Job job;
+    job.calls.push_back(call);
+    job.requests.push_back(request);
+    comm->progress->submit(std::move(job));
+    return guard.finish(request->wait());
+  }
   return guard.finish(ddl::run_collective(comm, call));
 }
 

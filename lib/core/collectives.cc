@@ -206,7 +206,10 @@ Status run_collective(ddl_comm *comm, const CollectiveCall &call) {
     if (where.kind == device::MemoryKind::kDevice)
       return device::run_device_collective(comm, call, where, /*from_stream=*/false);
   }
-  if (is_point_to_point(call.collective)) return run_point_to_point(comm, {call});
+  if (is_point_to_point(call.collective)) {
+    DDL_RETURN_IF_ERROR(check_collective(comm, call));
+    return run_point_to_point(comm, {call});
+  }
   return run_host_collective(comm, call);
 }
 

@@ -72,7 +72,10 @@ Status group_end() {
   // runs on this thread, as blocking calls do, after what was queued before it: no handoff to
   // the progress thread. Groups with nonblocking calls, or over several communicators (whose
   // collectives may need to run at once), go through the communicators' progress threads.
-  bool run_inline = !calls.empty() && comm_is_live(calls[0].comm);
+  // Not while the communicator's progress thread has work: sends and receives in flight there
+  // must go on while the group runs.
+  bool run_inline = !calls.empty() && comm_is_live(calls[0].comm) &&
+                    (!calls[0].comm->progress || calls[0].comm->progress->idle());
   for (const Recorded &r : calls) run_inline = run_inline && r.blocking && r.comm == calls[0].comm;
   ddl_comm *const owned = run_inline ? calls[0].comm : nullptr;
   if (owned && owned->busy.exchange(true))

@@ -8,20 +8,53 @@
 // the caller's buffer: shared memory's cells inside a host, UCX across hosts (rendezvous for
 // large ones: no copy into a bounce buffer).
 //
-// A batch (a group's sends and receives, or consecutive queued ddl_isend/ddl_irecv) is
-// posted all at once and waited for together, so that the sends and receives of an exchange
-// never wait for each other. Every wait has the communicator's deadline and watches for dead
-// peers, notices and ddl_comm_abort, like a collective's.
+// A batch (one call, a group's sends and receives, or consecutive queued ddl_isend/ddl_irecv)
+// is posted at once and then polled. The progress thread keeps its batches in flight while it
+// runs later jobs, so an isend and an irecv issued one after the other never wait for each
+// other. Every wait has the communicator's deadline and watches for dead peers, notices and
+// ddl_comm_abort, like a collective's.
 #pragma once
 
+#include <chrono>
+#include <memory>
 #include <vector>
 
 #include "lib/core/collectives.h"
 
 namespace ddl {
 
-// Runs checked sends and receives (call.collective kSend or kRecv) on comm as one batch.
-// A failure leaves the communicator failed, as a collective's does.
+class PointToPointBatch {
+ public:
+  // Posts checked sends and receives (call.collective kSend or kRecv) on comm. The calls are
+  // copied; their buffers must stay until the batch is done.
+  PointToPointBatch(ddl_comm *comm, std::vector<CollectiveCall> calls);
+  ~PointToPointBatch();
+  PointToPointBatch(const PointToPointBatch &) = delete;
+  PointToPointBatch &operator=(const PointToPointBatch &) = delete;
+
+  // Drives the transport and looks at the transfers; true once the batch is over (status()
+  // then tells how). After a failure the communicator is failed, as after a collective's.
+  bool poll();
+  const Status &status() const { return status_; }
+  // Polls until the batch is over, pausing as waiting collectives do.
+  Status wait();
+
+ private:
+  struct Transfer;
+  void fail(Status s, bool news);
+  Status check_waiting();
+
+  ddl_comm *comm_;
+  std::vector<CollectiveCall> calls_;
+  std::vector<Transfer> transfers_;
+  size_t posted_ = 0, done_ = 0;
+  int idle_ = 0;
+  bool over_ = false;
+  Status status_;
+  std::chrono::steady_clock::time_point deadline_;
+};
+
+// Runs a batch on the calling thread and returns when it is over.
 Status run_point_to_point(ddl_comm *comm, const std::vector<CollectiveCall> &calls);
 
 }  // namespace ddl

@@ -6,6 +6,7 @@
 #include "lib/common/datatype.h"
 #include "lib/common/log.h"
 #include "lib/core/point_to_point.h"
+#include "lib/exec/executor.h"
 
 namespace ddl {
 namespace {
@@ -83,7 +84,9 @@ Status ProgressQueue::drain() {
     last = last_;
   }
   if (!last) return Status::Ok();
-  // Jobs run in order: when the last one is done, all are. Its status is its caller's news.
+  // Jobs start in order: when the last one is done, all collectives are (batches of sends
+  // and receives may still be in flight, each within its deadline). Its status is its
+  // caller's news.
   const Status s = last->wait();
   if (s.code() == DDL_ERR_TIMEOUT && !last->done()) return s;
   // The progress thread decrements outstanding_ just after finishing the requests: wait for
@@ -96,35 +99,74 @@ bool on_progress_thread() {
   return t_progress_thread;
 }
 
+// A batch of sends and receives the progress thread has posted and polls between jobs.
+struct ProgressQueue::InFlight {
+  std::unique_ptr<PointToPointBatch> batch;
+  std::vector<std::shared_ptr<RequestState>> requests;
+  size_t jobs = 1;  // queued jobs it stands for
+};
+
 void ProgressQueue::loop() {
   LogRank log_rank(comm_->rank);
   t_progress_thread = true;
-  for (;;) {
+  std::vector<InFlight> in_flight;
+  ExecArgs pacing;  // how the thread waits while only batches are in flight
+  pacing.spins_before_yield = std::min(comm_->spins_before_yield, kProgressThreadSpins);
+  pacing.yields_before_sleep = comm_->yields_before_sleep;
+  for (int idle = 1;; ++idle) {
     Job job;
-    size_t merged = 1;  // jobs of the queue this one stands for
+    size_t jobs = 0;  // of the queue that `job` stands for
     {
       std::unique_lock<std::mutex> lock(mu_);
-      wake_.wait(lock, [this] { return stop_ || !jobs_.empty(); });
-      if (jobs_.empty()) return;  // stopping, and everything queued has run
-      job = std::move(jobs_.front());
-      jobs_.pop_front();
-      // Sends and receives queued back to back run as one batch: an exchange's isend and
-      // irecv must be in flight together, or each rank's send could wait for the other's
-      // receive (point_to_point.h).
-      while (is_point_to_point_job(job) && !jobs_.empty() && is_point_to_point_job(jobs_.front())) {
-        Job &next = jobs_.front();
-        job.calls.insert(job.calls.end(), next.calls.begin(), next.calls.end());
-        job.requests.insert(job.requests.end(), next.requests.begin(), next.requests.end());
-        ++merged;
+      if (in_flight.empty()) wake_.wait(lock, [this] { return stop_ || !jobs_.empty(); });
+      if (jobs_.empty() && in_flight.empty()) return;  // stopping, and everything has run
+      if (!jobs_.empty()) {
+        job = std::move(jobs_.front());
         jobs_.pop_front();
+        jobs = 1;
+        // Sends and receives queued back to back are posted as one batch.
+        while (is_point_to_point_job(job) && !jobs_.empty() &&
+               is_point_to_point_job(jobs_.front())) {
+          Job &next = jobs_.front();
+          job.calls.insert(job.calls.end(), next.calls.begin(), next.calls.end());
+          job.requests.insert(job.requests.end(), next.requests.begin(), next.requests.end());
+          ++jobs;
+          jobs_.pop_front();
+        }
       }
     }
-    const Status s = run_job(comm_, job, &fusion_buffer_);
-    // Logged here, once: ddl_test and ddl_wait only hand the words to their caller.
-    if (!s.ok()) DDL_LOG(LogLevel::kError, "%s", s.message().c_str());
-    for (const auto &request : job.requests) request->finish(s);
-    outstanding_.fetch_sub(merged, std::memory_order_acq_rel);
+    if (jobs > 0 && is_point_to_point_job(job)) {
+      // Posted now and polled below: later jobs run while it is in flight.
+      InFlight posted;
+      posted.batch.reset(new PointToPointBatch(comm_, job.calls));
+      posted.requests = std::move(job.requests);
+      posted.jobs = jobs;
+      in_flight.push_back(std::move(posted));
+      idle = 0;
+    } else if (jobs > 0) {
+      finish(run_job(comm_, job, &fusion_buffer_), job.requests, jobs);
+      idle = 0;
+    }
+    for (size_t i = 0; i < in_flight.size();) {
+      if (!in_flight[i].batch->poll()) {
+        ++i;
+        continue;
+      }
+      finish(in_flight[i].batch->status(), in_flight[i].requests, in_flight[i].jobs);
+      in_flight.erase(in_flight.begin() + static_cast<long>(i));
+      idle = 0;
+    }
+    if (jobs == 0) idle_pause(idle, pacing);
   }
+}
+
+void ProgressQueue::finish(const Status &s,
+                           const std::vector<std::shared_ptr<RequestState>> &requests,
+                           size_t jobs) {
+  // Logged here, once: ddl_test and ddl_wait only hand the words to their caller.
+  if (!s.ok()) DDL_LOG(LogLevel::kError, "%s", s.message().c_str());
+  for (const auto &request : requests) request->finish(s);
+  outstanding_.fetch_sub(jobs, std::memory_order_acq_rel);
 }
 
 bool is_point_to_point_job(const Job &job) {

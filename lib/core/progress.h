@@ -77,7 +77,11 @@ class ProgressQueue {
   Status drain();
 
  private:
+  struct InFlight;
   void loop();
+  // Finishes the requests of `jobs` queued jobs with s.
+  void finish(const Status &s, const std::vector<std::shared_ptr<RequestState>> &requests,
+              size_t jobs);
 
   ddl_comm *comm_;
   std::mutex mu_;
