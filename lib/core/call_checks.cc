@@ -133,6 +133,39 @@ CallExtents call_extents(const ddl_comm *comm, const CollectiveCall &call, bool 
   return e;
 }
 
+bool call_in_place(const ddl_comm *comm, const CollectiveCall &call) {
+  const Collective c = call.collective;
+  if (c == Collective::kBroadcast || c == Collective::kBarrier) return true;
+  const size_t elem = datatype_size(call.dtype);
+  const char *send = static_cast<const char *>(call.sendbuf);
+  const char *recv = static_cast<const char *>(call.recvbuf);
+  const bool root = comm->rank == call.root;
+  const BlockLayout *l = call.layout.get();
+  const size_t block = call.count * elem;
+  const size_t mine = block * static_cast<size_t>(comm->rank);
+  switch (c) {
+    case Collective::kAllgather:
+      return send && send == recv + mine;
+    case Collective::kReduceScatter:
+      return recv && recv == send + mine;
+    case Collective::kGather:
+      return root && send && send == recv + block * static_cast<size_t>(call.root);
+    case Collective::kGatherv:
+      return root && send && send == recv + l->recv_displs[comm->rank] * elem;
+    case Collective::kScatter:
+      return root && recv && recv == send + block * static_cast<size_t>(call.root);
+    case Collective::kScatterv:
+      return root && recv && recv == send + l->send_displs[comm->rank] * elem;
+    case Collective::kReduce:
+      return root && send && send == recv;
+    case Collective::kSend:
+    case Collective::kRecv:
+      return false;
+    default:  // allreduce, alltoall(v)
+      return send && send == recv;
+  }
+}
+
 Status check_call(const ddl_comm *comm, const CollectiveCall &call, bool *in_place) {
   const Collective c = call.collective;
   *in_place = false;
@@ -176,40 +209,8 @@ Status check_call(const ddl_comm *comm, const CollectiveCall &call, bool *in_pla
   }
   const char *send = static_cast<const char *>(call.sendbuf);
   const char *recv = static_cast<const char *>(call.recvbuf);
-  const bool root = comm->rank == call.root;
   const BlockLayout *l = call.layout.get();
-  // In place: the layouts NCCL and MPI use (the smaller buffer inside the larger).
-  const size_t block = call.count * elem;
-  const size_t mine = block * static_cast<size_t>(comm->rank);
-  switch (c) {
-    case Collective::kAllgather:
-      *in_place = send && send == recv + mine;
-      break;
-    case Collective::kReduceScatter:
-      *in_place = recv && recv == send + mine;
-      break;
-    case Collective::kGather:
-      *in_place = root && send && send == recv + block * static_cast<size_t>(call.root);
-      break;
-    case Collective::kGatherv:
-      *in_place = root && send && send == recv + l->recv_displs[comm->rank] * elem;
-      break;
-    case Collective::kScatter:
-      *in_place = root && recv && recv == send + block * static_cast<size_t>(call.root);
-      break;
-    case Collective::kScatterv:
-      *in_place = root && recv && recv == send + l->send_displs[comm->rank] * elem;
-      break;
-    case Collective::kReduce:
-      *in_place = root && send && send == recv;
-      break;
-    case Collective::kSend:
-    case Collective::kRecv:
-      break;
-    default:  // allreduce, alltoall(v)
-      *in_place = send && send == recv;
-      break;
-  }
+  *in_place = call_in_place(comm, call);
   if (c == Collective::kAlltoallv && !*in_place &&
       (l->send_counts.size() != n || l->send_displs.size() != n))
     return invalid_argument(

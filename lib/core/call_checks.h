@@ -10,6 +10,9 @@ namespace ddl {
 // Checks call on comm and decides whether it runs in place (*in_place; only meaningful on a
 // successful check).
 Status check_call(const ddl_comm *comm, const CollectiveCall &call, bool *in_place);
+// Whether a checked call runs in place (the layouts NCCL and MPI use: the smaller buffer
+// inside the larger).
+bool call_in_place(const ddl_comm *comm, const CollectiveCall &call);
 
 // The send and receive extents of call's buffers, in bytes (0 where the rank does not use
 // that buffer), for a call that passed check_call.

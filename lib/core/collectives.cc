@@ -30,13 +30,6 @@ bool staged_on_device(Collective c) {
          c == Collective::kBarrier;
 }
 
-// Logged once per shape (plans are cached), so info level costs nothing in a training loop.
-void log_plan(const CollectiveCall &call, const Plan &plan, const std::string &why) {
-  DDL_INFO("%s of %zu B: %s; %zu steps%s", collective_name(call.collective), call_bytes(call),
-           why.c_str(), plan.schedule.steps.size(),
-           plan.schedule.peer_memory ? ", single copy between the ranks of a host" : "");
-}
-
 Status find_plan(ddl_comm *comm, const CollectiveCall &call, bool in_place, const Plan **plan) {
   const size_t elem = datatype_size(call.dtype);
   std::string why;
@@ -44,7 +37,6 @@ Status find_plan(ddl_comm *comm, const CollectiveCall &call, bool in_place, cons
     // Counts change from call to call (MoE's token routing): built each time, not cached.
     DDL_RETURN_IF_ERROR(
         make_comm_plan(comm, args_of(comm, call, in_place), 0, &comm->counts_plan, &why));
-    if (log_level() >= LogLevel::kDebug) log_plan(call, *comm->counts_plan, why);
     *plan = comm->counts_plan.get();
     return Status::Ok();
   }
@@ -63,7 +55,6 @@ Status find_plan(ddl_comm *comm, const CollectiveCall &call, bool in_place, cons
   }
   std::unique_ptr<Plan> made;
   DDL_RETURN_IF_ERROR(make_comm_plan(comm, args_of(comm, call, in_place), 0, &made, &why));
-  log_plan(call, *made, why);
   if (comm->plans.size() >= kMaxCachedPlans) comm->plans.clear();
   *plan = comm->last_plan = made.get();
   comm->last_plan_key = key;
@@ -127,6 +118,7 @@ Status make_comm_plan(const ddl_comm *comm, const CollectiveArgs &args, uint32_t
   out->reset(new Plan());
   Plan *made = out->get();
   make_plan(std::move(schedule), made);
+  if (why) made->why = *why;
   // A signature shares a message with the data the previous rank sends at once, which this
   // rank knows by building that rank's schedule; with per-peer counts it cannot.
   if (comm->nranks > 1 && !per_peer_counts(args.collective)) {
@@ -213,6 +205,82 @@ Status run_collective(ddl_comm *comm, const CollectiveCall &call) {
   return run_host_collective(comm, call);
 }
 
+namespace {
+
+// A runner made of a path's three functions (the single copy's, the shared slots').
+class FunctionRunner : public CallRunner {
+ public:
+  using Applies = bool (*)(const ddl_comm *, const CollectiveCall &);
+  using Why = std::string (*)(const ddl_comm *, const CollectiveCall &);
+  using Run = Status (*)(ddl_comm *, const CollectiveCall &, const ExecArgs &, uint64_t, bool *);
+  FunctionRunner(Applies applies_fn, Why why_fn, Run run_fn)
+      : applies_(applies_fn), why_(why_fn), run_(run_fn) {}
+  bool applies(const ddl_comm *comm, const CollectiveCall &call) const override {
+    return applies_(comm, call);
+  }
+  std::string why(ddl_comm *comm, const CollectiveCall &call) override { return why_(comm, call); }
+  Status run(ddl_comm *comm, const CollectiveCall &call, const ExecArgs &exec, uint64_t call_number,
+             bool *found_failure) override {
+    return run_(comm, call, exec, call_number, found_failure);
+  }
+
+ private:
+  Applies applies_;
+  Why why_;
+  Run run_;
+};
+
+// Every call: its schedule (the algorithm the models or DDL_ALGO choose) on the executor,
+// with the peers' buffers published around it when its steps copy between them.
+class ScheduleRunner : public CallRunner {
+ public:
+  bool applies(const ddl_comm *, const CollectiveCall &) const override { return true; }
+  std::string why(ddl_comm *comm, const CollectiveCall &call) override {
+    const Plan *plan = nullptr;
+    Status s = plan_of(comm, call, &plan);
+    if (!s.ok()) return s.message();
+    if (plan->schedule.steps.empty()) return "no data: only the call is compared";
+    return strprintf("%s; %zu steps%s", plan->why.c_str(), plan->schedule.steps.size(),
+                     plan->schedule.peer_memory ? ", single copy between the ranks of a host" : "");
+  }
+  Status run(ddl_comm *comm, const CollectiveCall &call, const ExecArgs &exec, uint64_t call_number,
+             bool *found_failure) override {
+    const Plan *plan = nullptr;
+    DDL_RETURN_IF_ERROR(plan_of(comm, call, &plan));
+    const size_t scratch_bytes = plan->schedule.scratch_count * datatype_size(call.dtype);
+    if (comm->scratch.size() < scratch_bytes) comm->scratch.resize(scratch_bytes);
+    ExecArgs with_scratch = exec;
+    with_scratch.scratch = comm->scratch.data();
+    if (plan->schedule.peer_memory)
+      return run_with_peer_buffers(comm, *plan, with_scratch, call_number, found_failure);
+    Status s = comm->executor.run(*plan, with_scratch, comm->routes.get());
+    *found_failure = comm->executor.found_failure();
+    return s;
+  }
+
+ private:
+  static Status plan_of(ddl_comm *comm, const CollectiveCall &call, const Plan **plan) {
+    // A call that moves no data compares its signature only (empty_plan); a v form's own
+    // count says nothing of its peers'.
+    if (call.count == 0 && !per_peer_counts(call.collective)) {
+      *plan = &empty_plan();
+      return Status::Ok();
+    }
+    return find_plan(comm, call, call_in_place(comm, call), plan);
+  }
+};
+
+}  // namespace
+
+CallRunner &choose_runner(const ddl_comm *comm, const CollectiveCall &call) {
+  static FunctionRunner direct(direct_collective_applies, why_direct, run_direct_collective);
+  static FunctionRunner flat(flat_collective_applies, why_flat_collective, run_flat_collective);
+  static ScheduleRunner schedule;
+  for (CallRunner *runner : {&direct, &flat})
+    if (runner->applies(comm, call)) return *runner;
+  return schedule;
+}
+
 Status run_host_collective(ddl_comm *comm, const CollectiveCall &call, CallRunner *runner) {
   const uint32_t seq = static_cast<uint32_t>(comm->calls);
   // Built only on failure: the success path stays free of string formatting.
@@ -232,22 +300,11 @@ Status run_host_collective(ddl_comm *comm, const CollectiveCall &call, CallRunne
   const bool empty = call.count == 0 && call.collective != Collective::kBarrier &&
                      !per_peer_counts(call.collective);
   if (empty && comm->nranks == 1) return Status::Ok();
-
-  const bool direct = !runner && direct_collective_applies(comm, call);
-  const bool flat = !runner && !direct && flat_collective_applies(comm, call);
-  const Plan *plan = &empty_plan();
-  if (!empty && !direct && !flat && !runner) {
-    s = find_plan(comm, call, in_place, &plan);
-    if (!s.ok()) return s.prefix(context());
-  }
-  const size_t elem = datatype_size(call.dtype);
-  const size_t scratch_bytes = plan->schedule.scratch_count * elem;
-  if (comm->scratch.size() < scratch_bytes) comm->scratch.resize(scratch_bytes);
+  CallRunner &chosen = runner ? *runner : choose_runner(comm, call);
 
   ExecArgs exec;
   exec.input = call.collective == Collective::kBroadcast ? call.recvbuf : call.sendbuf;
   exec.output = call.recvbuf;
-  exec.scratch = comm->scratch.data();
   exec.dtype = static_cast<ddl_datatype_t>(call.dtype);  // checked by check_call
   exec.op = static_cast<ddl_op_t>(call.op);
   exec.rank = comm->rank;
@@ -269,24 +326,12 @@ Status run_host_collective(ddl_comm *comm, const CollectiveCall &call, CallRunne
                                 ? std::min(comm->spins_before_yield, kProgressThreadSpins)
                                 : comm->spins_before_yield;
   exec.yields_before_sleep = comm->yields_before_sleep;
+  // Once per shape; the level first: a training loop at the default level pays no lookup.
+  if (log_level() >= LogLevel::kInfo && first_of_its_shape(comm, call))
+    DDL_INFO("%s of %zu B: %s", collective_name(call.collective), call_bytes(call),
+             chosen.why(comm, call).c_str());
   bool found_failure = false;
-  // The level first: a training loop at the default level pays no lookup.
-  if ((direct || flat) && log_level() >= LogLevel::kInfo && first_of_its_shape(comm, call)) {
-    DDL_INFO("%s of %zu B: %s", collective_name(call.collective), call.count * elem,
-             (direct ? why_direct(comm, call) : why_flat_collective(comm, call)).c_str());
-  }
-  if (runner) {
-    s = runner->run(comm, call, exec, call_number, &found_failure);
-  } else if (direct) {
-    s = run_direct_collective(comm, call, exec, call_number, &found_failure);
-  } else if (flat) {
-    s = run_flat_collective(comm, call, exec, call_number, &found_failure);
-  } else if (plan->schedule.peer_memory) {
-    s = run_with_peer_buffers(comm, *plan, exec, call_number, &found_failure);
-  } else {
-    s = comm->executor.run(*plan, exec, comm->routes.get());
-    found_failure = comm->executor.found_failure();
-  }
+  s = chosen.run(comm, call, exec, call_number, &found_failure);
   if (!s.ok() && found_failure) send_failure_notice(comm, s);
   if (!s.ok()) {
     s.prefix(context());

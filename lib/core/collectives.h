@@ -32,14 +32,20 @@ struct CollectiveCall {
   device::StreamCall *stream = nullptr;
 };
 
-// A way to run a call other than the host algorithms (lib/device's CUDA-IPC allreduce). It
-// gets the call as run_host_collective prepared it: checked, numbered (call_number, as
-// ddl_comm::calls), with its ExecArgs (sequence number, signature, notices, deadline, abort);
-// run_host_collective keeps the rest (failure notices when *found_failure, the sticky
-// failure, the error's prefix naming the call).
+// A way to run a call: the shared slots, the single copy, a schedule on the executor, or
+// lib/device's CUDA-IPC allreduce. run_host_collective chooses one (the first whose applies()
+// holds, the schedule last: it takes every call) and hands it the call as it prepared it:
+// checked, numbered (call_number, as ddl_comm::calls), with its ExecArgs (sequence number,
+// signature, notices, deadline, abort); run_host_collective keeps the rest (the log line once
+// per shape, failure notices when *found_failure, the sticky failure, the error's prefix
+// naming the call).
 class CallRunner {
  public:
   virtual ~CallRunner() = default;
+  // Whether it takes this checked call; every rank must decide alike.
+  virtual bool applies(const ddl_comm *comm, const CollectiveCall &call) const = 0;
+  // Why it takes it: one line for the log.
+  virtual std::string why(ddl_comm *comm, const CollectiveCall &call) = 0;
   virtual Status run(ddl_comm *comm, const CollectiveCall &call, const ExecArgs &exec,
                      uint64_t call_number, bool *found_failure) = 0;
 };
@@ -53,10 +59,12 @@ CollectiveArgs args_of(const ddl_comm *comm, const CollectiveCall &call, bool in
 // Validates and runs one collective on comm (a live communicator owned by this thread):
 // host buffers as they are, device buffers and stream calls through lib/device/staging.h.
 Status run_collective(ddl_comm *comm, const CollectiveCall &call);
-// The host path of run_collective: every buffer of call is host memory; or, with a runner,
-// the call as the runner moves it.
+// The host path of run_collective: every buffer of call is host memory, run the way
+// choose_runner says; or, with a runner (lib/device's), the call as that runner moves it.
 Status run_host_collective(ddl_comm *comm, const CollectiveCall &call,
                            CallRunner *runner = nullptr);
+// The way a checked host call runs: the one place that decides.
+CallRunner &choose_runner(const ddl_comm *comm, const CollectiveCall &call);
 
 // The argument checks of run_collective alone, for calls queued to run later (nonblocking
 // calls, groups): they fail at the call, naming the rank and the collective.

@@ -99,6 +99,11 @@ class IpcAllreduce : public CallRunner {
  public:
   IpcAllreduce(DeviceState *st, const PointerInfo &where, bool from_stream)
       : st_(st), cu_(*st->cu), where_(where), from_stream_(from_stream) {}
+  // run_device_collective decides (every rank's device buffers on this host, CUDA IPC up).
+  bool applies(const ddl_comm *, const CollectiveCall &) const override { return true; }
+  std::string why(ddl_comm *, const CollectiveCall &) override {
+    return "CUDA IPC (device buffers of every rank on this host)";
+  }
   bool fell_back() const { return fell_back_; }
   const std::string &fallback_reason() const { return fallback_reason_; }
 

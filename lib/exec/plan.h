@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "lib/algorithms/schedule.h"
@@ -19,6 +20,7 @@ constexpr uint32_t kNoStep = ~0u;
 
 struct Plan {
   Schedule schedule;
+  std::string why;                         // how its algorithm was chosen, for the log
   std::vector<uint32_t> dependents;        // flattened lists, indexed by dependents_begin
   std::vector<uint32_t> dependents_begin;  // steps.size() + 1 offsets
   std::vector<uint32_t> dep_counts;
