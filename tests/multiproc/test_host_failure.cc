@@ -1,5 +1,6 @@
 // Hosts that fail: 2 emulated hosts (network namespaces on a bridge) x 2 ranks, a large
-// allreduce in a loop; then one host's link goes down, or all its ranks are killed. Every
+// allreduce (or alltoall, or a ring of sends and receives) in a loop; then one host's link
+// goes down, or all its ranks are killed. Every
 // rank must fail within 10 s with DDL_ERR_REMOTE naming the unreachable ranks, and
 // ddl_comm_destroy must return. Needs root (namespaces, veth, a bridge); skipped otherwise.
 #include <criterion/criterion.h>
@@ -85,9 +86,31 @@ void skip_unless_hosts() {
   if (!setup_hosts()) cr_skip_test("cannot make network namespaces, veth pairs and a bridge here");
 }
 
-// What a rank reports on its pipe: "R code elapsed message" when its allreduce failed, then
+// What the ranks run in a loop until it fails.
+enum class Work { kAllreduce, kAlltoall, kSendRecv };
+
+// One call of `work` on 16 MB: a few hundred ms at 1 Gbit/s.
+ddl_result_t run_work(Work work, std::vector<float> &data, std::vector<float> &out, int rank,
+                      ddl_comm_t comm) {
+  switch (work) {
+    case Work::kAllreduce:
+      return ddl_allreduce(data.data(), data.data(), data.size(), DDL_FLOAT32, DDL_SUM, comm);
+    case Work::kAlltoall:
+      return ddl_alltoall(data.data(), out.data(), data.size() / kRanks, DDL_FLOAT32, comm);
+    case Work::kSendRecv: {
+      // Around the ring, across the host boundary at ranks 1 -> 2 and 3 -> 0.
+      ddl_group_start();
+      ddl_send(data.data(), data.size(), DDL_FLOAT32, (rank + 1) % kRanks, comm);
+      ddl_recv(out.data(), out.size(), DDL_FLOAT32, (rank + kRanks - 1) % kRanks, comm);
+      return ddl_group_end();
+    }
+  }
+  return DDL_ERR_INTERNAL;
+}
+
+// What a rank reports on its pipe: "R code elapsed message" when its call failed, then
 // "R destroyed D" when ddl_comm_destroy returned after D seconds.
-[[noreturn]] void run_rank(int rank, int out_fd, int port) {
+[[noreturn]] void run_rank(int rank, int out_fd, int port, Work work) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the test
   const char host = rank < 2 ? 'a' : 'b';
   const int fd = open(("/var/run/netns/" + ns(host)).c_str(), O_RDONLY | O_CLOEXEC);
@@ -108,13 +131,15 @@ void skip_unless_hosts() {
     dprintf(out_fd, "%d init-failed %s\n", rank, ddl_comm_last_error(nullptr));
     _exit(21);
   }
-  std::vector<float> data(4 << 20, 1.0f);  // 16 MB: a few hundred ms per call at 1 Gbit/s
+  std::vector<float> data(4 << 20, 1.0f), out(4 << 20);
   ddl_result_t r = DDL_SUCCESS;
   for (int i = 0; r == DDL_SUCCESS; ++i) {
     if (i == 1) dprintf(out_fd, "%d ready\n", rank);
-    r = ddl_allreduce(data.data(), data.data(), data.size(), DDL_FLOAT32, DDL_SUM, comm);
+    r = run_work(work, data, out, rank, comm);
   }
-  std::string message = ddl_comm_last_error(comm);
+  // A group's failure is in the thread's last error, a call's in the communicator's.
+  std::string message =
+      work == Work::kSendRecv ? ddl_comm_last_error(nullptr) : ddl_comm_last_error(comm);
   for (char &c : message)
     if (c == '\n') c = ' ';
   dprintf(out_fd, "%d failed %d %.1000s\n", rank, static_cast<int>(r), message.c_str());
@@ -138,7 +163,7 @@ enum class Fault { kLinkDown, kHostKilled };
 
 // Runs the 4 ranks, injects the fault once every rank has finished an allreduce, and
 // collects what each rank reports (up to kLimitS + the destroy's budget after the fault).
-std::vector<Outcome> run_with_fault(Fault fault) {
+std::vector<Outcome> run_with_fault(Fault fault, Work work = Work::kAllreduce) {
   int fds[2];
   cr_assert_eq(pipe(fds), 0);
   const int port = 29000 + getpid() % 1000;
@@ -147,7 +172,7 @@ std::vector<Outcome> run_with_fault(Fault fault) {
     pids[r] = fork();
     if (pids[r] == 0) {
       close(fds[0]);
-      run_rank(r, fds[1], port);
+      run_rank(r, fds[1], port, work);
     }
   }
   close(fds[1]);
@@ -262,4 +287,25 @@ Test(host_failure, a_killed_host_is_named_on_the_survivors_within_10_s) {
       cr_expect(contains(outcomes[r].message, "rank " + std::to_string(lost) + " (host b)"),
                 "rank %d does not name killed rank %d: %s", r, lost, outcomes[r].message.c_str());
   }
+}
+
+// The same in the middle of alltoalls and of sends and receives across the hosts: the
+// survivors name the killed ranks, nothing waits for a deadline.
+void expect_killed_host_named(Work work, const char *what) {
+  const std::vector<Outcome> outcomes = run_with_fault(Fault::kHostKilled, work);
+  for (int r = 0; r < 2; ++r) {
+    check_failed_in_time(outcomes[r], r);
+    cr_expect(contains(outcomes[r].message, "rank 2") || contains(outcomes[r].message, "rank 3"),
+              "%s: rank %d does not name a killed rank: %s", what, r, outcomes[r].message.c_str());
+  }
+}
+
+Test(host_failure, a_killed_host_during_alltoalls_is_named_within_10_s) {
+  skip_unless_hosts();
+  expect_killed_host_named(Work::kAlltoall, "alltoall");
+}
+
+Test(host_failure, a_killed_host_during_sends_and_receives_is_named_within_10_s) {
+  skip_unless_hosts();
+  expect_killed_host_named(Work::kSendRecv, "send/recv");
 }
