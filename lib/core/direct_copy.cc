@@ -188,12 +188,20 @@ Status run_direct_blocks(ddl_comm *comm, const CollectiveCall &call, const ExecA
   int failed_peer = call.root;
   if (is_alltoall(c)) {
     // Starting with the next rank, so that the ranks do not all read the same peer at once.
-    for (int k = 0; k < n && s.ok(); ++k) {
+    for (int k = 1; k < n && s.ok(); ++k) {
       const int peer = (r + k) % n;
       const Block at = recv_at(peer);
       failed_peer = peer;
       s = read_block(comm, call_number, peer, r, static_cast<size_t>(r) * call.count * elem,
                      output + at.offset, at.bytes);
+    }
+    // The own block: a plain copy (in place it is where it belongs already).
+    const Block at = recv_at(r);
+    if (s.ok() && exec.input != exec.output) {
+      const size_t from = c == Collective::kAlltoall
+                              ? static_cast<size_t>(r) * call.count * elem
+                              : BlockLayout::at(layout->send_counts, layout->send_displs, r) * elem;
+      std::memcpy(output + at.offset, static_cast<const char *>(exec.input) + from, at.bytes);
     }
   } else if (is_gather(c) && r == call.root) {
     for (int k = 0; k < n && s.ok(); ++k) {

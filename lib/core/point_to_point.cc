@@ -95,17 +95,18 @@ bool PointToPointBatch::poll() {
     if (t.seen || !t.request.done) continue;
     t.seen = true;
     ++done_;
-    const std::string where = strprintf("rank %d: ", comm_->rank) + t.name();
+    // Built only on failure: the success path stays free of string formatting.
+    auto where = [&] { return strprintf("rank %d: ", comm_->rank) + t.name(); };
     if (!t.request.status.ok()) {
       const ddl_result_t code =
           t.request.status.code() == DDL_ERR_SYSTEM ? DDL_ERR_REMOTE : t.request.status.code();
-      fail(Status(code, where + ": " + t.request.status.message()), true);
+      fail(Status(code, where() + ": " + t.request.status.message()), true);
       return true;
     }
     if (t.call->collective == Collective::kRecv && t.request.received != t.bytes) {
       fail(invalid_usage("%s: rank %d sent %zu B but this receive expects %zu B (a send and its "
                          "receive must have the same count and datatype)",
-                         where.c_str(), t.call->peer, t.request.received, t.bytes),
+                         where().c_str(), t.call->peer, t.request.received, t.bytes),
            true);
       return true;
     }
@@ -167,8 +168,8 @@ Status PointToPointBatch::wait() {
   return status_;
 }
 
-Status run_point_to_point(ddl_comm *comm, const std::vector<CollectiveCall> &calls) {
-  PointToPointBatch batch(comm, calls);
+Status run_point_to_point(ddl_comm *comm, std::vector<CollectiveCall> calls) {
+  PointToPointBatch batch(comm, std::move(calls));
   return batch.wait();
 }
 

@@ -55,6 +55,6 @@ class PointToPointBatch {
 };
 
 // Runs a batch on the calling thread and returns when it is over.
-Status run_point_to_point(ddl_comm *comm, const std::vector<CollectiveCall> &calls);
+Status run_point_to_point(ddl_comm *comm, std::vector<CollectiveCall> calls);
 
 }  // namespace ddl
