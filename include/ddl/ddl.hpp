@@ -14,9 +14,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "ddl/ddl.h"
 
@@ -236,6 +238,60 @@ class Communicator {
     check(ddl_reduce_scatter(send, recv, recvcount, datatype_of<T>::value, op, comm_));
   }
   void barrier() const { check(ddl_barrier(comm_)); }
+  // Block j of send (count elements) to rank j; block j of recv from rank j.
+  template <typename T>
+  void alltoall(const T *send, T *recv, size_t count) const {
+    check(ddl_alltoall(send, recv, count, datatype_of<T>::value, comm_));
+  }
+  // A count and displacement per peer (elements; one entry per rank in each vector).
+  template <typename T>
+  void alltoallv(const T *send, const std::vector<size_t> &sendcounts,
+                 const std::vector<size_t> &sdispls, T *recv, const std::vector<size_t> &recvcounts,
+                 const std::vector<size_t> &rdispls) const {
+    check_sizes({&sendcounts, &sdispls, &recvcounts, &rdispls}, "ddl::alltoallv");
+    check(ddl_alltoallv(send, sendcounts.data(), sdispls.data(), recv, recvcounts.data(),
+                        rdispls.data(), datatype_of<T>::value, comm_));
+  }
+  // The reduction lands at root only (recv may be nullptr elsewhere).
+  template <typename T>
+  void reduce(const T *send, T *recv, size_t count, int root, ddl_op_t op = DDL_SUM) const {
+    check(ddl_reduce(send, recv, count, datatype_of<T>::value, op, root, comm_));
+  }
+  template <typename T>
+  void gather(const T *send, T *recv, size_t sendcount, int root) const {
+    check(ddl_gather(send, recv, sendcount, datatype_of<T>::value, root, comm_));
+  }
+  // recvcounts and displs are read on the root only (empty vectors elsewhere).
+  template <typename T>
+  void gatherv(const T *send, size_t sendcount, T *recv, const std::vector<size_t> &recvcounts,
+               const std::vector<size_t> &displs, int root) const {
+    if (rank() == root) check_sizes({&recvcounts, &displs}, "ddl::gatherv");
+    check(ddl_gatherv(send, sendcount, recv, recvcounts.empty() ? nullptr : recvcounts.data(),
+                      displs.empty() ? nullptr : displs.data(), datatype_of<T>::value, root,
+                      comm_));
+  }
+  template <typename T>
+  void scatter(const T *send, T *recv, size_t recvcount, int root) const {
+    check(ddl_scatter(send, recv, recvcount, datatype_of<T>::value, root, comm_));
+  }
+  // sendcounts and displs are read on the root only (empty vectors elsewhere).
+  template <typename T>
+  void scatterv(const T *send, const std::vector<size_t> &sendcounts,
+                const std::vector<size_t> &displs, T *recv, size_t recvcount, int root) const {
+    if (rank() == root) check_sizes({&sendcounts, &displs}, "ddl::scatterv");
+    check(ddl_scatterv(send, sendcounts.empty() ? nullptr : sendcounts.data(),
+                       displs.empty() ? nullptr : displs.data(), recv, recvcount,
+                       datatype_of<T>::value, root, comm_));
+  }
+  // Point to point, matched per pair in order; group exchanges (ddl::Group) or use isend/irecv.
+  template <typename T>
+  void send(const T *data, size_t count, int peer) const {
+    check(ddl_send(data, count, datatype_of<T>::value, peer, comm_));
+  }
+  template <typename T>
+  void recv(T *data, size_t count, int peer) const {
+    check(ddl_recv(data, count, datatype_of<T>::value, peer, comm_));
+  }
 
   // Nonblocking forms (ddl_i*): the buffers belong to ddl until the request has finished.
   template <typename T>
@@ -271,6 +327,30 @@ class Communicator {
     check(ddl_ibarrier(comm_, &r));
     return Request(r);
   }
+  template <typename T>
+  Request ialltoall(const T *send, T *recv, size_t count) const {
+    ddl_request_t r = nullptr;
+    check(ddl_ialltoall(send, recv, count, datatype_of<T>::value, comm_, &r));
+    return Request(r);
+  }
+  template <typename T>
+  Request ireduce(const T *send, T *recv, size_t count, int root, ddl_op_t op = DDL_SUM) const {
+    ddl_request_t r = nullptr;
+    check(ddl_ireduce(send, recv, count, datatype_of<T>::value, op, root, comm_, &r));
+    return Request(r);
+  }
+  template <typename T>
+  Request isend(const T *data, size_t count, int peer) const {
+    ddl_request_t r = nullptr;
+    check(ddl_isend(data, count, datatype_of<T>::value, peer, comm_, &r));
+    return Request(r);
+  }
+  template <typename T>
+  Request irecv(T *data, size_t count, int peer) const {
+    ddl_request_t r = nullptr;
+    check(ddl_irecv(data, count, datatype_of<T>::value, peer, comm_, &r));
+    return Request(r);
+  }
 
  private:
   explicit Communicator(ddl_comm_t comm) : comm_(comm) {}
@@ -280,6 +360,19 @@ class Communicator {
   }
   void check(ddl_result_t r) const {
     if (r != DDL_SUCCESS) throw Error(r, ddl_comm_last_error(comm_));
+  }
+  // Each array of a v form has one entry per rank: a shorter vector would be read past its end.
+  void check_sizes(std::initializer_list<const std::vector<size_t> *> arrays,
+                   const char *what) const {
+    const size_t n = static_cast<size_t>(size());
+    for (const std::vector<size_t> *a : arrays)
+      if (a->size() != n)
+        throw Error(DDL_ERR_INVALID_ARGUMENT, std::string(what) +
+                                                  ": a count or displacement "
+                                                  "vector has " +
+                                                  std::to_string(a->size()) +
+                                                  " entries, not one per rank (" +
+                                                  std::to_string(n) + ")");
   }
   static void check_init(ddl_result_t r) {
     if (r != DDL_SUCCESS) throw Error(r, ddl_comm_last_error(nullptr));

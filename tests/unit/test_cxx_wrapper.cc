@@ -84,3 +84,34 @@ Test(cxx_wrapper, requests_and_groups) {
     cr_assert_eq(e.code(), DDL_ERR_INVALID_ARGUMENT);
   }
 }
+
+Test(cxx_wrapper, alltoall_reduce_gather_scatter_on_one_rank) {
+  ddl::Communicator comm = ddl::Communicator::create(1, 0, "");
+  std::vector<int64_t> a = {4, 5, 6}, b(3, 0);
+  comm.alltoall(a.data(), b.data(), 3);
+  cr_assert_eq(b[2], 6);
+  comm.alltoallv(a.data(), {2}, {1}, b.data(), {2}, {0});
+  cr_assert(b[0] == 5 && b[1] == 6);
+  comm.reduce(a.data(), b.data(), 3, 0, DDL_MAX);
+  cr_assert_eq(b[0], 4);
+  comm.gather(a.data(), b.data(), 1, 0);
+  comm.gatherv(a.data(), 2, b.data(), {2}, {1}, 0);
+  cr_assert(b[1] == 4 && b[2] == 5);
+  comm.scatter(a.data(), b.data(), 3, 0);
+  comm.scatterv(a.data(), {1}, {2}, b.data(), 1, 0);
+  cr_assert_eq(b[0], 6);
+  comm.ialltoall(a.data(), b.data(), 1).wait();
+  comm.ireduce(a.data(), b.data(), 3, 0).wait();
+  try {
+    comm.alltoallv(a.data(), {1, 1}, {0}, b.data(), {1}, {0});
+    cr_assert_fail("a vector of the wrong length did not throw");
+  } catch (const ddl::Error &e) {
+    cr_assert_eq(e.code(), DDL_ERR_INVALID_ARGUMENT);
+  }
+  try {
+    comm.send(a.data(), 1, 0);
+    cr_assert_fail("a send to itself did not throw");
+  } catch (const ddl::Error &e) {
+    cr_assert(std::string(e.what()).find("itself") != std::string::npos, "%s", e.what());
+  }
+}
