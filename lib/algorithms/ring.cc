@@ -12,6 +12,46 @@ namespace {
 // scratch memory to kStagingSlots chunks whatever the message size.
 constexpr size_t kStagingSlots = 8;
 
+// The ring's reduce-scatter over blocks numbered by ring position (shared by allreduce and
+// reduce): at step s, send block p-s and reduce block p-s-1 from the left. The first step
+// sends straight from the input, so out of place needs no initial copy; each block is reduced
+// into `acc` (the output, or the reduce's scratch) exactly once, which also does the copy.
+// After it, position p holds block p+1 complete. Staging slots come first in scratch.
+struct RingPhase {
+  std::vector<uint32_t> sends, reduces;  // by step s and chunk c: [s * C + c]
+};
+template <typename Acc>
+RingPhase add_ring_reduce_scatter(const RingOrder &order, int rank, int n, const BlockSplit &blocks,
+                                  const ChunkSplit &chunks, size_t slots, Acc acc,
+                                  Schedule *schedule) {
+  const int p = order.position_of(rank), C = chunks.chunks();
+  const int right = order.next(rank), left = order.prev(rank);
+  RingPhase phase;
+  for (int s = 0; s < n - 1; ++s) {
+    const Extent send_block = blocks.block(ring_index(p - s, n));
+    const Extent recv_block = blocks.block(ring_index(p - s - 1, n));
+    for (int c = 0; c < C; ++c) {
+      const size_t m = static_cast<size_t>(s) * C + c;
+      const Extent out = chunks.chunk(send_block, c);
+      const Extent in = chunks.chunk(recv_block, c);
+      std::vector<uint32_t> send_deps;
+      if (s > 0) send_deps.push_back(phase.reduces[m - C]);  // sends what step s-1 reduced
+      phase.sends.push_back(add_step(
+          schedule,
+          send_step(right, static_cast<uint32_t>(m),
+                    s == 0 ? input_at(out.offset) : acc(out.offset), out.count, send_deps)));
+      std::vector<uint32_t> reduce_deps;
+      if (m >= slots) reduce_deps.push_back(phase.reduces[m - slots]);  // staging slot is free
+      phase.reduces.push_back(add_step(
+          schedule,
+          recv_reduce_step(left, static_cast<uint32_t>(m),
+                           scratch_at((m % slots) * chunks.chunk_elems()), input_at(in.offset),
+                           acc(in.offset), in.count, s == n - 2, reduce_deps)));
+    }
+  }
+  return phase;
+}
+
 }  // namespace
 
 void build_ring_allreduce(const CollectiveArgs &args, Schedule *schedule) {
@@ -26,32 +66,9 @@ void build_ring_allreduce(const CollectiveArgs &args, Schedule *schedule) {
   schedule->scratch_count = slots * chunks.chunk_elems();
   const int right = order.next(args.rank), left = order.prev(args.rank);
 
-  // Reduce-scatter: at step s, send block r-s and reduce block r-s-1 from the left. The
-  // first step sends straight from the input, so out of place needs no initial copy; each
-  // block is reduced into the output exactly once, which also does the copy.
-  std::vector<uint32_t> rs_send, rs_reduce;
-  for (int s = 0; s < n - 1; ++s) {
-    const Extent send_block = blocks.block(ring_index(r - s, n));
-    const Extent recv_block = blocks.block(ring_index(r - s - 1, n));
-    for (int c = 0; c < C; ++c) {
-      const size_t m = static_cast<size_t>(s) * C + c;
-      const Extent out = chunks.chunk(send_block, c);
-      const Extent in = chunks.chunk(recv_block, c);
-      std::vector<uint32_t> send_deps;
-      if (s > 0) send_deps.push_back(rs_reduce[m - C]);  // sends what step s-1 reduced
-      rs_send.push_back(add_step(
-          schedule,
-          send_step(right, static_cast<uint32_t>(m),
-                    s == 0 ? input_at(out.offset) : output_at(out.offset), out.count, send_deps)));
-      std::vector<uint32_t> reduce_deps;
-      if (m >= slots) reduce_deps.push_back(rs_reduce[m - slots]);  // staging slot is free
-      rs_reduce.push_back(add_step(
-          schedule,
-          recv_reduce_step(left, static_cast<uint32_t>(m),
-                           scratch_at((m % slots) * chunks.chunk_elems()), input_at(in.offset),
-                           output_at(in.offset), in.count, s == n - 2, reduce_deps)));
-    }
-  }
+  const RingPhase rs =
+      add_ring_reduce_scatter(order, args.rank, n, blocks, chunks, slots, output_at, schedule);
+  const std::vector<uint32_t> &rs_send = rs.sends, &rs_reduce = rs.reduces;
   // Allgather: at step s, forward block r+1-s (complete) and receive block r-s in place.
   std::vector<uint32_t> ag_recv;
   for (int s = 0; s < n - 1; ++s) {
@@ -164,30 +181,9 @@ void build_ring_reduce(const CollectiveArgs &args, Schedule *schedule) {
     return at_root ? output_at(offset) : scratch_at(staging + offset);
   };
   schedule->scratch_count = staging + (at_root ? 0 : args.count);
-  const int right = order.next(args.rank), left = order.prev(args.rank);
-  std::vector<uint32_t> rs_send, rs_reduce;
-  for (int s = 0; s < n - 1; ++s) {
-    const Extent send_block = blocks.block(ring_index(p - s, n));
-    const Extent recv_block = blocks.block(ring_index(p - s - 1, n));
-    for (int c = 0; c < C; ++c) {
-      const size_t m = static_cast<size_t>(s) * C + c;
-      const Extent out = chunks.chunk(send_block, c);
-      const Extent in = chunks.chunk(recv_block, c);
-      std::vector<uint32_t> send_deps;
-      if (s > 0) send_deps.push_back(rs_reduce[m - C]);
-      rs_send.push_back(add_step(
-          schedule,
-          send_step(right, static_cast<uint32_t>(m),
-                    s == 0 ? input_at(out.offset) : acc(out.offset), out.count, send_deps)));
-      std::vector<uint32_t> reduce_deps;
-      if (m >= slots) reduce_deps.push_back(rs_reduce[m - slots]);
-      rs_reduce.push_back(add_step(
-          schedule,
-          recv_reduce_step(left, static_cast<uint32_t>(m),
-                           scratch_at((m % slots) * chunks.chunk_elems()), input_at(in.offset),
-                           acc(in.offset), in.count, s == n - 2, reduce_deps)));
-    }
-  }
+  const RingPhase rs =
+      add_ring_reduce_scatter(order, args.rank, n, blocks, chunks, slots, acc, schedule);
+  const std::vector<uint32_t> &rs_send = rs.sends, &rs_reduce = rs.reduces;
   // Position q completes block q+1 at the last step.
   const uint32_t gather_tag = static_cast<uint32_t>(n - 1) * C;
   if (!at_root) {
