@@ -7,38 +7,13 @@
 
 #include "lib/algorithms/blocks.h"
 #include "lib/algorithms/cost_model.h"
+#include "lib/algorithms/hosts.h"
 
 namespace ddl {
 namespace {
 
 // Receive staging chunks of a reduce-scatter rank, reused round robin.
 constexpr size_t kStagingSlots = 8;
-
-// The ranks by host (tiers[0]; one host without tiers), each host's ranks ascending.
-struct Hosts {
-  std::vector<std::vector<int>> ranks;  // per host
-  std::vector<int> host_of, local_of;   // per rank
-
-  explicit Hosts(const CollectiveArgs &args)
-      : host_of(static_cast<size_t>(args.nranks)), local_of(static_cast<size_t>(args.nranks)) {
-    std::map<int, int> index;  // group id -> host, in order of first rank
-    for (int r = 0; r < args.nranks; ++r) {
-      const int group = args.tiers.empty() ? 0 : args.tiers[0][static_cast<size_t>(r)];
-      const int h = index.emplace(group, static_cast<int>(ranks.size())).first->second;
-      if (h == static_cast<int>(ranks.size())) ranks.emplace_back();
-      host_of[r] = h;
-      local_of[r] = static_cast<int>(ranks[h].size());
-      ranks[h].push_back(r);
-    }
-  }
-
-  int count() const { return static_cast<int>(ranks.size()); }
-  // The rank of host g that takes rank r's block there.
-  int agent(int g, int r) const {
-    const std::vector<int> &on = ranks[static_cast<size_t>(g)];
-    return on[static_cast<size_t>(local_of[r]) % on.size()];
-  }
-};
 
 // What both builders start from: this rank's host and the chunks of one block.
 struct Layout {

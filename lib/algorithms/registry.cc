@@ -6,6 +6,7 @@
 #include "lib/algorithms/chain.h"
 #include "lib/algorithms/dissemination.h"
 #include "lib/algorithms/hier.h"
+#include "lib/algorithms/hier_alltoall.h"
 #include "lib/algorithms/hier_two_level.h"
 #include "lib/algorithms/linear.h"
 #include "lib/algorithms/pairwise.h"
@@ -85,7 +86,10 @@ const std::vector<AlgorithmInfo> &algorithm_table() {
       {"dissemination", Collective::kBarrier, "ceil(log2 n) rounds of signals at distance 2^k",
        build_dissemination_barrier, no_cost},
       {"pairwise", Collective::kAlltoall, "n-1 exchanges with rank r+k / r-k, all in flight",
-       build_pairwise_alltoall, no_cost},
+       build_pairwise_alltoall, pairwise_alltoall_cost},
+      {"hier", Collective::kAlltoall,
+       "two levels: each host's blocks for another host in one message between agents",
+       build_hier_alltoall, hier_alltoall_cost},
       {"pairwise", Collective::kAlltoallv, "n-1 exchanges with rank r+k / r-k, all in flight",
        build_pairwise_alltoall, no_cost},
       {"tree", Collective::kReduce, "k-nomial tree to the root; radix from the models",

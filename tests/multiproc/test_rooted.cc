@@ -3,6 +3,7 @@
 // grouped; and their bad arguments.
 #include <criterion/criterion.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -252,6 +253,23 @@ void expect_all_pass(int n) {
 }
 
 }  // namespace
+
+// hier's alltoall for real: 4 ranks in two groups (DDL_TIERS), forced.
+Test(rooted, hier_alltoall_in_two_groups) {
+  RunOptions options;
+  options.before_init = [](int) {
+    setenv("DDL_TIERS", "2x2", 1);
+    setenv("DDL_ALGO", "hier", 1);
+  };
+  std::string failures = run_ranks(
+      4,
+      [](ddl_comm_t comm, int rank, int nranks) {
+        if (int rc = check_alltoall(comm, rank, nranks)) return rc;
+        return check_nonblocking_and_grouped(comm, rank, nranks);
+      },
+      options);
+  cr_assert(failures.empty(), "%s", failures.c_str());
+}
 
 Test(rooted, one_rank) {
   expect_all_pass(1);

@@ -3,6 +3,7 @@
 // every root, in place and not; mutated layouts prove that it catches mistakes.
 #include <criterion/criterion.h>
 
+#include <algorithm>
 #include <random>
 
 #include "lib/algorithms/registry.h"
@@ -207,4 +208,55 @@ Test(rooted_schedules, the_verifier_catches_a_misplaced_block) {
   for (Step &step : by_rank[1].steps)
     if (step.kind == StepKind::kCopy) step.dst.offset = 0;
   cr_assert(!verify_schedules(all, by_rank).ok());
+}
+
+// hier's alltoall over hosts of every shape (tiers[0] groups), uneven ones included, in place
+// and not; forced, and as the models choose.
+Test(rooted_schedules, hier_alltoall_over_hosts) {
+  const std::vector<std::vector<int>> shapes = {{2, 2}, {1, 3},    {3, 1, 2}, {4, 4, 4, 4},
+                                                {2, 5}, {1, 1, 1}, {3}};
+  for (const std::vector<int> &shape : shapes)
+    for (size_t count : {size_t{0}, size_t{1}, size_t{3}})
+      for (bool in_place : {false, true}) {
+        std::vector<int> host_of;
+        for (size_t h = 0; h < shape.size(); ++h)
+          for (int k = 0; k < shape[h]; ++k) host_of.push_back(static_cast<int>(h));
+        // Round-robin numbering as well as host by host.
+        for (bool cyclic : {false, true}) {
+          std::vector<int> tier = host_of;
+          if (cyclic) std::rotate(tier.begin(), tier.begin() + 1, tier.end());
+          const int n = static_cast<int>(tier.size());
+          std::vector<CollectiveArgs> all =
+              uniform(Collective::kAlltoall, n, count, 0, in_place, 0, "hier");
+          for (CollectiveArgs &a : all) {
+            a.tiers = {tier};
+            a.hosts = static_cast<int>(shape.size());
+          }
+          check(all, cyclic ? "hier cyclic" : "hier");
+        }
+      }
+  std::vector<int> tier;
+  for (int h = 0; h < 16; ++h)
+    for (int k = 0; k < 8; ++k) tier.push_back(h);
+  std::vector<CollectiveArgs> all = uniform(Collective::kAlltoall, 128, 1, 0, false, 0, "hier");
+  for (CollectiveArgs &a : all) a.tiers = {tier}, a.hosts = 16;
+  check(all, "hier 16 x 8");
+}
+
+Test(rooted_schedules, alltoall_models_take_hier_for_small_blocks_across_hosts) {
+  std::vector<int> tier;
+  for (int h = 0; h < 4; ++h)
+    for (int k = 0; k < 4; ++k) tier.push_back(h);
+  CollectiveArgs a = make_args(Collective::kAlltoall, 16, 0, 2);
+  a.tiers = {tier};
+  a.hosts = 4;
+  a.elem_size = 4;
+  std::string why;
+  cr_assert_str_eq(choose_algorithm(a, &why).name, "hier", "%s", why.c_str());
+  a.count = 1 << 20;
+  cr_assert_str_eq(choose_algorithm(a, &why).name, "pairwise", "%s", why.c_str());
+  a.tiers.clear();
+  a.hosts = 1;
+  a.count = 2;
+  cr_assert_str_eq(choose_algorithm(a, &why).name, "pairwise", "%s", why.c_str());
 }
