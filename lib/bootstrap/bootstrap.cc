@@ -204,7 +204,7 @@ Status Bootstrap::create(const BootstrapOptions &opts, std::unique_ptr<Bootstrap
              opts.rendezvous_file.c_str(), secret);
   }
   if (b->opts_.job_token.empty()) warn_open_rendezvous(b->root_addr_);
-  Status st = bootstrap::accept_peers(b->listen_fd_, b->opts_, deadline, &b->peers_);
+  Status st = bootstrap::accept_peers(b->listen_fd_, b->opts_, deadline, &b->peers_, b->root_addr_);
   // Every rank is in (or the job is off): neither the port nor the published address is
   // needed any more. Removing the file now, not at destruction, leaves no stale file behind
   // if this process dies later.

@@ -2,6 +2,7 @@
 // loop (root_side.cc) and the other ranks' connect-and-hello loop (peer_side.cc).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -30,14 +31,38 @@ Status publish_address(const std::string &file, const std::string &text);
 // Removes file if it still holds text (a later job may have reused the name).
 void unpublish_address(const std::string &file, const std::string &text);
 
+// When a connect phase that is still waiting says so (warn level, through the library's log):
+// first kFirstMs after the deadline was set, then every kEveryMs, so that a person at a
+// terminal learns within seconds what is missing and how long is left instead of facing
+// minutes of silence, while ranks that start a moment apart (importing torch) stay quiet.
+class WaitNotice {
+ public:
+  static constexpr int64_t kFirstMs = 5000;
+  static constexpr int64_t kEveryMs = 30000;
+  explicit WaitNotice(const Deadline &deadline) : deadline_(deadline) {}
+  // `wait_ms` (a poll timeout) shortened so that the poll wakes when the next notice is due.
+  int cap(int wait_ms) const;
+  // True when a notice is due now (then the next one is kEveryMs later).
+  bool due();
+  // "5.0 s so far, 295.0 s left of the 300 s timeout"
+  std::string times() const;
+
+ private:
+  const Deadline &deadline_;
+  int64_t next_ms_ = kFirstMs;
+};
+
 // Rank 0: accepts connections until ranks 1..nranks-1 have each presented a valid hello, or the
 // deadline passes. (*peers)[r] receives rank r's fd as it arrives, on failure too, so that the
 // caller can tell the ranks that did come why the job is off. Strangers are dropped and logged.
+// While ranks are missing it says so now and then (WaitNotice), naming `served` (the address
+// the others should dial) when given.
 Status accept_peers(int listen_fd, const BootstrapOptions &opts, const Deadline &deadline,
-                    std::vector<int> *peers);
+                    std::vector<int> *peers, const std::string &served = std::string());
 
 // Other ranks: connects to rank 0 (root_addr, or the address in the rendezvous file), presents
-// the hello and waits for the ack, retrying until the deadline. *root_addr: the address used.
+// the hello and waits for the ack, retrying until the deadline (and saying so now and then,
+// WaitNotice). *root_addr: the address used.
 Status connect_to_root(const BootstrapOptions &opts, const Deadline &deadline, int *fd,
                        std::string *root_addr);
 

@@ -206,6 +206,8 @@ Status connect_to_root(const BootstrapOptions &opts, const Deadline &deadline, i
   int backoff = kFirstBackoffMs;
   int attempts = 0;
   std::string hooked;  // the address on_root_found was last called with
+  WaitNotice notice(deadline);
+  bool file_mode = false;  // rank 0's address comes from the rendezvous file
   for (;;) {
     std::string addr = opts.root_addr;
     std::string token = opts.job_token;
@@ -218,6 +220,7 @@ Status connect_to_root(const BootstrapOptions &opts, const Deadline &deadline, i
       if (parse_host_port(opts.root_addr, &host, &port).ok() && port == 0) addr.clear();
     }
     if (addr.empty()) {
+      file_mode = true;
       std::string published;
       bool has_token = false;
       have = read_rendezvous_file(opts.rendezvous_file, &addr, &published, &has_token, &file_error);
@@ -253,6 +256,19 @@ Status connect_to_root(const BootstrapOptions &opts, const Deadline &deadline, i
             opts.rank, addr.c_str(), connector.last_error().c_str(),
             connector.refused() ? "; earlier: " : "", connector.refusal().c_str());
     }
+    if (notice.due()) {
+      std::string last = attempts ? connector.last_error() : file_error;
+      if (attempts && !have) last += "; then " + file_error;
+      DDL_WARN(
+          "bootstrap: rank %d: still waiting to get in to rank 0 (the rendezvous root)%s%s (%s; "
+          "last: %s). Usually rank 0 was not started or failed before init, %s, or a firewall "
+          "drops the connection",
+          opts.rank, addr.empty() ? "" : " at ", addr.c_str(), notice.times().c_str(), last.c_str(),
+          file_mode ? "or it publishes its address elsewhere (DDL_RENDEZVOUS_DIR must be the same "
+                      "directory on every rank, shared between hosts)"
+                    : "or this rank looks for it in the wrong place (DDL_ROOT, or MASTER_ADDR and "
+                      "MASTER_PORT, must name rank 0's host and port)");
+    }
     int left = deadline.remaining_ms();
     if (left == 0) {
       std::string why = attempts ? connector.last_error() : file_error;
@@ -266,7 +282,7 @@ Status connect_to_root(const BootstrapOptions &opts, const Deadline &deadline, i
           opts.rank, why.c_str(), static_cast<double>(deadline.elapsed_ms()) / 1000.0,
           earlier.c_str());
     }
-    ::poll(nullptr, 0, std::min(backoff, left));
+    ::poll(nullptr, 0, notice.cap(std::min(backoff, left)));
     backoff = std::min(backoff * 2, kMaxBackoffMs);
     if (connector.refused()) backoff = kRefusedBackoffMs;
   }

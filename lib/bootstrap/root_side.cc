@@ -279,6 +279,27 @@ void unpublish_address(const std::string &file, const std::string &text) {
   if (n > 0 && std::string(buf, static_cast<size_t>(n)) == text + "\n") ::unlink(file.c_str());
 }
 
+int WaitNotice::cap(int wait_ms) const {
+  int64_t until = next_ms_ - deadline_.elapsed_ms();
+  if (until <= 0) return 0;
+  return until < wait_ms ? static_cast<int>(until) : wait_ms;
+}
+
+bool WaitNotice::due() {
+  int64_t now = deadline_.elapsed_ms();
+  if (now < next_ms_ || deadline_.passed()) return false;
+  while (next_ms_ <= now) next_ms_ += kEveryMs;
+  return true;
+}
+
+std::string WaitNotice::times() const {
+  int64_t elapsed = deadline_.elapsed_ms();
+  int64_t left = deadline_.remaining_ms();
+  return strprintf("%.1f s so far, %.1f s left of the %.0f s timeout",
+                   static_cast<double>(elapsed) / 1000.0, static_cast<double>(left) / 1000.0,
+                   static_cast<double>(elapsed + left) / 1000.0);
+}
+
 std::string rank_list(const std::vector<int> &ranks) {
   std::string out;
   size_t items = 0;
@@ -377,7 +398,7 @@ void drop_pending(Pending &p, const std::string &why, int rank, Drops *drops) {
 }  // namespace
 
 Status accept_peers(int listen_fd, const BootstrapOptions &opts, const Deadline &deadline,
-                    std::vector<int> *peers) {
+                    std::vector<int> *peers, const std::string &served) {
   peers->assign(static_cast<size_t>(opts.nranks), -1);
   int missing = opts.nranks - 1;
   std::vector<Pending> pending;
@@ -386,16 +407,36 @@ Status accept_peers(int listen_fd, const BootstrapOptions &opts, const Deadline 
   Drops drops;
   Status result;
   bool accept_warned = false;
+  WaitNotice notice(deadline);
+  auto absent_ranks = [&] {
+    std::vector<int> absent;
+    for (int r = 1; r < opts.nranks; ++r)
+      if ((*peers)[r] < 0) absent.push_back(r);
+    return absent;
+  };
+  auto dropped = [&] {
+    return drops.count ? strprintf("; %d other connection%s dropped, last %s", drops.count,
+                                   drops.count == 1 ? " was" : "s were", drops.last.c_str())
+                       : std::string();
+  };
   while (missing > 0) {
-    int wait = deadline.remaining_ms();
-    if (wait == 0) {
-      std::vector<int> absent;
-      for (int r = 1; r < opts.nranks; ++r)
-        if ((*peers)[r] < 0) absent.push_back(r);
-      std::string more = drops.count
-                             ? strprintf("; %d other connection%s dropped, last %s", drops.count,
-                                         drops.count == 1 ? " was" : "s were", drops.last.c_str())
-                             : std::string();
+    if (notice.due()) {
+      std::vector<int> absent = absent_ranks();
+      std::string where = served.empty() ? std::string() : " to " + served;
+      DDL_WARN(
+          "bootstrap: rank 0: still waiting for rank%s %s to connect%s (%d of %d arrived; %s)%s. "
+          "Usually %s not started or failed before init, %s looking for rank 0 elsewhere "
+          "(DDL_ROOT, or MASTER_ADDR and MASTER_PORT, must name this host and port), or a "
+          "firewall drops the connection",
+          absent.size() == 1 ? "" : "s", rank_list(absent).c_str(), where.c_str(),
+          opts.nranks - missing, opts.nranks, notice.times().c_str(), dropped().c_str(),
+          absent.size() == 1 ? "that rank was" : "those ranks were",
+          absent.size() == 1 ? "it is" : "they are");
+    }
+    int wait = notice.cap(deadline.remaining_ms());
+    if (deadline.passed()) {
+      std::vector<int> absent = absent_ranks();
+      std::string more = dropped();
       result = timeout_error(
           "bootstrap: rank 0: timed out after %lld ms waiting for rank%s %s to connect (%d of %d "
           "arrived)%s",

@@ -1,10 +1,12 @@
 // ddlrun end to end: environment, output tagging, failure propagation, signals, timeouts.
 // The ranks are small `sh -c` scripts; every test has deadlines and kills what it spawned.
 #include <criterion/criterion.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <set>
@@ -61,6 +63,34 @@ std::vector<pid_t> wait_for_pid_files(const std::string &prefix, int nranks, dou
     usleep(10000);
   }
   return pids;
+}
+
+// A fake ssh: it records the host and runs the words with a shell in a clean environment, as
+// sshd would.
+std::string make_fake_ssh() {
+  std::string agent = g_dir + "/fake_ssh";
+  std::string script = "#!/bin/sh\nhost=$1; shift\necho \"$host\" >> " + g_dir +
+                       "/agent_hosts\nexec env -i PATH=/usr/bin:/bin /bin/sh -c \"$*\"\n";
+  FILE *file = std::fopen(agent.c_str(), "w");
+  cr_assert(file);
+  std::fputs(script.c_str(), file);
+  std::fclose(file);
+  chmod(agent.c_str(), 0755);
+  return agent;
+}
+
+// Cores this test may use, as nproc counts them (ddlrun and its ranks inherit the mask).
+int usable_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  cr_assert_eq(sched_getaffinity(0, sizeof(set), &set), 0);
+  return CPU_COUNT(&set);
+}
+
+int count_of(const std::string &text, const std::string &part) {
+  int n = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+  return n;
 }
 
 void assert_all_gone(const std::vector<pid_t> &pids) {
@@ -203,7 +233,9 @@ Test(ddlrun, ranks_ignoring_sigterm_get_sigkill_after_the_grace_period) {
 }
 
 Test(ddlrun, success_and_exec_failure) {
+  setenv("OMP_NUM_THREADS", "1", 1);  // the user's: ddlrun has nothing to say about it
   RunResult ok = run_command(ddlrun({"-n", "3"}, "exit 0"), 20);
+  unsetenv("OMP_NUM_THREADS");
   cr_assert_eq(ok.exit_status, 0, "stderr: %s", ok.err.c_str());
   cr_assert_eq(ok.err, std::string(""));
 
@@ -213,17 +245,9 @@ Test(ddlrun, success_and_exec_failure) {
             missing.err.c_str());
 }
 
-// -H through a fake ssh: it records the host and runs the words with a shell in a clean
-// environment, as sshd would. (tests/tools/test_emuhosts.cc does it across namespaces.)
+// -H through a fake ssh (tests/tools/test_emuhosts.cc does it across namespaces).
 Test(ddlrun, hosts_go_through_the_launch_agent) {
-  std::string agent = g_dir + "/fake_ssh";
-  std::string script = "#!/bin/sh\nhost=$1; shift\necho \"$host\" >> " + g_dir +
-                       "/agent_hosts\nexec env -i PATH=/usr/bin:/bin /bin/sh -c \"$*\"\n";
-  FILE *file = std::fopen(agent.c_str(), "w");
-  cr_assert(file);
-  std::fputs(script.c_str(), file);
-  std::fclose(file);
-  chmod(agent.c_str(), 0755);
+  std::string agent = make_fake_ssh();
 
   setenv("DDLRUN_TEST_OWN", "own value", 1);
   RunResult r = run_command(
@@ -260,6 +284,68 @@ Test(ddlrun, hosts_go_through_the_launch_agent) {
                   20);
   cr_assert_eq(failed.exit_status, 1, "stderr: %s", failed.err.c_str());
   cr_assert(contains(failed.err, "rank 1 on hostB (agent pid "), "stderr: %s", failed.err.c_str());
+}
+
+// As torchrun: each rank gets OMP_NUM_THREADS = cores / ranks on its host (at least 1), and
+// ddlrun says so once, unless the user set it (in ddlrun's environment or with -x).
+Test(ddlrun, sets_omp_num_threads_unless_the_user_did) {
+  unsetenv("OMP_NUM_THREADS");
+  const int cores = usable_cores();
+  const std::string echo = "echo $DDL_RANK ${OMP_NUM_THREADS-unset}";
+  for (int n : {1, 2, 3}) {
+    RunResult r = run_command(ddlrun({"-n", std::to_string(n)}, echo), 20);
+    cr_assert_eq(r.exit_status, 0, "stderr: %s", r.err.c_str());
+    const std::string want = std::to_string(std::max(1, cores / n));
+    for (int rank = 0; rank < n; ++rank) {
+      const std::string line = std::to_string(rank) + " " + want + "\n";
+      cr_assert(contains(r.out, line), "-n %d on %d cores: no '%s' in:\n%s", n, cores, line.c_str(),
+                r.out.c_str());
+    }
+    // Said once, and only where ranks share the host (-n 1 gets every core, as without it).
+    cr_assert_eq(count_of(r.err, "OMP_NUM_THREADS=" + want + " for each rank"), n > 1 ? 1 : 0,
+                 "-n %d, stderr: %s", n, r.err.c_str());
+  }
+
+  setenv("OMP_NUM_THREADS", "7", 1);
+  RunResult own = run_command(ddlrun({"-n", "2"}, echo), 20);
+  unsetenv("OMP_NUM_THREADS");
+  cr_assert_eq(own.exit_status, 0, "stderr: %s", own.err.c_str());
+  cr_assert(contains(own.out, "0 7\n") && contains(own.out, "1 7\n"), "%s", own.out.c_str());
+  cr_assert(!contains(own.err, "OMP_NUM_THREADS"), "stderr: %s", own.err.c_str());
+
+  RunResult given = run_command(ddlrun({"-n", "2", "-x", "OMP_NUM_THREADS=5"}, echo), 20);
+  cr_assert_eq(given.exit_status, 0, "stderr: %s", given.err.c_str());
+  cr_assert(contains(given.out, "0 5\n") && contains(given.out, "1 5\n"), "%s", given.out.c_str());
+  cr_assert(!contains(given.err, "OMP_NUM_THREADS"), "stderr: %s", given.err.c_str());
+}
+
+// With -H the division happens on each host (its nproc, its ranks); a user's value goes along.
+Test(ddlrun, sets_omp_num_threads_on_each_host) {
+  unsetenv("OMP_NUM_THREADS");
+  std::string agent = make_fake_ssh();
+  const int cores = usable_cores();
+  const std::vector<std::string> hosts = {"-H", "hostA:2,hostB", "--launch-agent", agent, "-t"};
+  const std::string echo = "echo ${OMP_NUM_THREADS-unset}";
+  RunResult r = run_command(ddlrun(hosts, echo), 20);
+  cr_assert_eq(r.exit_status, 0, "stderr: %s", r.err.c_str());
+  const std::string shared = std::to_string(std::max(1, cores / 2));
+  for (const std::string &want : {"[0] " + shared, "[1] " + shared, "[2] " + std::to_string(cores)})
+    cr_assert(contains(r.out, want + "\n"), "%d cores: no '%s' in:\n%s", cores, want.c_str(),
+              r.out.c_str());
+  cr_assert_eq(count_of(r.err, "setting OMP_NUM_THREADS"), 1, "stderr: %s", r.err.c_str());
+
+  setenv("OMP_NUM_THREADS", "7", 1);
+  RunResult own = run_command(ddlrun(hosts, echo), 20);
+  unsetenv("OMP_NUM_THREADS");
+  cr_assert_eq(own.exit_status, 0, "stderr: %s", own.err.c_str());
+  cr_assert_eq(count_of(own.out, " 7\n"), 3, "%s", own.out.c_str());
+  cr_assert(!contains(own.err, "OMP_NUM_THREADS"), "stderr: %s", own.err.c_str());
+
+  std::vector<std::string> with_x = hosts;
+  with_x.insert(with_x.end(), {"-x", "OMP_NUM_THREADS=5"});
+  RunResult given = run_command(ddlrun(with_x, echo), 20);
+  cr_assert_eq(given.exit_status, 0, "stderr: %s", given.err.c_str());
+  cr_assert_eq(count_of(given.out, " 5\n"), 3, "%s", given.out.c_str());
 }
 
 Test(ddlrun, usage_errors_are_clear) {

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -54,6 +55,19 @@ bool make_job_token(std::string *token, std::string *error) {
     token->push_back(kHex[b & 15]);
   }
   return true;
+}
+
+int usable_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  int n = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 0;
+  if (n <= 0) n = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+  return n > 0 ? n : 1;
+}
+
+int omp_threads_per_rank(int cores, int local_ranks) {
+  int per_rank = local_ranks > 0 ? cores / local_ranks : cores;
+  return per_rank > 1 ? per_rank : 1;
 }
 
 std::vector<std::string> rank_environment(

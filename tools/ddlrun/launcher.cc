@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -168,6 +169,32 @@ void Job::spawn_ranks() {
   std::vector<RankPlacement> placement;
   if (remote) placement = place_ranks(options_);
   std::string root = (remote ? placement[0].host : "127.0.0.1") + ":" + std::to_string(port);
+  // OMP_NUM_THREADS, as torchrun sets it: unless the user set it (here or with -x), each rank
+  // gets its host's cores divided by the ranks on that host, so that PyTorch's and OpenMP's
+  // pools (a thread per core each) do not fight over the cores.
+  const char *own_omp = std::getenv("OMP_NUM_THREADS");
+  bool user_omp = own_omp != nullptr;
+  for (const auto &kv : options_.extra_env) user_omp = user_omp || kv.first == "OMP_NUM_THREADS";
+  int omp_threads = 0;  // local ranks: the value they get; 0: none set by ddlrun
+  if (!user_omp && !remote) {
+    int cores = usable_cores();
+    omp_threads = omp_threads_per_rank(cores, options_.nranks);
+    if (options_.nranks > 1)
+      std::fprintf(stderr,
+                   "ddlrun: setting OMP_NUM_THREADS=%d for each rank (%d cores / %d ranks on this "
+                   "host), as torchrun does, so that their thread pools do not fight over the "
+                   "cores; set OMP_NUM_THREADS (or -x OMP_NUM_THREADS=N) to choose\n",
+                   omp_threads, cores, options_.nranks);
+  } else if (!user_omp) {
+    bool shared = false;
+    for (const RankPlacement &rank : placement) shared = shared || rank.local_size > 1;
+    if (shared)
+      std::fprintf(stderr,
+                   "ddlrun: setting OMP_NUM_THREADS for each rank to its host's cores / the ranks "
+                   "on that host (at least 1), as torchrun does, so that their thread pools do "
+                   "not fight over the cores; set OMP_NUM_THREADS (or -x OMP_NUM_THREADS=N) to "
+                   "choose\n");
+  }
   ranks_.resize(static_cast<size_t>(options_.nranks));
   for (int rank = 0; rank < options_.nranks; ++rank) {
     int local_rank = remote ? placement[static_cast<size_t>(rank)].local_rank : rank;
@@ -180,6 +207,9 @@ void Job::spawn_ranks() {
         {"DDL_ROOT", root},
         {"DDL_JOB_TOKEN", token},
     };
+    if (omp_threads > 0) vars.emplace_back("OMP_NUM_THREADS", std::to_string(omp_threads));
+    // A remote rank does not inherit ddlrun's environment: the user's value goes along.
+    if (remote && own_omp) vars.emplace_back("OMP_NUM_THREADS", own_omp);
     vars.insert(vars.end(), options_.extra_env.begin(), options_.extra_env.end());
     RankProcess &proc = ranks_[static_cast<size_t>(rank)];
     proc.rank = rank;
@@ -189,9 +219,12 @@ void Job::spawn_ranks() {
       // so naming a failed rank, tagging and stopping work as for local ranks, and the hosts
       // need nothing but a shell (no ddlrun of their own).
       proc.host = placement[static_cast<size_t>(rank)].host;
-      ok =
-          spawn_rank(&proc, agent_command(options_.launch_agent, proc.host, vars, options_.command),
-                     rank_environment(environ, {}), &error);
+      std::vector<std::string> command =
+          user_omp ? options_.command
+                   : with_remote_omp_threads(options_.command,
+                                             placement[static_cast<size_t>(rank)].local_size);
+      ok = spawn_rank(&proc, agent_command(options_.launch_agent, proc.host, vars, command),
+                      rank_environment(environ, {}), &error);
     } else {
       ok = spawn_rank(&proc, options_.command, rank_environment(environ, vars), &error);
     }

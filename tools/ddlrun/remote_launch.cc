@@ -53,6 +53,20 @@ std::vector<std::string> agent_command(const std::vector<std::string> &agent,
   return argv;
 }
 
+std::vector<std::string> with_remote_omp_threads(const std::vector<std::string> &command,
+                                                 int local_size) {
+  std::string script =
+      "if [ -z \"${OMP_NUM_THREADS+set}\" ]; then "
+      "n=$(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1); "
+      "n=$((n / " +
+      std::to_string(local_size > 0 ? local_size : 1) +
+      ")); [ \"$n\" -ge 1 ] || n=1; OMP_NUM_THREADS=$n; export OMP_NUM_THREADS; fi; "
+      "exec \"$@\"";
+  std::vector<std::string> argv = {"sh", "-c", script, "ddlrun-omp"};
+  argv.insert(argv.end(), command.begin(), command.end());
+  return argv;
+}
+
 bool pick_remote_port(int *port, std::string *error) {
   unsigned char bytes[2];
   int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);

@@ -29,6 +29,13 @@ std::vector<std::string> agent_command(const std::vector<std::string> &agent,
                                        const std::vector<std::pair<std::string, std::string>> &env,
                                        const std::vector<std::string> &command);
 
+// `sh -c SCRIPT ddlrun-omp command...`: on the host, SCRIPT sets OMP_NUM_THREADS to that host's
+// cores (nproc) divided by `local_size` (at least 1) unless the environment there already has
+// it, then execs the command (no extra process stays). ddlrun cannot count a remote host's
+// cores itself, and hosts may differ.
+std::vector<std::string> with_remote_omp_threads(const std::vector<std::string> &command,
+                                                 int local_size);
+
 // A port for rank 0's rendezvous on a host ddlrun cannot probe: random in 20000..29999, below
 // Linux's ephemeral range (32768..) so outgoing connections do not take it first.
 bool pick_remote_port(int *port, std::string *error);
