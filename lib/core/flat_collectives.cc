@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "lib/algorithms/registry.h"
 #include "lib/common/datatype.h"
 #include "lib/reduce/reduce.h"
 #include "transports/shm/flat_slots.h"
@@ -129,6 +130,11 @@ bool flat_collective_applies(const ddl_comm *comm, const CollectiveCall &call) {
   const std::string &forced = comm->config.algorithm;
   if (call.collective == Collective::kAllreduce && !forced.empty() && forced != "flat")
     return false;
+  // A DDL_ALGO that names one of this collective's schedules wants it (the allreduce's above).
+  for (const AlgorithmInfo &info : algorithm_table())
+    if (call.collective != Collective::kAllreduce && info.collective == call.collective &&
+        forced == info.name)
+      return false;
   // The root publishes the most, and every rank decides alike.
   const bool root_publishes =
       call.collective == Collective::kBroadcast || call.collective == Collective::kScatter;
