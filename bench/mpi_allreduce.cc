@@ -119,6 +119,31 @@ class MpiBackend : public ddl_perf::CollectiveBackend {
       case Collective::kBarrier:
         rc = MPI_Barrier(MPI_COMM_WORLD);
         break;
+      case Collective::kAlltoall:
+        rc = MPI_Alltoall(send == recv ? MPI_IN_PLACE : send, n, type, recv, n, type,
+                          MPI_COMM_WORLD);
+        break;
+      case Collective::kReduce:
+        rc = MPI_Reduce(send == recv && rank_ == root ? MPI_IN_PLACE : send, recv, n, type,
+                        mpi_op(op), root, MPI_COMM_WORLD);
+        break;
+      case Collective::kGather: {
+        const bool in_place = send == recv_bytes + static_cast<size_t>(rank_) * block;
+        rc = MPI_Gather(in_place && rank_ == root ? MPI_IN_PLACE : send, n, type, recv, n, type,
+                        root, MPI_COMM_WORLD);
+        break;
+      }
+      case Collective::kScatter: {
+        const bool in_place =
+            recv_bytes == static_cast<const unsigned char *>(send) + rank_ * block;
+        rc = MPI_Scatter(send, n, type, in_place && rank_ == root ? MPI_IN_PLACE : recv, n, type,
+                         root, MPI_COMM_WORLD);
+        break;
+      }
+      case Collective::kSendRecv:  // as ddl_perf's: to the next rank, from the previous
+        rc = MPI_Sendrecv(send, n, type, (rank_ + 1) % nranks_, 0, recv, n, type,
+                          (rank_ + nranks_ - 1) % nranks_, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        break;
     }
     check(rc, ddl_perf::collective_name(collective));
     return true;

@@ -113,6 +113,20 @@ Test(ddl_perf, other_collectives) {
   expect_clean_run(2, {"-C", "barrier", "-n", "50"}, 1);  // one row: 0 bytes
 }
 
+// The calls torch.distributed added to ddl: every result checked (-c 1, the default), on 2 and
+// 3 ranks, every root of the rooted ones at least once, in place where it exists.
+Test(ddl_perf, alltoall_sendrecv_reduce_gather_scatter) {
+  for (int n : {2, 3}) {
+    expect_clean_run(n, {"-C", "alltoall", "-b", "8", "-e", "1M", "-f", "16", "-d", "bfloat16"});
+    expect_clean_run(n, {"-C", "sendrecv", "-b", "8", "-e", "1M", "-f", "16"});
+    expect_clean_run(n, {"-C", "reduce", "-r", std::to_string(n - 1), "-b", "8", "-e", "1M", "-f",
+                         "16", "-o", "all", "-d", "int32"});
+    expect_clean_run(n, {"-C", "gather", "-r", "1", "-b", "8", "-e", "1M", "-f", "16"});
+    expect_clean_run(n,
+                     {"-C", "scatter", "-r", "0", "-b", "8", "-e", "1M", "-f", "16", "-d", "int8"});
+  }
+}
+
 Test(ddl_perf, json_output) {
   std::string dir = ddltest::make_temp_dir();
   std::string path = dir + "/results.json";

@@ -91,13 +91,22 @@ void store(void *buffer, size_t i, ddl_datatype_t dtype, double v) {
 void reference(Collective collective, ddl_datatype_t dtype, ddl_op_t op, int nranks, int root,
                size_t count, std::vector<std::vector<unsigned char>> &send, int rank,
                std::vector<unsigned char> *recv) {
-  size_t n = collective == Collective::kAllgather ? count * nranks : count;
+  const CheckShape shape{collective, dtype, op, rank, nranks, root, count};
+  const size_t n = recv_elements(shape);
+  const bool rooted_result = collective == Collective::kReduce || collective == Collective::kGather;
+  if (rooted_result && rank != root) return;  // nothing is written off the root
   for (size_t i = 0; i < n; ++i) {
     double value = 0;
     if (collective == Collective::kBroadcast) {
       value = load(send[root].data(), i, dtype);
-    } else if (collective == Collective::kAllgather) {
+    } else if (collective == Collective::kAllgather || collective == Collective::kGather) {
       value = load(send[i / count].data(), i % count, dtype);
+    } else if (collective == Collective::kAlltoall) {
+      value = load(send[i / count].data(), rank * count + i % count, dtype);
+    } else if (collective == Collective::kScatter) {
+      value = load(send[root].data(), rank * count + i, dtype);
+    } else if (collective == Collective::kSendRecv) {
+      value = load(send[(rank + nranks - 1) % nranks].data(), i, dtype);
     } else {
       size_t at = collective == Collective::kReduceScatter ? rank * count + i : i;
       value = load(send[0].data(), at, dtype);
@@ -162,7 +171,7 @@ Test(perf_options, errors_say_what_is_wrong) {
       {{"-c", "2"}, "-c wants 0 or 1"},
       {{"-d", "float8"}, "unknown datatype 'float8'"},
       {{"-o", "xor"}, "unknown op 'xor'"},
-      {{"-C", "alltoall"}, "unknown collective 'alltoall'"},
+      {{"-C", "alltoallw"}, "unknown collective 'alltoallw'"},
       {{"-z"}, "unknown option -z"},
       {{"--bogus"}, "unknown option --bogus"},
       {{"-b"}, "option -b needs a value"},
@@ -190,6 +199,11 @@ Test(perf_options, sizes_and_bus_factors) {
   cr_assert_float_eq(bus_factor(Collective::kAllgather, 4), 0.75, 1e-12);
   cr_assert_float_eq(bus_factor(Collective::kReduceScatter, 2), 0.5, 1e-12);
   cr_assert_float_eq(bus_factor(Collective::kBroadcast, 8), 1.0, 1e-12);
+  cr_assert_float_eq(bus_factor(Collective::kAlltoall, 4), 0.75, 1e-12);
+  cr_assert_float_eq(bus_factor(Collective::kGather, 2), 0.5, 1e-12);
+  cr_assert_float_eq(bus_factor(Collective::kScatter, 2), 0.5, 1e-12);
+  cr_assert_float_eq(bus_factor(Collective::kReduce, 8), 1.0, 1e-12);
+  cr_assert_float_eq(bus_factor(Collective::kSendRecv, 8), 1.0, 1e-12);
 }
 
 Test(perf_report, columns_are_nccl_tests) {
@@ -243,8 +257,10 @@ Test(float16, conversions_round_trip_and_round_to_even) {
 }
 
 Test(perf_check, expectations_are_exact_for_every_type_op_and_collective) {
-  const Collective collectives[] = {Collective::kAllreduce, Collective::kBroadcast,
-                                    Collective::kAllgather, Collective::kReduceScatter};
+  const Collective collectives[] = {
+      Collective::kAllreduce,     Collective::kBroadcast, Collective::kAllgather,
+      Collective::kReduceScatter, Collective::kAlltoall,  Collective::kSendRecv,
+      Collective::kReduce,        Collective::kGather,    Collective::kScatter};
   for (int nranks : {1, 2, 3, 8}) {
     for (Collective collective : collectives) {
       for (int t = 0; t < DDL_DATATYPE_COUNT; ++t) {
@@ -272,7 +288,10 @@ Test(perf_check, expectations_are_exact_for_every_type_op_and_collective) {
             cr_assert_eq(count_wrong(shape, recv[rank].data()), 0u, "%s %s %s, %d ranks, rank %d",
                          collective_name(collective), ddl::datatype_name(dtype), ddl::op_name(op),
                          nranks, rank);
-            // One wrong element must be seen.
+            // One wrong element must be seen (where the rank's buffer holds a result).
+            const bool rooted_result =
+                collective == Collective::kReduce || collective == Collective::kGather;
+            if (rooted_result && rank != root) continue;
             size_t last = recv_elements(shape) - 1;
             store(recv[rank].data(), last, dtype, load(recv[rank].data(), last, dtype) + 1);
             cr_assert_eq(count_wrong(shape, recv[rank].data()), 1u, "%s %s %s: corruption missed",

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "ddl/ddl.h"
@@ -66,6 +67,26 @@ class DdlBackend : public ddl_perf::CollectiveBackend {
         call = "ddl_barrier";
         result = ddl_barrier(comm_);
         break;
+      case ddl_perf::Collective::kAlltoall:
+        call = "ddl_alltoall";
+        result = ddl_alltoall(send, recv, count, dtype, comm_);
+        break;
+      case ddl_perf::Collective::kReduce:
+        call = "ddl_reduce";
+        result = ddl_reduce(send, recv, count, dtype, op, root, comm_);
+        break;
+      case ddl_perf::Collective::kGather:
+        call = "ddl_gather";
+        result = ddl_gather(send, recv, count, dtype, root, comm_);
+        break;
+      case ddl_perf::Collective::kScatter:
+        call = "ddl_scatter";
+        result = ddl_scatter(send, recv, count, dtype, root, comm_);
+        break;
+      case ddl_perf::Collective::kSendRecv:
+        call = "ddl_send/ddl_recv (grouped)";
+        result = send_recv(send, recv, count, dtype);
+        break;
     }
     if (result == DDL_ERR_UNSUPPORTED) return false;
     if (result == DDL_SUCCESS) return true;  // the message below is built only on failure
@@ -73,6 +94,20 @@ class DdlBackend : public ddl_perf::CollectiveBackend {
                       ddl::datatype_name(dtype) + ", " + ddl::op_name(op) +
                       (send == recv ? ", in place" : "") + ")");
     return true;
+  }
+
+  // nccl-tests' sendrecv: to the next rank, from the previous, in one group.
+  ddl_result_t send_recv(const void *send, void *recv, size_t count, ddl_datatype_t dtype) {
+    if (nranks_ == 1) {  // nccl-tests sends to itself; ddl has no send to oneself
+      std::memcpy(recv, send, count * ddl_datatype_size(dtype));
+      return DDL_SUCCESS;
+    }
+    const int to = (rank_ + 1) % nranks_, from = (rank_ + nranks_ - 1) % nranks_;
+    ddl_group_start();
+    ddl_result_t r = ddl_send(send, count, dtype, to, comm_);
+    if (r == DDL_SUCCESS) r = ddl_recv(recv, count, dtype, from, comm_);
+    const ddl_result_t end = ddl_group_end();
+    return r != DDL_SUCCESS ? r : end;
   }
 
   void *library_alloc(size_t bytes) override {

@@ -110,15 +110,17 @@ bool matches(const CheckShape &shape, double expected, double got) {
 }  // namespace
 
 size_t send_elements(const CheckShape &shape) {
-  return shape.collective == Collective::kReduceScatter
-             ? shape.count * static_cast<size_t>(shape.nranks)
-             : shape.count;
+  const Collective c = shape.collective;
+  const bool all =
+      c == Collective::kReduceScatter || c == Collective::kAlltoall || c == Collective::kScatter;
+  return all ? shape.count * static_cast<size_t>(shape.nranks) : shape.count;
 }
 
 size_t recv_elements(const CheckShape &shape) {
-  return shape.collective == Collective::kAllgather
-             ? shape.count * static_cast<size_t>(shape.nranks)
-             : shape.count;
+  const Collective c = shape.collective;
+  const bool all =
+      c == Collective::kAllgather || c == Collective::kAlltoall || c == Collective::kGather;
+  return all ? shape.count * static_cast<size_t>(shape.nranks) : shape.count;
 }
 
 void prepare_check(const CheckShape &shape, void *send, void *recv) {
@@ -132,13 +134,19 @@ void prepare_check(const CheckShape &shape, void *send, void *recv) {
         for (size_t i = 0; i < n; ++i) types.store(send, i, input_value(shape, shape.root, i));
       }
       break;
-    case Collective::kAllgather: {
+    case Collective::kScatter:
+      if (shape.rank == shape.root) {
+        for (size_t i = 0; i < n; ++i) types.store(send, i, input_value(shape, shape.root, i));
+      }
+      break;
+    case Collective::kAllgather:
+    case Collective::kGather: {
       uint64_t first = static_cast<uint64_t>(shape.rank) * shape.count;
       for (size_t i = 0; i < n; ++i)
         types.store(send, i, input_value(shape, shape.rank, first + i));
       break;
     }
-    default:  // allreduce, reduce_scatter: the whole vector, numbered from 0
+    default:  // allreduce, reduce_scatter, reduce, alltoall, sendrecv: numbered from 0
       for (size_t i = 0; i < n; ++i) types.store(send, i, input_value(shape, shape.rank, i));
   }
 }
@@ -161,6 +169,25 @@ uint64_t count_wrong(const CheckShape &shape, const void *recv) {
         break;
       case Collective::kAllreduce:
         expected = reduced_value(shape, i);
+        break;
+      case Collective::kReduce:
+        if (shape.rank != shape.root) return 0;  // only the root's buffer is written
+        expected = reduced_value(shape, i);
+        break;
+      case Collective::kGather:
+        if (shape.rank != shape.root) return 0;
+        expected = input_value(shape, static_cast<int>(i / shape.count), i);
+        break;
+      case Collective::kScatter:
+        expected =
+            input_value(shape, shape.root, static_cast<uint64_t>(shape.rank) * shape.count + i);
+        break;
+      case Collective::kAlltoall:  // block j came from rank j, which sent its block `rank`
+        expected = input_value(shape, static_cast<int>(i / shape.count),
+                               static_cast<uint64_t>(shape.rank) * shape.count + i % shape.count);
+        break;
+      case Collective::kSendRecv:  // from the previous rank around the ring
+        expected = input_value(shape, (shape.rank + shape.nranks - 1) % shape.nranks, i);
         break;
       case Collective::kBarrier:  // no elements: the loop does not run
         break;

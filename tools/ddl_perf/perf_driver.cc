@@ -30,9 +30,7 @@ using Buffer = std::unique_ptr<unsigned char, BufferDeleter>;
 size_t call_count(Collective collective, uint64_t bytes, ddl_datatype_t dtype, int nranks) {
   if (collective == Collective::kBarrier) return 0;
   size_t elements = static_cast<size_t>(bytes / ddl::datatype_size(dtype));
-  if (collective == Collective::kAllgather || collective == Collective::kReduceScatter) {
-    elements /= static_cast<size_t>(nranks);
-  }
+  if (count_per_rank(collective)) elements /= static_cast<size_t>(nranks);
   return elements ? elements : 1;
 }
 
@@ -81,7 +79,7 @@ class PerfRun {
 };
 
 int PerfRun::run() {
-  if (options_.collective == Collective::kBroadcast && options_.root >= nranks_) {
+  if (collective_rooted(options_.collective) && options_.root >= nranks_) {
     if (rank_ == 0) {
       std::fprintf(stderr, "%s: -r %d: there are only %d ranks\n", tool_, options_.root, nranks_);
     }
@@ -149,8 +147,7 @@ bool PerfRun::allocate() {
     for (uint64_t bytes : perf_sizes(options_)) {
       size_t count = call_count(options_.collective, bytes, dtype, nranks_);
       size_t per_call = count * ddl::datatype_size(dtype);
-      bool whole = options_.collective == Collective::kAllgather ||
-                   options_.collective == Collective::kReduceScatter;
+      bool whole = count_per_rank(options_.collective);
       largest = std::max(largest, whole ? per_call * static_cast<size_t>(nranks_) : per_call);
     }
   }
@@ -238,15 +235,20 @@ ModeResult PerfRun::measure_mode(const CheckShape &shape, uint64_t result_bytes,
   unsigned char *recv = recv_.get();
   size_t block = shape.count * ddl::datatype_size(shape.dtype);
   if (in_place || shape.collective == Collective::kBroadcast) {
+    // nccl-tests' in-place layouts (the gather's and scatter's on every rank, as theirs).
     switch (shape.collective) {
       case Collective::kAllgather:
+      case Collective::kGather:
         send = recv + static_cast<size_t>(rank_) * block;
         break;
       case Collective::kReduceScatter:
+      case Collective::kScatter:
         send = recv_.get();
         recv = send + static_cast<size_t>(rank_) * block;
         break;
-      default:  // allreduce; broadcast has a single buffer in both modes
+      case Collective::kSendRecv:  // a send and a receive in flight together on one buffer
+        return ModeResult();       // are a race, not an in-place form: N/A
+      default:  // allreduce, alltoall, reduce; broadcast has a single buffer in both modes
         send = recv;
     }
   }

@@ -24,6 +24,11 @@ const CollectiveInfo kCollectives[] = {
     {Collective::kAllgather, "allgather", "all_gather"},
     {Collective::kReduceScatter, "reduce_scatter", "reducescatter"},
     {Collective::kBarrier, "barrier", "barrier"},
+    {Collective::kAlltoall, "alltoall", "all_to_all"},
+    {Collective::kSendRecv, "sendrecv", "send_recv"},
+    {Collective::kReduce, "reduce", "reduce"},
+    {Collective::kGather, "gather", "gather"},
+    {Collective::kScatter, "scatter", "scatter"},
 };
 
 bool parse_int_option(const char *text, int64_t min, int64_t max, int64_t *value) {
@@ -68,7 +73,19 @@ const char *collective_name(Collective collective) {
 }
 
 bool collective_reduces(Collective collective) {
-  return collective == Collective::kAllreduce || collective == Collective::kReduceScatter;
+  return collective == Collective::kAllreduce || collective == Collective::kReduceScatter ||
+         collective == Collective::kReduce;
+}
+
+bool collective_rooted(Collective collective) {
+  return collective == Collective::kBroadcast || collective == Collective::kReduce ||
+         collective == Collective::kGather || collective == Collective::kScatter;
+}
+
+bool count_per_rank(Collective collective) {
+  return collective == Collective::kAllgather || collective == Collective::kReduceScatter ||
+         collective == Collective::kAlltoall || collective == Collective::kGather ||
+         collective == Collective::kScatter;
 }
 
 const char *nccl_type_name(ddl_datatype_t dtype) {
@@ -101,8 +118,9 @@ Run one process per rank (ddlrun -n N, mpirun -np N).
                            uint64 (also float16, float32, float64, bf16...), or all
   -o, --op OP              sum, prod, min, max, avg, or all (default sum)
   -C, --collective NAME    allreduce (default), broadcast, allgather, reduce_scatter,
-                           barrier (latency: one row of 0 bytes)
-  -r, --root RANK          root of broadcast (default 0)
+                           barrier (latency: one row of 0 bytes), alltoall, reduce, gather,
+                           scatter, sendrecv (rank r sends to r+1, receives from r-1)
+  -r, --root RANK          root of broadcast, reduce, gather, scatter (default 0)
   -J, --json FILE          also write the results as JSON
   -a, --algorithm NAME     force an algorithm (sets DDL_ALGO: ring, rd, ...); default: the
                            library's cost models choose per size

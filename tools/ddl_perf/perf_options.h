@@ -9,12 +9,28 @@
 
 namespace ddl_perf {
 
-// kBarrier moves no data: every size is one row of 0 bytes (its latency).
-enum class Collective { kAllreduce, kBroadcast, kAllgather, kReduceScatter, kBarrier };
+// kBarrier moves no data: every size is one row of 0 bytes (its latency). kSendRecv is
+// nccl-tests' sendrecv: rank r sends to r+1 and receives from r-1, grouped.
+enum class Collective {
+  kAllreduce,
+  kBroadcast,
+  kAllgather,
+  kReduceScatter,
+  kBarrier,
+  kAlltoall,
+  kSendRecv,
+  kReduce,
+  kGather,
+  kScatter,
+};
 
 const char *collective_name(Collective collective);
 // Whether the collective reduces (and so has an op and a redop column value).
 bool collective_reduces(Collective collective);
+// Whether it has a root (-r).
+bool collective_rooted(Collective collective);
+// Whether the count of one call is per rank (the message is count * nranks elements).
+bool count_per_rank(Collective collective);
 
 struct PerfOptions {
   uint64_t min_bytes = 8;
@@ -27,7 +43,7 @@ struct PerfOptions {
   std::vector<ddl_datatype_t> datatypes = {DDL_FLOAT32};
   std::vector<ddl_op_t> ops = {DDL_SUM};
   Collective collective = Collective::kAllreduce;
-  int root = 0;  // broadcast only
+  int root = 0;  // broadcast, reduce, gather, scatter
   std::string json_path;
   std::string algorithm;        // -a: DDL_ALGO for this run ("" = the library chooses)
   bool library_memory = false;  // -R 1: buffers from the library's allocator

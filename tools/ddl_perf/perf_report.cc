@@ -65,8 +65,13 @@ double bus_factor(Collective collective, int nranks) {
       return 2 * (n - 1) / n;
     case Collective::kAllgather:
     case Collective::kReduceScatter:
+    case Collective::kAlltoall:
+    case Collective::kGather:
+    case Collective::kScatter:
       return (n - 1) / n;
     case Collective::kBroadcast:
+    case Collective::kReduce:
+    case Collective::kSendRecv:
       return 1;
     case Collective::kBarrier:
       return 0;
@@ -111,7 +116,7 @@ void PerfReport::add_row(FILE *out, const SizeResult &row) {
   rows_.push_back(row);
   if (!out) return;
   bool reduces = collective_reduces(options_.collective);
-  int root = options_.collective == Collective::kBroadcast ? options_.root : -1;
+  int root = collective_rooted(options_.collective) ? options_.root : -1;
   std::fprintf(out, "%12llu  %12llu  %8s  %6s  %6d", static_cast<unsigned long long>(row.bytes),
                static_cast<unsigned long long>(row.count), nccl_type_name(row.dtype),
                reduces ? ddl::op_name(row.op) : "none", root);
@@ -173,7 +178,7 @@ bool PerfReport::write_json(const std::string &path) const {
                  i ? "," : "", static_cast<unsigned long long>(row.bytes),
                  static_cast<unsigned long long>(row.count), ddl::datatype_name(row.dtype),
                  reduces ? ddl::op_name(row.op) : "none",
-                 options_.collective == Collective::kBroadcast ? options_.root : -1);
+                 collective_rooted(options_.collective) ? options_.root : -1);
     json_mode(out, "out_of_place", row.out_of_place);
     std::fprintf(out, ", ");
     json_mode(out, "in_place", row.in_place);
