@@ -54,7 +54,6 @@ PointToPointBatch::PointToPointBatch(ddl_comm *comm, std::vector<CollectiveCall>
     comm->pairs_sent.assign(comm->nranks, 0);
     comm->pairs_received.assign(comm->nranks, 0);
   }
-  deadline_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(comm->config.timeout_ms);
   Transport *transport = comm->routes.get();
   for (size_t i = 0; i < calls_.size(); ++i) {
     Transfer &t = transfers_[i];
@@ -149,7 +148,11 @@ Status PointToPointBatch::check_waiting() {
     }
     pending += (pending.empty() ? "" : "; ") + t.name();
   }
-  if (std::chrono::steady_clock::now() < deadline_) return Status::Ok();
+  // The deadline counts from the first look: a batch that completes at once reads no clock.
+  const auto now = std::chrono::steady_clock::now();
+  if (deadline_ == std::chrono::steady_clock::time_point())
+    deadline_ = now + std::chrono::milliseconds(comm_->config.timeout_ms);
+  if (now < deadline_) return Status::Ok();
   fail(timeout_error("%stimed out after %d ms waiting for %s (did the peer post the matching "
                      "call? two ranks that both send first can wait for each other: group the "
                      "exchange with ddl_group_start/end, or use ddl_isend/ddl_irecv)",

@@ -51,7 +51,7 @@ class PointToPointBatch {
   int idle_ = 0;
   bool over_ = false;
   Status status_;
-  std::chrono::steady_clock::time_point deadline_;
+  std::chrono::steady_clock::time_point deadline_;  // set by the first check_waiting
 };
 
 // Runs a batch on the calling thread and returns when it is over.
