@@ -372,6 +372,8 @@ class Communicator:
             if _group.depth:
                 _group.handles.append(handle)
             return Request(req, keep, self, name)
+        if blocking_call is None:
+            raise LibraryTooOldError("ddl_" + name)
         rc = blocking_call(*args)
         if rc:
             _raise_for(rc, handle)
@@ -466,6 +468,191 @@ class Communicator:
         handle = self._live()
         return self._issue("barrier", async_, None, None,
                            self._fns.ddl_barrier, self._fns.ddl_ibarrier, (handle,))
+
+    # -- alltoall, reduce, gather, scatter
+
+    def _root(self, root, what):
+        root = int(root)
+        if not 0 <= root < self.size:
+            raise ValueError(f"{what}: root {root} is not a rank of this communicator "
+                             f"(0..{self.size - 1})")
+        return root
+
+    def _counts(self, values, what, default=None):
+        """A C array of `size` counts or displacements (None: `default`'s)."""
+        if values is None:
+            values = default
+        values = [int(v) for v in values]
+        if len(values) != self.size:
+            raise ValueError(f"{what}: {len(values)} entries, not one per rank ({self.size})")
+        if any(v < 0 for v in values):
+            raise ValueError(f"{what}: negative entries {values}")
+        return (ctypes.c_size_t * self.size)(*values)
+
+    @staticmethod
+    def _packed(counts):
+        """Displacements of blocks laid out one after another."""
+        displs, at = [], 0
+        for c in counts:
+            displs.append(at)
+            at += int(c)
+        return displs
+
+    def alltoall(self, send, recv=None, async_=False):
+        """Block j of send (len(send) / size elements) goes to rank j; block j of recv comes
+        from rank j. In place in send when recv is None. Returns recv, or a Request."""
+        handle = self._live()
+        s, r, recv = resolve_pair(send, recv, "alltoall", "send", "recv")
+        if s.count % self.size or r.count != s.count:
+            raise ValueError(f"alltoall: send and recv must hold the same multiple of size "
+                             f"({self.size}) elements, not {s.count} and {r.count}")
+        return self._issue("alltoall", async_, (s.keep, r.keep), recv,
+                           self._fns.ddl_alltoall, self._fns.ddl_ialltoall,
+                           (s.address, r.address, s.count // self.size, int(s.dtype), handle))
+
+    def alltoallv(self, send, send_counts, recv, recv_counts, send_displs=None,
+                  recv_displs=None, async_=False):
+        """A count per peer (torch's split sizes): send_counts[j] elements go to rank j,
+        recv_counts[j] come from rank j; displacements default to the blocks packed in rank
+        order. recv is send for in place (then send_counts must equal recv_counts). Returns
+        recv, or a Request."""
+        handle = self._live()
+        in_place = recv is send
+        s = as_buffer(send, "alltoallv: send", writable=in_place)
+        r = s if in_place else as_buffer(recv, "alltoallv: recv", writable=True)
+        check_same_dtype(s, "send", r, "alltoallv: recv")
+        sc = self._counts(send_counts, "alltoallv: send_counts")
+        rc_ = self._counts(recv_counts, "alltoallv: recv_counts")
+        sd = self._counts(send_displs, "alltoallv: send_displs", self._packed(sc))
+        rd = self._counts(recv_displs, "alltoallv: recv_displs", self._packed(rc_))
+        for name, buf, counts, displs in (("send", s, sc, sd), ("recv", r, rc_, rd)):
+            end = max((d + c for c, d in zip(counts, displs) if c), default=0)
+            if end > buf.count:
+                raise ValueError(f"alltoallv: {name} has {buf.count} elements; its blocks "
+                                 f"reach element {end}")
+        arrays = (sc, sd, rc_, rd)
+        return self._issue("alltoallv", async_, (s.keep, r.keep, arrays), recv,
+                           self._fns.ddl_alltoallv, self._fns.ddl_ialltoallv,
+                           (s.address, sc, sd, r.address, rc_, rd, int(s.dtype), handle))
+
+    def reduce(self, send, recv=None, root=0, op=SUM, async_=False):
+        """Reduces send across ranks into root's recv (in place in send when recv is None;
+        other ranks' recv is ignored). Returns recv (or send), or a Request."""
+        handle = self._live()
+        root, op = self._root(root, "reduce"), _op(op)
+        if self.rank == root or recv is not None:
+            s, r, recv = resolve_pair(send, recv, "reduce", "send", "recv")
+        else:
+            s = as_buffer(send, "reduce: send", writable=False)
+            r = None
+        return self._issue("reduce", async_, (s.keep, r and r.keep), recv,
+                           self._fns.ddl_reduce, self._fns.ddl_ireduce,
+                           (s.address, r.address if r else None, s.count, int(s.dtype), int(op),
+                            root, handle))
+
+    def gather(self, send, recv=None, root=0, async_=False):
+        """The root's recv (size * len(send) elements) receives every rank's send in rank
+        order; recv is needed on the root only. Returns recv, or a Request."""
+        handle = self._live()
+        root = self._root(root, "gather")
+        s = as_buffer(send, "gather: send", writable=False)
+        r = None
+        if self.rank == root:
+            if recv is None:
+                raise ValueError("gather: the root needs recv (size * len(send) elements)")
+            r = as_buffer(recv, "gather: recv", writable=True)
+            check_same_dtype(s, "send", r, "gather: recv")
+            if r.count != s.count * self.size:
+                raise ValueError(f"gather: recv has {r.count} elements; it must hold size * "
+                                 f"len(send) = {s.count * self.size}")
+        return self._issue("gather", async_, (s.keep, r and r.keep), recv,
+                           self._fns.ddl_gather, self._fns.ddl_igather,
+                           (s.address, r.address if r else None, s.count, int(s.dtype), root,
+                            handle))
+
+    def gatherv(self, send, recv=None, recv_counts=None, displs=None, root=0, async_=False):
+        """As gather with a count per rank: the root's recv gets recv_counts[i] elements of
+        rank i at displs[i] (default: packed in rank order). Returns recv, or a Request."""
+        handle = self._live()
+        root = self._root(root, "gatherv")
+        s = as_buffer(send, "gatherv: send", writable=False)
+        r, counts, where = None, None, None
+        if self.rank == root:
+            if recv is None or recv_counts is None:
+                raise ValueError("gatherv: the root needs recv and recv_counts")
+            r = as_buffer(recv, "gatherv: recv", writable=True)
+            check_same_dtype(s, "send", r, "gatherv: recv")
+            counts = self._counts(recv_counts, "gatherv: recv_counts")
+            where = self._counts(displs, "gatherv: displs", self._packed(counts))
+        return self._issue("gatherv", async_, (s.keep, r and r.keep, counts, where), recv,
+                           self._fns.ddl_gatherv, self._fns.ddl_igatherv,
+                           (s.address, s.count, r.address if r else None, counts, where,
+                            int(s.dtype), root, handle))
+
+    def scatter(self, send, recv, root=0, async_=False):
+        """Block i of the root's send (size * len(recv) elements) goes to rank i's recv;
+        send is needed on the root only. Returns recv, or a Request."""
+        handle = self._live()
+        root = self._root(root, "scatter")
+        r = as_buffer(recv, "scatter: recv", writable=True)
+        s = None
+        if self.rank == root:
+            if send is None:
+                raise ValueError("scatter: the root needs send (size * len(recv) elements)")
+            s = as_buffer(send, "scatter: send", writable=False)
+            check_same_dtype(s, "send", r, "scatter: recv")
+            if s.count != r.count * self.size:
+                raise ValueError(f"scatter: send has {s.count} elements; it must hold size * "
+                                 f"len(recv) = {r.count * self.size}")
+        return self._issue("scatter", async_, (s and s.keep, r.keep), recv,
+                           self._fns.ddl_scatter, self._fns.ddl_iscatter,
+                           (s.address if s else None, r.address, r.count, int(r.dtype), root,
+                            handle))
+
+    def scatterv(self, send, send_counts, recv, displs=None, root=0, async_=False):
+        """As scatter with a count per rank: send_counts[i] elements at displs[i] of the
+        root's send go to rank i (send, send_counts and displs are read on the root only).
+        Returns recv, or a Request."""
+        handle = self._live()
+        root = self._root(root, "scatterv")
+        r = as_buffer(recv, "scatterv: recv", writable=True)
+        s, counts, where = None, None, None
+        if self.rank == root:
+            s = as_buffer(send, "scatterv: send", writable=False)
+            check_same_dtype(s, "send", r, "scatterv: recv")
+            counts = self._counts(send_counts, "scatterv: send_counts")
+            where = self._counts(displs, "scatterv: displs", self._packed(counts))
+        return self._issue("scatterv", async_, (s and s.keep, r.keep, counts, where), recv,
+                           self._fns.ddl_scatterv, self._fns.ddl_iscatterv,
+                           (s.address if s else None, counts, where, r.address, r.count,
+                            int(r.dtype), root, handle))
+
+    # -- point to point
+
+    def _peer(self, peer, what):
+        peer = int(peer)
+        if not 0 <= peer < self.size or peer == self.rank:
+            raise ValueError(f"{what}: peer {peer} is not another rank of this communicator "
+                             f"(0..{self.size - 1}, not {self.rank})")
+        return peer
+
+    def send(self, buf, peer, async_=False):
+        """Sends buf to rank peer, which receives it with recv (same count and dtype).
+        Messages between two ranks are matched in order; exchanges go in `with ddl.group()`
+        or use async_. Returns None, or a Request."""
+        handle = self._live()
+        peer = self._peer(peer, "send")
+        b = as_buffer(buf, "send: buf", writable=False)
+        return self._issue("send", async_, b.keep, None, self._fns.ddl_send, self._fns.ddl_isend,
+                           (b.address, b.count, int(b.dtype), peer, handle))
+
+    def recv(self, buf, peer, async_=False):
+        """Receives into buf what rank peer sends. Returns buf, or a Request."""
+        handle = self._live()
+        peer = self._peer(peer, "recv")
+        b = as_buffer(buf, "recv: buf", writable=True)
+        return self._issue("recv", async_, b.keep, buf, self._fns.ddl_recv, self._fns.ddl_irecv,
+                           (b.address, b.count, int(b.dtype), peer, handle))
 
     def split(self, color, key=0):
         """ddl_comm_split: the ranks passing the same color >= 0 form a new Communicator,

@@ -199,6 +199,29 @@ _OPTIONAL_PROTOTYPES = {
     "ddl_group_end": (_R, []),
 }
 
+# Alltoall, reduce, gather, scatter and point to point: newer still.
+_SP = ctypes.POINTER(ctypes.c_size_t)  # const size_t *: counts and displacements
+_OPTIONAL_PROTOTYPES.update({
+    "ddl_alltoall": (_R, [_P, _P, _N, _I, _handle]),
+    "ddl_alltoallv": (_R, [_P, _SP, _SP, _P, _SP, _SP, _I, _handle]),
+    "ddl_reduce": (_R, [_P, _P, _N, _I, _I, _I, _handle]),
+    "ddl_gather": (_R, [_P, _P, _N, _I, _I, _handle]),
+    "ddl_gatherv": (_R, [_P, _N, _P, _SP, _SP, _I, _I, _handle]),
+    "ddl_scatter": (_R, [_P, _P, _N, _I, _I, _handle]),
+    "ddl_scatterv": (_R, [_P, _SP, _SP, _P, _N, _I, _I, _handle]),
+    "ddl_send": (_R, [_P, _N, _I, _I, _handle]),
+    "ddl_recv": (_R, [_P, _N, _I, _I, _handle]),
+    "ddl_ialltoall": (_R, [_P, _P, _N, _I, _handle, _PH]),
+    "ddl_ialltoallv": (_R, [_P, _SP, _SP, _P, _SP, _SP, _I, _handle, _PH]),
+    "ddl_ireduce": (_R, [_P, _P, _N, _I, _I, _I, _handle, _PH]),
+    "ddl_igather": (_R, [_P, _P, _N, _I, _I, _handle, _PH]),
+    "ddl_igatherv": (_R, [_P, _N, _P, _SP, _SP, _I, _I, _handle, _PH]),
+    "ddl_iscatter": (_R, [_P, _P, _N, _I, _I, _handle, _PH]),
+    "ddl_iscatterv": (_R, [_P, _SP, _SP, _P, _N, _I, _I, _handle, _PH]),
+    "ddl_isend": (_R, [_P, _N, _I, _I, _handle, _PH]),
+    "ddl_irecv": (_R, [_P, _N, _I, _I, _handle, _PH]),
+})
+
 
 class _Functions:
     """The loaded library's functions as attributes; optional ones absent are None."""
