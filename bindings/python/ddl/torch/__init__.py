@@ -4,7 +4,13 @@
 CPU tensors only. Supported: all_reduce (SUM, PRODUCT, MIN, MAX, AVG, PREMUL_SUM), broadcast,
 all_gather, all_gather_into_tensor, reduce_scatter, reduce_scatter_tensor, barrier, their
 coalesced forms (allreduce_coalesced, all_gather_into_tensor / reduce_scatter_tensor under
-_coalescing_manager) and new_group. Asynchronous calls (async_op=True, DDP's buckets) run on
+_coalescing_manager) and new_group; all_to_all_single (even or uneven split sizes, zeros
+included: ddl_alltoall / ddl_alltoallv) and all_to_all (tensors of any sizes), send, recv,
+isend, irecv and batch_isend_irecv (supports_coalescing: a batch is one ddl group, so its sends
+and receives never wait for each other), reduce, gather, scatter, and what torch builds on them
+(gather_object, scatter_object_list, ...). ddl matches the messages of two ranks in the order
+they were sent, as NCCL does: send and recv take tag 0 only, and a recv without a source
+(recvAnysource) is refused with an error saying so. Asynchronous calls (async_op=True, DDP's buckets) run on
 ddl's progress thread and return a Work whose Future completes without anyone waiting on it.
 
 The collectives are a C++ c10d::Backend (backend.cpp), compiled against the installed torch

@@ -15,6 +15,7 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <numeric>
 #include <string>
 #include <thread>
 #include <vector>
@@ -68,6 +69,9 @@ class DdlWork : public c10d::Work {
   std::vector<Req> requests;          // freed here once done
   std::vector<at::Tensor> keep;       // buffers ddl reads or writes until then
   std::function<void()> after;        // copies out of temporaries, on success
+  // The Works of a coalesced batch (startCoalescing .. endCoalescing): this one is done when
+  // all of them are.
+  std::vector<c10::intrusive_ptr<DdlWork>> parts;
 
   bool isCompleted() override {
     if (done_) return true;
@@ -78,6 +82,8 @@ class DdlWork : public c10d::Work {
         int flag = 0;
         if (api_->test(r, &flag) == 0 && !flag) return false;
       }
+      for (auto& part : parts)
+        if (!part->isCompleted()) return false;
     }
     g.unlock();
     complete();  // every request has finished: this does not block
@@ -115,6 +121,12 @@ class DdlWork : public c10d::Work {
       std::lock_guard<std::mutex> g(run_);
       if (done_) return;
       std::string failure;
+      for (auto& part : parts) {
+        part->complete();
+        std::exception_ptr e = part->exception();
+        if (e && !error) error = e;
+      }
+      parts.clear();
       for (Req r : requests) {
         int rc = api_->wait(r);
         // The words of a failed ddl_wait are in this thread's last error (ddl.h).
@@ -123,7 +135,7 @@ class DdlWork : public c10d::Work {
         api_->request_free(r);
       }
       requests.clear();
-      if (failure.empty() && after) {
+      if (failure.empty() && !error && after) {
         try {
           after();
         } catch (...) {
@@ -442,6 +454,232 @@ class DdlBackend : public c10d::Backend {
         [&](Req* r) { return api_->ibarrier(comm_, r); });
   }
 
+  // ---- alltoall, reduce, gather, scatter, send and receive, and coalescing
+
+  // all_to_all_single: blocks of `input` to each rank by inputSplitSizes (equal when empty),
+  // received by outputSplitSizes; equal blocks go to ddl_alltoall, uneven ones (MoE's token
+  // routing) to ddl_alltoallv.
+  c10::intrusive_ptr<c10d::Work> all_to_all_single(at::Tensor& output, at::Tensor& input,
+                                                   std::vector<int64_t>& outputSplitSizes,
+                                                   std::vector<int64_t>& inputSplitSizes,
+                                                   const c10d::AllToAllOptions& opts) override {
+    need(api_->ialltoall && api_->ialltoallv, "alltoall");
+    check_cpu(input, "all_to_all_single's input");
+    check_cpu(output, "all_to_all_single's output");
+    TORCH_CHECK(input.scalar_type() == output.scalar_type(),
+                "ddl backend: all_to_all_single's input and output differ in dtype");
+    // Splits are along dim 0: a row holds `row` elements.
+    const int64_t row = input.dim() > 0 && input.size(0) > 0 ? input.numel() / input.size(0) : 1;
+    auto counts = [&](const std::vector<int64_t>& splits, const at::Tensor& t, const char* what) {
+      std::vector<size_t> c(size_);
+      if (splits.empty()) {
+        TORCH_CHECK(t.dim() > 0 && t.size(0) % size_ == 0, "ddl backend: all_to_all_single's ",
+                    what, " has ", t.dim() > 0 ? t.size(0) : 0, " rows, not a multiple of ",
+                    size_, " (give split sizes)");
+        for (auto& x : c) x = static_cast<size_t>(t.size(0) / size_ * row);
+      } else {
+        TORCH_CHECK(static_cast<int>(splits.size()) == size_, "ddl backend: ", what,
+                    " split sizes have ", splits.size(), " entries, not ", size_);
+        for (int i = 0; i < size_; ++i) c[i] = static_cast<size_t>(splits[i] * row);
+      }
+      return c;
+    };
+    std::vector<size_t> send_counts = counts(inputSplitSizes, input, "input");
+    std::vector<size_t> recv_counts = counts(outputSplitSizes, output, "output");
+    size_t send_total = 0, recv_total = 0;
+    for (int i = 0; i < size_; ++i) send_total += send_counts[i], recv_total += recv_counts[i];
+    TORCH_CHECK(send_total <= static_cast<size_t>(input.numel()) &&
+                    recv_total <= static_cast<size_t>(output.numel()),
+                "ddl backend: all_to_all_single's split sizes reach past its tensors");
+    std::vector<std::function<void()>> back;
+    at::Tensor in = input.contiguous();
+    at::Tensor out = contiguous_for(output, back, true);
+    const void* s = in.data_ptr();
+    void* r = out.data_ptr();
+    const int dt = ddl_type(in);
+    bool equal = true;
+    for (int i = 0; i < size_; ++i)
+      equal = equal && send_counts[i] == send_counts[0] && recv_counts[i] == send_counts[0];
+    if (equal) {
+      const size_t n = send_counts[0];
+      return start(c10d::OpType::ALLTOALL_BASE, {output}, {in, out}, all_of(std::move(back)),
+                   [=](Req* q) { return api_->ialltoall(s, r, n, dt, comm_, q); });
+    }
+    // ddl copies the arrays at the call.
+    std::vector<size_t> send_displs(size_), recv_displs(size_);
+    for (int i = 1; i < size_; ++i) {
+      send_displs[i] = send_displs[i - 1] + send_counts[i - 1];
+      recv_displs[i] = recv_displs[i - 1] + recv_counts[i - 1];
+    }
+    return start(c10d::OpType::ALLTOALL_BASE, {output}, {in, out}, all_of(std::move(back)),
+                 [&](Req* q) {
+                   return api_->ialltoallv(s, send_counts.data(), send_displs.data(), r,
+                                           recv_counts.data(), recv_displs.data(), dt, comm_, q);
+                 });
+  }
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                               std::vector<int64_t>& outputSplitSizes,
+                                               std::vector<int64_t>& inputSplitSizes,
+                                               const c10d::AllToAllOptions& opts) override {
+    return all_to_all_single(output, input, outputSplitSizes, inputSplitSizes, opts);
+  }
+  // The list form: tensor i of inputs to rank i, tensor i of outputs from rank i (any sizes).
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs,
+                                          std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts) override {
+    TORCH_CHECK(static_cast<int>(inputs.size()) == size_ && static_cast<int>(outputs.size()) == size_,
+                "ddl backend: all_to_all needs ", size_, " input and output tensors");
+    std::vector<int64_t> in_splits, out_splits;
+    for (auto& t : inputs) check_cpu(t, "all_to_all's input"), in_splits.push_back(t.numel());
+    for (auto& t : outputs) check_cpu(t, "all_to_all's output"), out_splits.push_back(t.numel());
+    at::Tensor in = flat_copy(inputs);
+    at::Tensor out = at::empty({std::accumulate(out_splits.begin(), out_splits.end(), int64_t{0})},
+                               in.options());
+    auto work = all_to_all_single(out, in, out_splits, in_splits, opts);
+    auto* w = dynamic_cast<DdlWork*>(work.get());
+    TORCH_CHECK(w, "ddl backend: all_to_all: internal error (no ddl Work)");
+    w->after = scatter_back(outputs, out);  // the flat copy is contiguous: nothing else to do
+    return work;
+  }
+  // ddl matches sends and receives per pair in order (NCCL's rule), without tags.
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dstRank,
+                                      int tag) override {
+    need(api_->isend != nullptr, "send");
+    TORCH_CHECK(tensors.size() == 1, "ddl backend: send takes one tensor");
+    TORCH_CHECK(tag == 0, "ddl backend: send with tag ", tag, ": ddl matches the messages of two ",
+                "ranks in the order they were sent and has no tags; pass tag 0");
+    check_peer(dstRank, "send");
+    check_cpu(tensors[0], "send's tensor");
+    at::Tensor t = tensors[0].contiguous();
+    const void* p = t.data_ptr();
+    const size_t n = t.numel();
+    const int dt = ddl_type(t);
+    return start(c10d::OpType::SEND, {tensors[0]}, {t}, nullptr,
+                 [=](Req* q) { return api_->isend(p, n, dt, dstRank, comm_, q); });
+  }
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int srcRank,
+                                      int tag) override {
+    need(api_->irecv != nullptr, "recv");
+    TORCH_CHECK(tensors.size() == 1, "ddl backend: recv takes one tensor");
+    TORCH_CHECK(tag == 0, "ddl backend: recv with tag ", tag, ": ddl matches the messages of two ",
+                "ranks in the order they were sent and has no tags; pass tag 0");
+    check_peer(srcRank, "recv");
+    check_cpu(tensors[0], "recv's tensor");
+    std::vector<std::function<void()>> back;
+    at::Tensor t = contiguous_for(tensors[0], back, true);
+    void* p = t.data_ptr();
+    const size_t n = t.numel();
+    const int dt = ddl_type(t);
+    return start(c10d::OpType::RECV, {tensors[0]}, {t}, all_of(std::move(back)),
+                 [=](Req* q) { return api_->irecv(p, n, dt, srcRank, comm_, q); });
+  }
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& /*tensors*/,
+                                               int /*tag*/) override {
+    TORCH_CHECK(false, "ddl backend: recv without a source (recvAnysource) is not supported: ",
+                "ddl matches each receive with one peer's sends, in order; pass src=");
+  }
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors,
+                                        const c10d::ReduceOptions& opts) override {
+    need(api_->ireduce != nullptr, "reduce");
+    TORCH_CHECK(tensors.size() == 1 && opts.rootTensor == 0,
+                "ddl backend: reduce takes one tensor per process");
+    check_root(opts.rootRank, "reduce");
+    at::Tensor& t = tensors[0];
+    check_cpu(t, "reduce's tensor");
+    std::vector<std::function<void()>> back;
+    at::Tensor buf = contiguous_for(t, back, true);
+    // torch's reduce leaves the non-roots' tensors unspecified; PREMUL_SUM scales a copy there.
+    buf = premultiplied(opts.reduceOp, buf, rank_ == opts.rootRank);
+    const int dt = ddl_type(buf), op = ddl_op(opts.reduceOp, buf), root = opts.rootRank;
+    void* p = buf.data_ptr();
+    const size_t n = buf.numel();
+    return start(c10d::OpType::REDUCE, tensors, {buf}, all_of(std::move(back)),
+                 [=](Req* q) { return api_->ireduce(p, p, n, dt, op, root, comm_, q); });
+  }
+  // outputs[0] (on the root only) gets every rank's inputs[0], in rank order.
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                        std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts) override {
+    need(api_->igather != nullptr, "gather");
+    TORCH_CHECK(inputs.size() == 1, "ddl backend: gather takes one input tensor per process");
+    check_root(opts.rootRank, "gather");
+    at::Tensor in = inputs[0].contiguous();
+    check_cpu(in, "gather's input");
+    const int root = opts.rootRank, dt = ddl_type(in);
+    const size_t n = in.numel();
+    at::Tensor flat;
+    std::vector<at::Tensor> outs;
+    if (rank_ == root) {
+      TORCH_CHECK(outputs.size() == 1 && static_cast<int>(outputs[0].size()) == size_,
+                  "ddl backend: gather's root needs ", size_, " output tensors");
+      for (auto& o : outputs[0]) {
+        check_cpu(o, "gather's output");
+        TORCH_CHECK(o.numel() == in.numel() && o.scalar_type() == in.scalar_type(),
+                    "ddl backend: gather's outputs must match the input's size and dtype");
+      }
+      outs = outputs[0];
+      flat = at::empty({static_cast<int64_t>(n) * size_}, in.options());
+    }
+    const void* s = in.data_ptr();
+    void* r = flat.defined() ? flat.data_ptr() : nullptr;
+    return start(c10d::OpType::GATHER, outs, {in, flat}, flat.defined() ? scatter_back(outs, flat)
+                                                                        : nullptr,
+                 [=](Req* q) { return api_->igather(s, r, n, dt, root, comm_, q); });
+  }
+  // outputs[0] of every rank gets the root's inputs[0][rank].
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
+                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts) override {
+    need(api_->iscatter != nullptr, "scatter");
+    TORCH_CHECK(outputs.size() == 1, "ddl backend: scatter takes one output tensor per process");
+    check_root(opts.rootRank, "scatter");
+    check_cpu(outputs[0], "scatter's output");
+    std::vector<std::function<void()>> back;
+    at::Tensor out = contiguous_for(outputs[0], back, true);
+    const int root = opts.rootRank, dt = ddl_type(out);
+    const size_t n = out.numel();
+    at::Tensor flat;
+    if (rank_ == root) {
+      TORCH_CHECK(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == size_,
+                  "ddl backend: scatter's root needs ", size_, " input tensors");
+      for (auto& t : inputs[0]) {
+        check_cpu(t, "scatter's input");
+        TORCH_CHECK(t.numel() == out.numel() && t.scalar_type() == out.scalar_type(),
+                    "ddl backend: scatter's inputs must match the output's size and dtype");
+      }
+      flat = flat_copy(inputs[0]);
+    }
+    const void* s = flat.defined() ? flat.data_ptr() : nullptr;
+    void* r = out.data_ptr();
+    return start(c10d::OpType::SCATTER, outputs, {out, flat}, all_of(std::move(back)),
+                 [=](Req* q) { return api_->iscatter(s, r, n, dt, root, comm_, q); });
+  }
+
+  // torch's _coalescing_manager (batch_isend_irecv, coalesced collectives): the calls between
+  // start and end form one ddl group, so that a batch's sends and receives are posted together
+  // and never wait for each other. endCoalescing's Work is done when all of them are.
+  bool supportsCoalescing() const override { return async_; }
+  void startCoalescing() override {
+    TORCH_CHECK(!coalescing_, "ddl backend: startCoalescing twice without endCoalescing");
+    int rc = api_->group_start();
+    if (rc) throw_failure(rc, c10d::OpType::COALESCED);
+    coalescing_ = true;
+  }
+  c10::intrusive_ptr<c10d::Work> endCoalescing() override {
+    TORCH_CHECK(coalescing_, "ddl backend: endCoalescing without startCoalescing");
+    coalescing_ = false;
+    auto w = c10::make_intrusive<DdlWork>(rank_, c10d::OpType::COALESCED, api_,
+                                          std::vector<at::Tensor>(), completer_);
+    w->parts = std::move(coalesced_);
+    coalesced_.clear();
+    const int rc = api_->group_end();
+    if (rc) {
+      for (auto& part : w->parts) part->complete();  // their requests end with the group
+      C10_THROW_ERROR(DistBackendError, api_->message(rc, nullptr, "coalesced calls"));
+    }
+    return w;
+  }
+
  private:
   // Runs one collective: blocking when the caller waits at once (opts.asyncOp false, as
   // dist.all_reduce(t) sets it), else nonblocking with a Work that owns the request.
@@ -449,6 +687,7 @@ class DdlBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> run(c10d::OpType type, bool async, std::vector<at::Tensor> outputs,
                                      std::vector<at::Tensor> keep, std::function<void()> after,
                                      Blocking blocking, Nonblocking nonblocking) {
+    if (coalescing_) async = true;  // recorded in the group: its results come at the end
     if (!async || !async_) {
       int rc = blocking();
       if (rc) throw_failure(rc, type);
@@ -465,6 +704,7 @@ class DdlBackend : public c10d::Backend {
     w->requests.push_back(req);
     w->keep = std::move(keep);
     w->after = std::move(after);
+    if (coalescing_) coalesced_.push_back(w);
     return w;
   }
 
@@ -500,6 +740,10 @@ class DdlBackend : public c10d::Backend {
     }
     w->keep = std::move(keep);
     w->after = std::move(after);
+    if (coalescing_) {  // inside the caller's group: nothing ran yet
+      coalesced_.push_back(w);
+      return w;
+    }
     if (!async) {
       w->wait(std::chrono::milliseconds(0));
       return {};
@@ -582,11 +826,52 @@ class DdlBackend : public c10d::Backend {
                     api_->message(rc, comm_, c10d::opTypeToString(type).c_str()));
   }
 
+  // The nonblocking call `start` of a point-to-point transfer or rooted collective, in a Work
+  // (run's nonblocking path, with the group of startCoalescing when one is open).
+  c10::intrusive_ptr<c10d::Work> start(c10d::OpType type, std::vector<at::Tensor> outputs,
+                                       std::vector<at::Tensor> keep, std::function<void()> after,
+                                       const std::function<int(Req*)>& start_call) {
+    return run(type, true, std::move(outputs), std::move(keep), std::move(after),
+               [] { return 0; }, start_call);
+  }
+  void need(bool have, const char* what) const {
+    TORCH_CHECK(async_ && have, "ddl backend: ", what, " needs a libddl with it (",
+                "ddl_i", what, "); rebuild ddl from a current checkout");
+  }
+  void check_root(int64_t root, const char* what) const {
+    TORCH_CHECK(root >= 0 && root < size_, "ddl backend: ", what, " root ", root,
+                " is not a rank of this group of ", size_);
+  }
+  void check_peer(int peer, const char* what) const {
+    TORCH_CHECK(peer >= 0 && peer < size_ && peer != rank_, "ddl backend: ", what, " peer ", peer,
+                " is not another rank of this group of ", size_, " (this is rank ", rank_, ")");
+  }
+  // One flat tensor of `parts` laid end to end (a copy), for the list forms.
+  static at::Tensor flat_copy(const std::vector<at::Tensor>& parts) {
+    std::vector<at::Tensor> flat;
+    for (const auto& t : parts) flat.push_back(t.reshape({-1}));
+    return at::cat(flat);
+  }
+  // Copies the pieces of `flat` back into `outs`, in order, after the call.
+  static std::function<void()> scatter_back(std::vector<at::Tensor> outs, at::Tensor flat) {
+    return [outs, flat]() mutable {
+      int64_t at = 0;
+      for (auto& o : outs) {
+        o.copy_(flat.narrow(0, at, o.numel()).view(o.sizes()));
+        at += o.numel();
+      }
+    };
+  }
+
   Comm comm_;
   std::shared_ptr<const Api> api_;
   bool async_;
   std::shared_ptr<Completer> completer_;
   py::object owner_;
+  // Between startCoalescing and endCoalescing: every call is recorded in one ddl group and
+  // its Work kept here for the Work endCoalescing returns.
+  bool coalescing_ = false;
+  std::vector<c10::intrusive_ptr<DdlWork>> coalesced_;
 };
 
 }  // namespace ddl_torch

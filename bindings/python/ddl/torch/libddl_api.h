@@ -41,6 +41,16 @@ struct Api {
   int (*request_free)(Req) = nullptr;
   int (*group_start)() = nullptr;
   int (*group_end)() = nullptr;
+  // Alltoall, reduce, gather, scatter, send and receive (nonblocking forms only: the backend
+  // runs them through requests); missing in a libddl older than them.
+  int (*ialltoall)(const void*, void*, size_t, int, Comm, Req*) = nullptr;
+  int (*ialltoallv)(const void*, const size_t*, const size_t*, void*, const size_t*,
+                    const size_t*, int, Comm, Req*) = nullptr;
+  int (*ireduce)(const void*, void*, size_t, int, int, int, Comm, Req*) = nullptr;
+  int (*igather)(const void*, void*, size_t, int, int, Comm, Req*) = nullptr;
+  int (*iscatter)(const void*, void*, size_t, int, int, Comm, Req*) = nullptr;
+  int (*isend)(const void*, size_t, int, int, Comm, Req*) = nullptr;
+  int (*irecv)(void*, size_t, int, int, Comm, Req*) = nullptr;
 
   bool nonblocking() const {
     return iallreduce && ibroadcast && iallgather && ireduce_scatter && ibarrier && test && wait &&
@@ -78,6 +88,13 @@ struct Api {
     maybe(a.request_free, "ddl_request_free");
     maybe(a.group_start, "ddl_group_start");
     maybe(a.group_end, "ddl_group_end");
+    maybe(a.ialltoall, "ddl_ialltoall");
+    maybe(a.ialltoallv, "ddl_ialltoallv");
+    maybe(a.ireduce, "ddl_ireduce");
+    maybe(a.igather, "ddl_igather");
+    maybe(a.iscatter, "ddl_iscatter");
+    maybe(a.isend, "ddl_isend");
+    maybe(a.irecv, "ddl_irecv");
     return a;
   }
 

@@ -1,0 +1,209 @@
+"""The ddl torch backend's alltoall, send/recv, reduce, gather and scatter, in real processes,
+each result compared with gloo's for the same inputs (a gloo group of the same ranks in the
+same job). Run as a script by torchrun/ddlrun; pytest's side below."""
+
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+PACKAGE_DIR = os.path.join(REPO, "bindings", "python")
+BUILD_DIR = os.environ.get("DDL_BUILD_DIR") or os.path.join(REPO, "build")
+DDLRUN = os.path.join(BUILD_DIR, "tools", "ddlrun", "ddlrun")
+
+
+# ---- the processes' side ---------------------------------------------------------------------
+
+def _data(torch, rank, n, dtype, salt=0):
+    g = torch.Generator().manual_seed(7919 * rank + 31 * n + salt)
+    return torch.randint(0, 50, (n,), generator=g, dtype=torch.int64).to(dtype)
+
+
+def _same(torch, got, want, what):
+    if not torch.equal(got, want):
+        raise AssertionError(f"{what}: ddl {got.flatten()[:6].tolist()} != gloo "
+                             f"{want.flatten()[:6].tolist()}")
+
+
+def _both(dist, gloo, call):
+    """call(group) under ddl (the default group) and under gloo; their outputs."""
+    return call(None), call(gloo)
+
+
+def scenario_alltoall(torch, dist, rank, size, gloo):
+    for dtype in (torch.float32, torch.int64, torch.bfloat16):
+        # Even splits, a 2-d tensor (rows split along dim 0), async.
+        x = _data(torch, rank, 6 * size, dtype).view(3 * size, 2)
+
+        def even(group):
+            out = torch.empty_like(x)
+            dist.all_to_all_single(out, x, group=group, async_op=True).wait()
+            return out
+        a, b = _both(dist, gloo, even)
+        _same(torch, a, b, f"all_to_all_single even {dtype}")
+        # Uneven splits with zeros: rank r sends (r + 2 j) % 3 rows to rank j.
+        send_splits = [(rank + 2 * j) % 3 for j in range(size)]
+        recv_splits = [(j + 2 * rank) % 3 for j in range(size)]
+        y = _data(torch, rank, sum(send_splits), dtype, 1)
+
+        def uneven(group):
+            out = torch.full((sum(recv_splits),), -1).to(dtype)
+            dist.all_to_all_single(out, y, recv_splits, send_splits, group=group)
+            return out
+        a, b = _both(dist, gloo, uneven)
+        _same(torch, a, b, f"all_to_all_single uneven {dtype}")
+    ins = [_data(torch, rank, 3, torch.float32, 2 + j) for j in range(size)]
+
+    def as_list(group):
+        outs = [torch.empty(3) for _ in range(size)]
+        dist.all_to_all(outs, ins, group=group)
+        return torch.cat(outs)
+    a, b = _both(dist, gloo, as_list)
+    _same(torch, a, b, "all_to_all (list)")
+    # Tensors of different sizes (gloo's list form wants one size): against the inputs.
+    ins = [_data(torch, rank, j + 1, torch.float32, 2 + j) for j in range(size)]
+    outs = [torch.empty(rank + 1) for _ in range(size)]
+    dist.all_to_all(outs, ins)
+    for j in range(size):
+        _same(torch, outs[j], _data(torch, j, rank + 1, torch.float32, 2 + rank),
+              f"all_to_all (list, uneven) from {j}")
+
+
+def scenario_p2p(torch, dist, rank, size, gloo):
+    to, frm = (rank + 1) % size, (rank - 1) % size
+    for n in (1, 1000, 300_001):
+        out = _data(torch, rank, n, torch.float32, n)
+        got = torch.empty(n)
+        if rank % 2 == 0:  # blocking, ordered so that it cannot deadlock with an odd size
+            dist.send(out, to)
+            dist.recv(got, frm)
+        else:
+            dist.recv(got, frm)
+            dist.send(out, to)
+        _same(torch, got, _data(torch, frm, n, torch.float32, n), f"send/recv {n}")
+        got = torch.empty(n)
+        reqs = [dist.isend(out, to), dist.irecv(got, frm)]
+        for r in reqs:
+            r.wait()
+        _same(torch, got, _data(torch, frm, n, torch.float32, n), f"isend/irecv {n}")
+    # batch_isend_irecv both ways around the ring at once, twice (ddl groups them).
+    for _ in range(2):
+        left, right = torch.empty(4096), torch.empty(4096)
+        ops = [dist.P2POp(dist.isend, _data(torch, rank, 4096, torch.float32), to),
+               dist.P2POp(dist.isend, _data(torch, rank, 4096, torch.float32, 5), frm),
+               dist.P2POp(dist.irecv, left, frm), dist.P2POp(dist.irecv, right, to)]
+        for r in dist.batch_isend_irecv(ops):
+            r.wait()
+        _same(torch, left, _data(torch, frm, 4096, torch.float32), "batch_isend_irecv left")
+        _same(torch, right, _data(torch, to, 4096, torch.float32, 5), "batch_isend_irecv right")
+    for bad, words in ((lambda: dist.recv(torch.empty(1)), "recvAnysource"),
+                       (lambda: dist.send(torch.empty(1), to, tag=3), "no tags")):
+        try:
+            bad()
+        except Exception as e:  # torch wraps the backend's error
+            assert words in str(e), str(e)
+        else:
+            raise AssertionError(f"no error for {words}")
+    dist.barrier()
+
+
+def scenario_rooted(torch, dist, rank, size, gloo):
+    R = dist.ReduceOp
+    for root in range(size):
+        for op in (R.SUM, R.MAX, R.PRODUCT):
+            x = _data(torch, rank, 999, torch.float64, root) % 3 + 1
+
+            def red(group):
+                t = x.clone()
+                dist.reduce(t, root, op=op, group=group)
+                return t
+            a, b = _both(dist, gloo, red)
+            if rank == root:
+                _same(torch, a, b, f"reduce root {root} {op}")
+        x = _data(torch, rank, 17, torch.int32, root)
+
+        def gat(group):
+            outs = [torch.empty(17, dtype=torch.int32) for _ in range(size)] if rank == root \
+                else None
+            dist.gather(x, outs, dst=root, group=group)
+            return torch.cat(outs) if outs else torch.empty(0)
+        a, b = _both(dist, gloo, gat)
+        _same(torch, a, b, f"gather root {root}")
+
+        def sca(group):
+            out = torch.empty(17, dtype=torch.int32)
+            ins = [_data(torch, root, 17, torch.int32, j) for j in range(size)] \
+                if rank == root else None
+            dist.scatter(out, ins, src=root, group=group)
+            return out
+        a, b = _both(dist, gloo, sca)
+        _same(torch, a, b, f"scatter root {root}")
+    objs = [None] * size if rank == 0 else None
+    dist.gather_object({"rank": rank, "word": "x" * rank}, objs, dst=0)
+    if rank == 0:
+        assert objs == [{"rank": r, "word": "x" * r} for r in range(size)], objs
+    got = [None]
+    dist.scatter_object_list(got, [f"to {r}" for r in range(size)] if rank == 0 else None, src=0)
+    assert got[0] == f"to {rank}", got
+
+
+def _main(scenario):
+    import datetime
+
+    import torch
+    import torch.distributed as dist
+
+    import ddl.torch  # noqa: F401  registers "ddl"
+
+    dist.init_process_group("ddl", timeout=datetime.timedelta(seconds=120))
+    rank, size = dist.get_rank(), dist.get_world_size()
+    gloo = dist.new_group(backend="gloo")
+    globals()["scenario_" + scenario](torch, dist, rank, size, gloo)
+    dist.destroy_process_group()
+    print(f"rank {rank}: {scenario} ok", flush=True)
+
+
+# ---- pytest's side ---------------------------------------------------------------------------
+
+if __name__ != "__main__":
+    import pytest
+
+    from test_torch_backend import _env, _free_port  # noqa: F401  (one way to launch)
+
+    @pytest.fixture(scope="module", autouse=True)
+    def _extension():
+        pytest.importorskip("torch", reason="torch is not installed in this Python")
+        sys.path.insert(0, PACKAGE_DIR)
+        os.environ["DDL_BUILD_DIR"] = BUILD_DIR
+        import ddl.torch
+        ddl.torch.extension()  # built once here, not in every rank at once
+
+    def _run(launcher, nranks, scenario):
+        script = os.path.abspath(__file__)
+        if launcher == "torchrun":
+            cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nranks),
+                   "--master-port", str(_free_port()), script, scenario]
+        else:
+            cmd = [DDLRUN, "-n", str(nranks), "--tag-output", "--", sys.executable, script,
+                   scenario]
+        try:
+            p = subprocess.run(cmd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               stdin=subprocess.DEVNULL, text=True, timeout=300)
+        except subprocess.TimeoutExpired as e:
+            pytest.fail(f"{scenario} under {launcher} -n {nranks} hung:\n{e.stdout}")
+        assert p.returncode == 0, f"{scenario} under {launcher} -n {nranks}:\n{p.stdout}"
+        assert p.stdout.count(f"{scenario} ok") == nranks, p.stdout
+
+    @pytest.mark.parametrize("nranks", [1, 2, 3, 4])
+    @pytest.mark.parametrize("scenario", ["alltoall", "rooted"])
+    def test_collectives_match_gloo(scenario, nranks):
+        _run("torchrun", nranks, scenario)
+
+    @pytest.mark.parametrize("launcher,nranks", [("torchrun", 2), ("torchrun", 3), ("ddlrun", 4)])
+    def test_send_recv_match_gloo(launcher, nranks):
+        _run(launcher, nranks, "p2p")
+
+
+if __name__ == "__main__":
+    _main(sys.argv[1])
