@@ -38,8 +38,10 @@ void expect_clean_run(int nranks, std::vector<std::string> args, size_t expected
   cr_assert_eq(r.exit_status, 0, "exit %d\nstdout:\n%s\nstderr:\n%s", r.exit_status, r.out.c_str(),
                r.err.c_str());
   cr_assert(contains(r.out, kColumns), "no nccl-tests header in:\n%s", r.out.c_str());
-  cr_assert(contains(r.out, "# Out of bounds values : 0 OK"), "%s", r.out.c_str());
+  cr_assert(contains(r.out, "# legend (as nccl-tests): "), "no legend in:\n%s", r.out.c_str());
+  cr_assert(contains(r.out, "# Out of bounds values : 0 OK (wrong elements"), "%s", r.out.c_str());
   cr_assert(contains(r.out, "# Avg bus bandwidth    : "), "%s", r.out.c_str());
+  cr_assert(contains(r.out, " GB/s (mean busbw of every row and mode)"), "%s", r.out.c_str());
   auto rows = ddltest::perf_rows(r.out);
   cr_assert(!rows.empty(), "no rows in:\n%s", r.out.c_str());
   if (expected_rows) cr_assert_eq(rows.size(), expected_rows, "%s", r.out.c_str());

@@ -231,9 +231,58 @@ Test(perf_report, columns_are_nccl_tests) {
       "           8             2     float     sum      -1    10.36    0.00    0.00      0    "
       "12346    0.00    0.00    N/A\n";
   cr_assert(s.find(line) != std::string::npos, "%s", s.c_str());
-  cr_assert(
-      s.find("# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 0\n") != std::string::npos,
-      "%s", s.c_str());
+  // The footer's figures say what they count and in which unit; the header has a legend.
+  cr_assert(s.find("# Out of bounds values : 0 OK (wrong elements, all sizes and ranks)\n"
+                   "# Avg bus bandwidth    : 0 GB/s (mean busbw of every row and mode)\n") !=
+                std::string::npos,
+            "%s", s.c_str());
+  cr_assert(s.find("# legend (as nccl-tests): size = bytes each rank reduces; time in us per "
+                   "call") != std::string::npos,
+            "%s", s.c_str());
+}
+
+Test(perf_report, unchecked_runs_say_so_in_the_footer) {
+  PerfOptions o;
+  o.check = false;
+  PerfReport report(o, "ddl_perf", "ddl 0.1.0", 2);
+  char *text = nullptr;
+  size_t size = 0;
+  FILE *out = open_memstream(&text, &size);
+  report.print_footer(out);
+  std::fclose(out);
+  std::string s(text);
+  free(text);
+  cr_assert(s.find("# Out of bounds values : N/A (not checked: -c 0)\n") != std::string::npos, "%s",
+            s.c_str());
+}
+
+// The legend's busbw factor is the one the table uses, as a formula in n and as a number.
+Test(perf_report, legend_names_the_bus_factor_of_each_collective) {
+  const Collective all[] = {
+      Collective::kAllreduce,     Collective::kBroadcast, Collective::kAllgather,
+      Collective::kReduceScatter, Collective::kAlltoall,  Collective::kSendRecv,
+      Collective::kReduce,        Collective::kGather,    Collective::kScatter};
+  for (Collective c : all) {
+    for (int n : {2, 3, 8}) {
+      const std::string formula = bus_factor_formula(c);
+      const double from_formula = formula == "2(n-1)/n"  ? 2.0 * (n - 1) / n
+                                  : formula == "(n-1)/n" ? (n - 1.0) / n
+                                  : formula == "1"       ? 1.0
+                                                         : -1.0;
+      cr_assert_float_eq(from_formula, bus_factor(c, n), 1e-12, "%s: %s", collective_name(c),
+                         formula.c_str());
+      char number[32];
+      std::snprintf(number, sizeof(number), "(= %.3g)", bus_factor(c, n));
+      const std::string legend = perf_legend(c, n);
+      cr_assert(legend.find("busbw = algbw * " + formula + " " + number + " in GB/s") !=
+                    std::string::npos,
+                "%s", legend.c_str());
+    }
+  }
+  cr_assert(perf_legend(Collective::kAlltoall, 2).find("size = bytes each rank sends in all") !=
+            std::string::npos);
+  cr_assert(perf_legend(Collective::kBarrier, 2).find("time in us per barrier") !=
+            std::string::npos);
 }
 
 Test(float16, conversions_round_trip_and_round_to_even) {

@@ -132,11 +132,15 @@ Run one process per rank (ddlrun -n N, mpirun -np N).
   -D, --device N           with -G: every rank on GPU N instead
   -h, --help               this text
 
-Columns: size is the whole result in bytes (for allgather/reduce_scatter: count per rank
-times ranks), time is the mean per iteration in microseconds over -n iterations, the
-maximum across ranks; algbw = size / time; busbw = algbw * factor, with factor 2(n-1)/n
-for allreduce, (n-1)/n for allgather and reduce_scatter, 1 for broadcast (nccl-tests'
-doc/PERFORMANCE.md). #wrong counts wrong elements over all ranks (N/A without -c 1).
+Columns (nccl-tests'; the header's legend line says them for the collective measured):
+size is the whole message in bytes: for allgather, reduce_scatter, gather and scatter the
+count per rank times ranks, for alltoall what each rank sends in all, for sendrecv what each
+rank sends; time is the mean per iteration in microseconds over -n iterations, the maximum
+across ranks, after -w untimed ones at that size; algbw = size / time in GB/s
+(10^9 bytes); busbw = algbw * factor, with factor 2(n-1)/n for allreduce, (n-1)/n for
+allgather, reduce_scatter, alltoall, gather and scatter, 1 for broadcast, reduce and
+sendrecv (nccl-tests' doc/PERFORMANCE.md). #wrong counts wrong elements over all ranks
+(N/A without -c 1). The footer gives their sum and the mean busbw of every row in GB/s.
 )";
   return text;
 }

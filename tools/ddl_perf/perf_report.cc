@@ -56,7 +56,68 @@ std::string json_escape(const std::string &text) {
   return out;
 }
 
+// What the size column counts, for the legend line.
+const char *size_meaning(Collective collective) {
+  switch (collective) {
+    case Collective::kAllreduce:
+    case Collective::kReduce:
+      return "bytes each rank reduces";
+    case Collective::kBroadcast:
+      return "bytes the root sends";
+    case Collective::kAllgather:
+      return "bytes each rank gathers (count per rank x ranks)";
+    case Collective::kReduceScatter:
+      return "bytes each rank reduces (count per rank x ranks)";
+    case Collective::kAlltoall:
+      return "bytes each rank sends in all";
+    case Collective::kGather:
+      return "bytes the root gathers (count per rank x ranks)";
+    case Collective::kScatter:
+      return "bytes the root scatters (count per rank x ranks)";
+    case Collective::kSendRecv:
+      return "bytes each rank sends";
+    case Collective::kBarrier:
+      break;
+  }
+  return "0";
+}
+
 }  // namespace
+
+const char *bus_factor_formula(Collective collective) {
+  switch (collective) {
+    case Collective::kAllreduce:
+      return "2(n-1)/n";
+    case Collective::kAllgather:
+    case Collective::kReduceScatter:
+    case Collective::kAlltoall:
+    case Collective::kGather:
+    case Collective::kScatter:
+      return "(n-1)/n";
+    case Collective::kBroadcast:
+    case Collective::kReduce:
+    case Collective::kSendRecv:
+      return "1";
+    case Collective::kBarrier:
+      break;
+  }
+  return "0";
+}
+
+std::string perf_legend(Collective collective, int nranks) {
+  if (collective == Collective::kBarrier) {
+    return "legend (as nccl-tests): time in us per barrier (mean of -n iterations, slowest "
+           "rank); no data: size, algbw and busbw are 0";
+  }
+  char text[512];
+  std::snprintf(text, sizeof(text),
+                "legend (as nccl-tests): size = %s; time in us per call (mean of -n iterations, "
+                "slowest rank); algbw = size / time and busbw = algbw * %s (= %.3g) in GB/s; "
+                "#wrong = wrong elements, all ranks",
+                size_meaning(collective), bus_factor_formula(collective),
+                bus_factor(collective, nranks));
+  return text;
+}
 
 double bus_factor(Collective collective, int nranks) {
   double n = nranks;
@@ -100,7 +161,7 @@ void PerfReport::print_header(FILE *out, const std::vector<std::string> &notes) 
                static_cast<unsigned long long>(options_.max_bytes), step, options_.warmup_iters,
                options_.iters, options_.check ? 1 : 0);
   for (const std::string &note : notes) std::fprintf(out, "# %s\n", note.c_str());
-  std::fprintf(out, "#\n");
+  std::fprintf(out, "# %s\n#\n", perf_legend(options_.collective, nranks_).c_str());
   // The titles sit where nccl-tests puts them, over the 32-character-wide columns of each mode.
   // "#wrong" is one wider than its %5s column: " %6s" keeps the width.
   std::fprintf(out, "#%62s%s%23s%s\n", "", "out-of-place", "", "in-place");
@@ -150,10 +211,16 @@ double PerfReport::average_busbw() const {
 }
 
 void PerfReport::print_footer(FILE *out) const {
-  uint64_t wrong = total_wrong();
-  std::fprintf(out, "# Out of bounds values : %llu %s\n", static_cast<unsigned long long>(wrong),
-               wrong == 0 ? "OK" : "FAILED");
-  std::fprintf(out, "# Avg bus bandwidth    : %g\n", average_busbw());
+  // nccl-tests' two lines, with what their figures count and in which unit.
+  if (options_.check) {
+    const uint64_t wrong = total_wrong();
+    std::fprintf(out, "# Out of bounds values : %llu %s (wrong elements, all sizes and ranks)\n",
+                 static_cast<unsigned long long>(wrong), wrong == 0 ? "OK" : "FAILED");
+  } else {
+    std::fprintf(out, "# Out of bounds values : N/A (not checked: -c 0)\n");
+  }
+  std::fprintf(out, "# Avg bus bandwidth    : %g GB/s (mean busbw of every row and mode)\n",
+               average_busbw());
   std::fprintf(out, "#\n");
   std::fflush(out);
 }

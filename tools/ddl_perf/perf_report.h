@@ -27,8 +27,14 @@ struct SizeResult {
   ModeResult in_place;
 };
 
-// busbw / algbw for `collective` on `nranks` ranks (nccl-tests' doc/PERFORMANCE.md).
+// busbw / algbw for `collective` on `nranks` ranks (nccl-tests' doc/PERFORMANCE.md), and the
+// same as a formula in n ("2(n-1)/n", "(n-1)/n", "1"; "0" for the barrier).
 double bus_factor(Collective collective, int nranks);
+const char *bus_factor_formula(Collective collective);
+
+// The header's one-line legend of the columns (without the leading "# "): what size counts
+// for this collective, the units, and busbw's factor.
+std::string perf_legend(Collective collective, int nranks);
 
 class PerfReport {
  public:
@@ -39,7 +45,8 @@ class PerfReport {
   // Records a row and prints it (when `out` is not null: only rank 0 prints, but every rank
   // keeps the rows, so that every rank knows the exit status).
   void add_row(FILE *out, const SizeResult &row);
-  // "# Out of bounds values : N OK|FAILED" and "# Avg bus bandwidth    : X".
+  // "# Out of bounds values : N OK|FAILED (...)" (N/A with -c 0) and
+  // "# Avg bus bandwidth    : X GB/s (...)".
   void print_footer(FILE *out) const;
   // The options, every row and the footer's numbers as JSON. False (with errno) on failure.
   bool write_json(const std::string &path) const;
