@@ -129,6 +129,27 @@ Test(ddl_perf, alltoall_sendrecv_reduce_gather_scatter) {
   }
 }
 
+namespace {
+
+size_t occurrences(const std::string &text, const std::string &part) {
+  size_t n = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+// A failure is printed once: ddl logs it (level error), and ddl_perf adds what it was doing
+// and the result code without repeating ddl's words.
+Test(ddl_perf, errors_are_printed_once) {
+  RunResult r = run_command({kDdlrun, "-n", "1", "--timeout", "60", kDdlPerf, "-a", "bogus"}, 90);
+  cr_assert(r.finished, "stderr: %s", r.err.c_str());
+  cr_assert_eq(r.exit_status, 1, "stdout:\n%s\nstderr:\n%s", r.out.c_str(), r.err.c_str());
+  cr_assert_eq(occurrences(r.err, "DDL_ALGO=bogus: not an algorithm"), 1u, "%s", r.err.c_str());
+  cr_assert(contains(r.err, "ddl_perf: ddl_comm_init_from_env failed (DDL_ERR_INVALID_ARGUMENT"),
+            "%s", r.err.c_str());
+}
+
 Test(ddl_perf, json_output) {
   std::string dir = ddltest::make_temp_dir();
   std::string path = dir + "/results.json";

@@ -15,6 +15,17 @@
 
 namespace {
 
+// Errors are printed once (issue 28), not once by ddl and again here: ddl logs every failed
+// call at level error, which no DDL_LOG_LEVEL hides ("ddl[1] error: <the words
+// ddl_comm_last_error returns>", before the call returns). So the tool adds only what it was
+// doing and the result code, and points at that line instead of repeating it. `rank` < 0:
+// before there is a communicator.
+void report_failure(int rank, const std::string &what, ddl_result_t result) {
+  const std::string who = rank >= 0 ? "rank " + std::to_string(rank) + ": " : "";
+  std::fprintf(stderr, "ddl_perf: %s%s failed (%s); the cause is in ddl's error line above\n",
+               who.c_str(), what.c_str(), ddl_result_string(result));
+}
+
 class DdlBackend : public ddl_perf::CollectiveBackend {
  public:
   explicit DdlBackend(ddl_comm_t comm) : comm_(comm) {
@@ -132,11 +143,10 @@ class DdlBackend : public ddl_perf::CollectiveBackend {
   }
 
  private:
-  // Any error is the end of the run: say which call failed on which rank and why.
+  // Any error is the end of the run: say which call failed on which rank.
   void check(ddl_result_t result, const std::string &what) {
     if (result == DDL_SUCCESS) return;
-    std::fprintf(stderr, "ddl_perf: rank %d: %s failed: %s: %s\n", rank_, what.c_str(),
-                 ddl_result_string(result), ddl_comm_last_error(comm_));
+    report_failure(rank_, what, result);
     ddl_comm_abort(comm_);
     ddl_comm_destroy(comm_);
     std::exit(1);
@@ -157,10 +167,7 @@ bool every_rank_opened(ddl_comm_t comm, bool opened, const std::string &error) {
   int32_t mine = opened ? 1 : 0, all = 0;
   const ddl_result_t r = ddl_allreduce(&mine, &all, 1, DDL_INT32, DDL_MIN, comm);
   if (r != DDL_SUCCESS) {
-    std::fprintf(stderr,
-                 "ddl_perf: rank %d: ddl_allreduce (did every rank open its GPU?) "
-                 "failed: %s: %s\n",
-                 rank, ddl_result_string(r), ddl_comm_last_error(comm));
+    report_failure(rank, "ddl_allreduce (did every rank open its GPU?)", r);
     return false;
   }
   if (opened && !all)
@@ -192,8 +199,7 @@ int main(int argc, char **argv) {
   ddl_comm_t comm = nullptr;
   ddl_result_t result = ddl_comm_init_from_env(&comm);
   if (result != DDL_SUCCESS) {
-    std::fprintf(stderr, "ddl_perf: ddl_comm_init_from_env failed: %s: %s\n",
-                 ddl_result_string(result), ddl_comm_last_error(nullptr));
+    report_failure(-1, "ddl_comm_init_from_env", result);
     return 1;
   }
   int status = 0;
@@ -204,7 +210,7 @@ int main(int argc, char **argv) {
   }
   result = ddl_comm_destroy(comm);
   if (result != DDL_SUCCESS) {
-    std::fprintf(stderr, "ddl_perf: ddl_comm_destroy failed: %s\n", ddl_result_string(result));
+    report_failure(-1, "ddl_comm_destroy", result);
     if (status == 0) status = 1;
   }
   return status;
