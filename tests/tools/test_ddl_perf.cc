@@ -115,18 +115,34 @@ Test(ddl_perf, other_collectives) {
   expect_clean_run(2, {"-C", "barrier", "-n", "50"}, 1);  // one row: 0 bytes
 }
 
-// The calls torch.distributed added to ddl: every result checked (-c 1, the default), on 2 and
-// 3 ranks, every root of the rooted ones at least once, in place where it exists.
+// The calls torch.distributed added to ddl: every result checked (-c 1), on 2 and 3 ranks,
+// every root of the rooted ones at least once, in place where it exists.
 Test(ddl_perf, alltoall_sendrecv_reduce_gather_scatter) {
   for (int n : {2, 3}) {
-    expect_clean_run(n, {"-C", "alltoall", "-b", "8", "-e", "1M", "-f", "16", "-d", "bfloat16"});
-    expect_clean_run(n, {"-C", "sendrecv", "-b", "8", "-e", "1M", "-f", "16"});
-    expect_clean_run(n, {"-C", "reduce", "-r", std::to_string(n - 1), "-b", "8", "-e", "1M", "-f",
-                         "16", "-o", "all", "-d", "int32"});
-    expect_clean_run(n, {"-C", "gather", "-r", "1", "-b", "8", "-e", "1M", "-f", "16"});
-    expect_clean_run(n,
-                     {"-C", "scatter", "-r", "0", "-b", "8", "-e", "1M", "-f", "16", "-d", "int8"});
+    expect_clean_run(
+        n, {"-C", "alltoall", "-c", "1", "-b", "8", "-e", "1M", "-f", "16", "-d", "bfloat16"});
+    expect_clean_run(n, {"-C", "sendrecv", "-c", "1", "-b", "8", "-e", "1M", "-f", "16"});
+    expect_clean_run(n, {"-C", "reduce", "-c", "1", "-r", std::to_string(n - 1), "-b", "8", "-e",
+                         "1M", "-f", "16", "-o", "all", "-d", "int32"});
+    expect_clean_run(n, {"-C", "gather", "-c", "1", "-r", "1", "-b", "8", "-e", "1M", "-f", "16"});
+    expect_clean_run(n, {"-C", "scatter", "-c", "1", "-r", "0", "-b", "8", "-e", "1M", "-f", "16",
+                         "-d", "int8"});
   }
+}
+
+// The JSON of a new collective: its name, its bus factor, and size as nccl-tests counts it
+// (what each rank sends in all: 2 floats to each of 3 ranks = 24 B).
+Test(ddl_perf, alltoall_json) {
+  std::string dir = ddltest::make_temp_dir();
+  std::string path = dir + "/alltoall.json";
+  expect_clean_run(3, {"-C", "alltoall", "-c", "1", "-b", "24", "-e", "24", "-J", path}, 1);
+  std::string json = ddltest::read_file(path);
+  ddltest::remove_dir(dir);
+  cr_assert(contains(json, "\"collective\": \"alltoall\"") && contains(json, "\"nranks\": 3") &&
+                contains(json, "\"bus_factor\": 0.666667") &&
+                contains(json, "\"size\": 24, \"count\": 6") &&
+                contains(json, "\"out_of_bounds\": 0"),
+            "%s", json.c_str());
 }
 
 namespace {
