@@ -12,6 +12,7 @@
 
 #include "lib/common/datatype.h"
 #include "perf_check.h"
+#include "perf_driver.h"
 #include "perf_options.h"
 #include "perf_report.h"
 
@@ -283,6 +284,56 @@ Test(perf_report, legend_names_the_bus_factor_of_each_collective) {
             std::string::npos);
   cr_assert(perf_legend(Collective::kBarrier, 2).find("time in us per barrier") !=
             std::string::npos);
+}
+
+namespace {
+
+// Records the count of every call, and each barrier (which starts a timed loop) as SIZE_MAX.
+// Rank 1 of 2, so that nothing is printed.
+class RecordingBackend : public CollectiveBackend {
+ public:
+  int rank() const override { return 1; }
+  int nranks() const override { return 2; }
+  std::string library() const override { return "recorder"; }
+  std::string unsupported(Collective, ddl_datatype_t, ddl_op_t) const override { return ""; }
+  bool run(Collective, const void *, void *, size_t count, ddl_datatype_t, ddl_op_t, int) override {
+    calls.push_back(count);
+    return true;
+  }
+  void *library_alloc(size_t) override { return nullptr; }
+  void library_free(void *) override {}
+  void barrier() override { calls.push_back(SIZE_MAX); }
+  double max_across_ranks(double value) override { return value; }
+  uint64_t sum_across_ranks(uint64_t value) override { return value; }
+
+  std::vector<size_t> calls;
+};
+
+}  // namespace
+
+Test(perf_driver, warms_up_at_the_largest_and_smallest_size_then_at_each_size) {
+  PerfOptions o;
+  o.min_bytes = 8;
+  o.max_bytes = 512;
+  o.step_factor = 4;  // 8, 32, 128, 512 B: 2, 8, 32, 128 floats
+  o.warmup_iters = 2;
+  o.iters = 3;
+  o.check = false;
+  RecordingBackend backend;
+  cr_assert_eq(run_perf(o, backend, "test"), 0);
+  // nccl-tests' warm-up first: -w calls at the largest size, then at the smallest ...
+  std::vector<size_t> want = {128, 128, 2, 2};
+  // ... then every size, out of place and in place: -w calls, the barrier, -n timed calls.
+  for (size_t count : {2, 8, 32, 128}) {
+    for (int mode = 0; mode < 2; ++mode) {
+      want.insert(want.end(), 2, count);
+      want.push_back(SIZE_MAX);
+      want.insert(want.end(), 3, count);
+    }
+  }
+  std::string got;
+  for (size_t c : backend.calls) got += c == SIZE_MAX ? "| " : std::to_string(c) + " ";
+  cr_assert(backend.calls == want, "calls: %s", got.c_str());
 }
 
 Test(float16, conversions_round_trip_and_round_to_even) {

@@ -136,7 +136,8 @@ Columns (nccl-tests'; the header's legend line says them for the collective meas
 size is the whole message in bytes: for allgather, reduce_scatter, gather and scatter the
 count per rank times ranks, for alltoall what each rank sends in all, for sendrecv what each
 rank sends; time is the mean per iteration in microseconds over -n iterations, the maximum
-across ranks, after -w untimed ones at that size; algbw = size / time in GB/s
+across ranks, after -w untimed ones at that size (and, before the first size, -w at the
+largest and at the smallest size, as nccl-tests warms up); algbw = size / time in GB/s
 (10^9 bytes); busbw = algbw * factor, with factor 2(n-1)/n for allreduce, (n-1)/n for
 allgather, reduce_scatter, alltoall, gather and scatter, 1 for broadcast, reduce and
 sendrecv (nccl-tests' doc/PERFORMANCE.md). #wrong counts wrong elements over all ranks
