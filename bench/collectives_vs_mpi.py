@@ -2,9 +2,10 @@
 """Every collective of ddl next to Open MPI's, on this machine, in one command.
 
 For each rank count P of -p in turn and each collective of -C (allreduce, broadcast,
-allgather, reduce_scatter, barrier), runs `ddlrun -n P ddl_perf -C NAME` and `mpirun -np P
-mpi_allreduce -C NAME` (ob1/vader, MPI_Allreduce, MPI_Bcast, MPI_Allgather,
-MPI_Reduce_scatter_block, MPI_Barrier) alternately for R rounds, with the same flags and the
+allgather, reduce_scatter, barrier, alltoall, reduce, gather, scatter, sendrecv), runs `ddlrun
+-n P ddl_perf -C NAME` and `mpirun -np P mpi_allreduce -C NAME` (ob1/vader, MPI_Allreduce,
+MPI_Bcast, MPI_Allgather, MPI_Reduce_scatter_block, MPI_Barrier, MPI_Alltoall, MPI_Reduce,
+MPI_Gather, MPI_Scatter, MPI_Sendrecv; rooted calls at root 0) alternately for R rounds, with the same flags and the
 same driver (tools/ddl_perf/perf_driver.cc: mean time per iteration after a barrier, maximum
 across ranks). The order of the libraries flips every round and the collectives interleave,
 so that slow drift of the machine hits every pair alike. Per collective and size it prints the
@@ -32,9 +33,12 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import allreduce_vs_mpi as common  # noqa: E402  (the helpers this bench shares)
 
-COLLECTIVES = ["allreduce", "broadcast", "allgather", "reduce_scatter", "barrier"]
+COLLECTIVES = ["allreduce", "broadcast", "allgather", "reduce_scatter", "barrier",
+               "alltoall", "reduce", "gather", "scatter", "sendrecv"]
 MPI_NAMES = {"allreduce": "MPI_Allreduce", "broadcast": "MPI_Bcast", "allgather": "MPI_Allgather",
-             "reduce_scatter": "MPI_Reduce_scatter_block", "barrier": "MPI_Barrier"}
+             "reduce_scatter": "MPI_Reduce_scatter_block", "barrier": "MPI_Barrier",
+             "alltoall": "MPI_Alltoall", "reduce": "MPI_Reduce", "gather": "MPI_Gather",
+             "scatter": "MPI_Scatter", "sendrecv": "MPI_Sendrecv (ring: to r+1, from r-1)"}
 # A barrier moves no data: one size, many iterations.
 BARRIER_ITERS = 20000
 

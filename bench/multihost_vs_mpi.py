@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""ddl's allreduce (and allgather, reduce-scatter) next to Open MPI's across emulated hosts, in one
-command (issue 11, item 9).
+"""ddl's allreduce (and allgather, reduce-scatter, broadcast, alltoall) next to Open MPI's across
+emulated hosts, in one command (issue 11, item 9; alltoall: issue 23).
 
 For each setup (hosts x ranks per host x rails, sizes) it makes the hosts with
 `tools/emuhosts/emuhosts run` (network namespaces, every NIC shaped to --rate with tc tbf both
@@ -21,8 +21,9 @@ time is reported. Per setup, size and library: the median over the rounds, the l
   bound(N) = f * N / (R * B)      h hosts, R rails, B = rate in bytes/s (1gbit: 125e6)
 
 with f = 2(h-1)/h for an allreduce of N bytes, (h-1)/h for an allgather or reduce-scatter of
-N bytes in all (ddl_perf's size: the gathered output, the scattered input) and 1 for a
-broadcast (every other host receives N): each host must send
+N bytes in all (ddl_perf's size: the gathered output, the scattered input), 1 for a
+broadcast (every other host receives N) and L(h-1)/h for an alltoall whose ranks send N bytes
+each (L ranks per host): each host must send
 and receive at least f * N bytes over its R links. Also what plain TCP achieves with that
 traffic on the same links in the same rounds (bench/tcp_ring.py: every host sends f * N / R
 bytes to the next host and receives as much from the previous one on each rail, all at once; TCP's headers alone keep it below ~95.6% of the nominal bound), the
@@ -71,8 +72,12 @@ SETUPS = {
     "2x2rs": (2, 2, 1, [16 * M, 64 * M], 3, 1, "reduce-scatter, 2 hosts x 2 ranks, 1 NIC",
               "reduce_scatter"),
     "4x1bc": (4, 1, 1, [4096, M], 200, 20, "broadcast, 4 hosts x 1 rank, 1 NIC", "broadcast"),
+    "2x2a2a": (2, 2, 1, [16 * M, 64 * M], 3, 1, "alltoall, 2 hosts x 2 ranks, 1 NIC", "alltoall"),
+    "4x1a2a": (4, 1, 1, [16 * M, 64 * M], 3, 1, "alltoall, 4 hosts x 1 rank, 1 NIC", "alltoall"),
+    "2x2r2a2a": (2, 2, 2, [64 * M], 3, 1, "alltoall, 2 hosts x 2 ranks x 2 rails", "alltoall"),
 }
-ORDER = ["2x2", "lat", "2x4", "4x1", "2x2r2", "2x2ag", "2x2rs", "4x1bc"]
+ORDER = ["2x2", "lat", "2x4", "4x1", "2x2r2", "2x2ag", "2x2rs", "4x1bc", "2x2a2a", "4x1a2a",
+         "2x2r2a2a"]
 ALGOS = ["default", "hier", "ring"]
 
 
@@ -128,11 +133,14 @@ def parse_args(argv):
     return args
 
 
-def traffic_factor(collective, hosts):
+def traffic_factor(collective, hosts, per_host=1):
     """The share of N bytes each host must send (and receive) in the collective: a broadcast's
-    every other host receives all of it."""
+    every other host receives all of it; an alltoall's N is what each rank sends in all, of
+    which each of a host's L ranks sends (H-1)/H to the other hosts."""
     if collective == "broadcast":
         return 1.0
+    if collective == "alltoall":
+        return per_host * (hosts - 1) / hosts
     return (2.0 if collective == "allreduce" else 1.0) * (hosts - 1) / hosts
 
 
@@ -170,7 +178,7 @@ def tcp_ring_run(setup, ddlrun, agent, timeout):
     hostlist = ",".join("h%d:1" % i for i in range(h))
     times = {}
     for size in setup["sizes"]:
-        per_rail = int(traffic_factor(setup["collective"], h) * size / rails)
+        per_rail = int(traffic_factor(setup["collective"], h, setup["per_host"]) * size / rails)
         cmd = [ddlrun, "-H", hostlist, "--launch-agent", agent, "--", sys.executable,
                os.path.join(REPO, "bench", "tcp_ring.py"), "--bytes", str(per_rail), "--rails", str(rails)]
         out = run_command(cmd, "tcp_ring in setup %s" % setup["name"], timeout)
@@ -188,9 +196,9 @@ def inner(args):
     nranks = setup["hosts"] * setup["per_host"]
     sizes = setup["sizes"]
     factor = sizes[1] // sizes[0] if len(sizes) > 1 else 2
-    # A broadcast's flat algorithm is the chain, not the ring.
-    algos = [("chain" + a[4:]) if a.split("+")[0] == "ring" and setup["collective"] == "broadcast" else a
-             for a in args.algos]
+    # A broadcast's flat algorithm is the chain, an alltoall's the pairwise exchange.
+    flat = {"broadcast": "chain", "alltoall": "pairwise"}.get(setup["collective"])
+    algos = [(flat + a[4:]) if flat and a.split("+")[0] == "ring" else a for a in args.algos]
     libs = ["ddl:" + a for a in algos] + ([] if args.no_mpi else ["mpi"])
     # Plain TCP's figure includes setting up its connections: meaningful for large sizes only.
     if not args.no_tcp and min(sizes) >= 16 * M:
@@ -287,7 +295,8 @@ def summarize(result, args):
     h, rails = setup["hosts"], setup["rails"]
     table = []
     for size in setup["sizes"]:
-        bound_us = traffic_factor(setup["collective"], h) * size / (rails * args.rate_bps) * 1e6
+        bound_us = (traffic_factor(setup["collective"], h, setup["per_host"]) * size /
+                    (rails * args.rate_bps) * 1e6)
         bound1_us = bound_us * rails
         row = {"size": size, "bound_us": bound_us, "bound_1rail_us": bound1_us, "libs": {}}
         mpi_t = tcp_t = None
@@ -369,7 +378,9 @@ def render(result, args):
     if s["sizes"] != [8]:
         lines.append("- %s float32%s; bound = %s x N / (R x B), h = %d, R = %d, B = %.0f B/s" % (
             s["collective"], " sum" if s["collective"] in ("allreduce", "reduce_scatter") else "",
-            {"allreduce": "2(h-1)/h", "broadcast": "1"}.get(s["collective"], "(h-1)/h"), s["hosts"], s["rails"],
+            {"allreduce": "2(h-1)/h", "broadcast": "1",
+             "alltoall": "L(h-1)/h (L = %d ranks per host; N: what each rank sends)" % s["per_host"]}.get(
+                s["collective"], "(h-1)/h"), s["hosts"], s["rails"],
             args.rate_bps))
     lines.append("")
     lat = s["sizes"] == [8]

@@ -22,6 +22,9 @@ For all_reduce at small sizes it also shows where the time goes:
             ProcessGroup, so this skips the dispatcher that every Backend goes through).
 The backend's own cost is about direct - ctypes; dist.all_reduce - direct is torch's.
 
+Also all_to_all_single (size: what each rank sends in all), a send/recv ping-pong between
+ranks 0 and 1 (its time: half a round trip), reduce and gather to rank 0.
+
 Then the DDP example's training step (examples/ddp_train.py's model and data), DDP over ddl
 vs over gloo, and the same step without DDP (compute only) for the communication share.
 """
@@ -45,6 +48,10 @@ SIZES = {  # bytes per rank's tensor
     "broadcast": [8, 65536, 1 << 20, 16 << 20],
     "all_gather_into_tensor": [8, 65536, 1 << 20, 4 << 20],  # each rank's share
     "reduce_scatter_tensor": [8, 65536, 1 << 20, 4 << 20],   # each rank's result
+    "all_to_all_single": [16, 65536, 1 << 20, 4 << 20],     # what each rank sends in all
+    "send/recv": [8, 65536, 1 << 20, 4 << 20],  # ping-pong between ranks 0 and 1: half round trip
+    "reduce": [8, 65536, 1 << 20, 4 << 20],
+    "gather": [8, 65536, 1 << 20, 4 << 20],     # each rank's share
 }
 
 
@@ -201,6 +208,44 @@ class Bench:
             yield "reduce_scatter_tensor", nbytes, {
                 "ddl": lambda x=x, o=out: dist.reduce_scatter_tensor(o, x),
                 "gloo": lambda x=x, o=out: dist.reduce_scatter_tensor(o, x, group=self.gloo)}
+        yield from self.p2p_cases(sizes)
+
+    def pingpong(self, t, group):
+        """Rank 0 sends t to rank 1 and gets it back; the others wait. A half round trip is
+        half the time of one call."""
+        dist = self.dist
+        if self.rank == 0:
+            dist.send(t, 1, group=group)
+            dist.recv(t, 1, group=group)
+        elif self.rank == 1:
+            dist.recv(t, 0, group=group)
+            dist.send(t, 0, group=group)
+
+    def p2p_cases(self, sizes):
+        torch, dist = self.torch, self.dist
+        n_of = lambda b: max(1, b // 4)
+        for nbytes in sizes["all_to_all_single"]:
+            x = torch.ones(max(self.size, n_of(nbytes) // self.size * self.size))
+            out = torch.empty_like(x)
+            yield "all_to_all_single", nbytes, {
+                "ddl": lambda x=x, o=out: dist.all_to_all_single(o, x),
+                "gloo": lambda x=x, o=out: dist.all_to_all_single(o, x, group=self.gloo)}
+        for nbytes in sizes["send/recv"]:
+            t = torch.ones(n_of(nbytes))
+            yield "send/recv", nbytes, {
+                "ddl": lambda t=t: self.pingpong(t, None),
+                "gloo": lambda t=t: self.pingpong(t, self.gloo)}
+        for nbytes in sizes["reduce"]:
+            t = torch.ones(n_of(nbytes))
+            yield "reduce", nbytes, {
+                "ddl": lambda t=t: dist.reduce(t, 0),
+                "gloo": lambda t=t: dist.reduce(t, 0, group=self.gloo)}
+        for nbytes in sizes["gather"]:
+            x = torch.ones(n_of(nbytes))
+            outs = [torch.empty_like(x) for _ in range(self.size)] if self.rank == 0 else None
+            yield "gather", nbytes, {
+                "ddl": lambda x=x, o=outs: dist.gather(x, o, dst=0),
+                "gloo": lambda x=x, o=outs: dist.gather(x, o, dst=0, group=self.gloo)}
 
     def run_collectives(self):
         unsupported = set()
@@ -265,9 +310,12 @@ class Bench:
             if case == "ddp step":
                 continue
             d, g = med.get((case, nbytes, "ddl")), med.get((case, nbytes, "gloo"))
-            # bus bandwidth as nccl-tests defines it for each collective
+            if case == "send/recv":  # a round trip per call: report the half
+                d, g = d and d / 2, g and g / 2
+            # bus bandwidth as nccl-tests defines it for each collective (sizes as SIZES says)
             n = self.size
-            factor = {"all_reduce": 2 * (n - 1) / n, "broadcast": 1.0}.get(case, (n - 1))
+            factor = {"all_reduce": 2 * (n - 1) / n, "broadcast": 1.0, "reduce": 1.0,
+                      "send/recv": 1.0, "all_to_all_single": (n - 1) / n}.get(case, (n - 1))
             bw = lambda s: f"{factor * nbytes / s / 1e9:9.3f}" if s else f"{'-':>9}"
             us = lambda s: f"{s * 1e6:10.1f}" if s else f"{'-':>10}"
             ratio = f"{g / d:7.2f}" if d and g else f"{'-':>7}"

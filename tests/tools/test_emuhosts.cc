@@ -202,6 +202,29 @@ Test(emuhosts, hier_over_uneven_hosts_every_type_and_op) {
   }
 }
 
+// Alltoall (pairwise, and hier's agents), reduce, gather, scatter and grouped send/recv
+// across uneven hosts, every result checked by ddl_perf.
+Test(emuhosts, alltoall_p2p_and_rooted_calls_across_hosts) {
+  up_or_skip({"--hosts", "3"});
+  const std::vector<std::vector<std::string>> runs = {
+      {"-C", "alltoall", "-a", "pairwise", "-d", "all"},
+      {"-C", "alltoall", "-a", "hier", "-d", "all"},
+      {"-C", "sendrecv", "-d", "int8"},
+      {"-C", "reduce", "-r", "2", "-o", "all"},
+      {"-C", "gather", "-r", "4"},
+      {"-C", "scatter", "-r", "1"},
+  };
+  for (std::vector<std::string> args : runs) {
+    for (const char *more : {"-b", "4", "-e", "300K", "-f", "77", "-n", "1", "-w", "0", "-c", "1"})
+      args.push_back(more);
+    RunResult r = ddl_perf_on("h0:2,h1:1,h2:2", {}, args);
+    cr_assert_eq(r.exit_status, 0, "%s %s: stdout:\n%s\nstderr:\n%s", args[1].c_str(),
+                 args[3].c_str(), r.out.c_str(), r.err.c_str());
+    cr_assert(contains(r.out, "# Out of bounds values : 0 OK"), "%s: %s", args[1].c_str(),
+              r.out.c_str());
+  }
+}
+
 Test(emuhosts, a_failing_rank_on_one_host_stops_the_job) {
   up_or_skip({"--hosts", "2"});
   RunResult r = run_command(

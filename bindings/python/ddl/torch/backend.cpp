@@ -463,7 +463,7 @@ class DdlBackend : public c10d::Backend {
                                                    std::vector<int64_t>& outputSplitSizes,
                                                    std::vector<int64_t>& inputSplitSizes,
                                                    const c10d::AllToAllOptions& opts) override {
-    need(api_->ialltoall && api_->ialltoallv, "alltoall");
+    need(api_->alltoall && api_->ialltoall && api_->ialltoallv, "alltoall");
     check_cpu(input, "all_to_all_single's input");
     check_cpu(output, "all_to_all_single's output");
     TORCH_CHECK(input.scalar_type() == output.scalar_type(),
@@ -502,8 +502,10 @@ class DdlBackend : public c10d::Backend {
       equal = equal && send_counts[i] == send_counts[0] && recv_counts[i] == send_counts[0];
     if (equal) {
       const size_t n = send_counts[0];
-      return start(c10d::OpType::ALLTOALL_BASE, {output}, {in, out}, all_of(std::move(back)),
-                   [=](Req* q) { return api_->ialltoall(s, r, n, dt, comm_, q); });
+      return run(
+          c10d::OpType::ALLTOALL_BASE, opts.asyncOp, {output}, {in, out}, all_of(std::move(back)),
+          [&] { return api_->alltoall(s, r, n, dt, comm_); },
+          [&](Req* q) { return api_->ialltoall(s, r, n, dt, comm_, q); });
     }
     // ddl copies the arrays at the call.
     std::vector<size_t> send_displs(size_), recv_displs(size_);
@@ -511,11 +513,16 @@ class DdlBackend : public c10d::Backend {
       send_displs[i] = send_displs[i - 1] + send_counts[i - 1];
       recv_displs[i] = recv_displs[i - 1] + recv_counts[i - 1];
     }
-    return start(c10d::OpType::ALLTOALL_BASE, {output}, {in, out}, all_of(std::move(back)),
-                 [&](Req* q) {
-                   return api_->ialltoallv(s, send_counts.data(), send_displs.data(), r,
-                                           recv_counts.data(), recv_displs.data(), dt, comm_, q);
-                 });
+    return run(
+        c10d::OpType::ALLTOALL_BASE, opts.asyncOp, {output}, {in, out}, all_of(std::move(back)),
+        [&] {
+          return api_->alltoallv(s, send_counts.data(), send_displs.data(), r,
+                                 recv_counts.data(), recv_displs.data(), dt, comm_);
+        },
+        [&](Req* q) {
+          return api_->ialltoallv(s, send_counts.data(), send_displs.data(), r,
+                                  recv_counts.data(), recv_displs.data(), dt, comm_, q);
+        });
   }
   c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
                                                std::vector<int64_t>& outputSplitSizes,
@@ -535,10 +542,16 @@ class DdlBackend : public c10d::Backend {
     at::Tensor in = flat_copy(inputs);
     at::Tensor out = at::empty({std::accumulate(out_splits.begin(), out_splits.end(), int64_t{0})},
                                in.options());
-    auto work = all_to_all_single(out, in, out_splits, in_splits, opts);
+    c10d::AllToAllOptions async_opts = opts;
+    async_opts.asyncOp = true;  // a Work to hang the copy-out on
+    auto work = all_to_all_single(out, in, out_splits, in_splits, async_opts);
     auto* w = dynamic_cast<DdlWork*>(work.get());
     TORCH_CHECK(w, "ddl backend: all_to_all: internal error (no ddl Work)");
     w->after = scatter_back(outputs, out);  // the flat copy is contiguous: nothing else to do
+    if (!opts.asyncOp && !coalescing_) {
+      w->wait(std::chrono::milliseconds(0));
+      return {};
+    }
     return work;
   }
   // ddl matches sends and receives per pair in order (NCCL's rule), without tags.
@@ -580,7 +593,7 @@ class DdlBackend : public c10d::Backend {
   }
   c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors,
                                         const c10d::ReduceOptions& opts) override {
-    need(api_->ireduce != nullptr, "reduce");
+    need(api_->reduce && api_->ireduce, "reduce");
     TORCH_CHECK(tensors.size() == 1 && opts.rootTensor == 0,
                 "ddl backend: reduce takes one tensor per process");
     check_root(opts.rootRank, "reduce");
@@ -593,14 +606,16 @@ class DdlBackend : public c10d::Backend {
     const int dt = ddl_type(buf), op = ddl_op(opts.reduceOp, buf), root = opts.rootRank;
     void* p = buf.data_ptr();
     const size_t n = buf.numel();
-    return start(c10d::OpType::REDUCE, tensors, {buf}, all_of(std::move(back)),
-                 [=](Req* q) { return api_->ireduce(p, p, n, dt, op, root, comm_, q); });
+    return run(
+        c10d::OpType::REDUCE, opts.asyncOp, tensors, {buf}, all_of(std::move(back)),
+        [&] { return api_->reduce(p, p, n, dt, op, root, comm_); },
+        [&](Req* q) { return api_->ireduce(p, p, n, dt, op, root, comm_, q); });
   }
   // outputs[0] (on the root only) gets every rank's inputs[0], in rank order.
   c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
                                         std::vector<at::Tensor>& inputs,
                                         const c10d::GatherOptions& opts) override {
-    need(api_->igather != nullptr, "gather");
+    need(api_->gather && api_->igather, "gather");
     TORCH_CHECK(inputs.size() == 1, "ddl backend: gather takes one input tensor per process");
     check_root(opts.rootRank, "gather");
     at::Tensor in = inputs[0].contiguous();
@@ -622,15 +637,17 @@ class DdlBackend : public c10d::Backend {
     }
     const void* s = in.data_ptr();
     void* r = flat.defined() ? flat.data_ptr() : nullptr;
-    return start(c10d::OpType::GATHER, outs, {in, flat}, flat.defined() ? scatter_back(outs, flat)
-                                                                        : nullptr,
-                 [=](Req* q) { return api_->igather(s, r, n, dt, root, comm_, q); });
+    return run(
+        c10d::OpType::GATHER, opts.asyncOp, outs, {in, flat},
+        flat.defined() ? scatter_back(outs, flat) : nullptr,
+        [&] { return api_->gather(s, r, n, dt, root, comm_); },
+        [&](Req* q) { return api_->igather(s, r, n, dt, root, comm_, q); });
   }
   // outputs[0] of every rank gets the root's inputs[0][rank].
   c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
                                          std::vector<std::vector<at::Tensor>>& inputs,
                                          const c10d::ScatterOptions& opts) override {
-    need(api_->iscatter != nullptr, "scatter");
+    need(api_->scatter && api_->iscatter, "scatter");
     TORCH_CHECK(outputs.size() == 1, "ddl backend: scatter takes one output tensor per process");
     check_root(opts.rootRank, "scatter");
     check_cpu(outputs[0], "scatter's output");
@@ -651,8 +668,10 @@ class DdlBackend : public c10d::Backend {
     }
     const void* s = flat.defined() ? flat.data_ptr() : nullptr;
     void* r = out.data_ptr();
-    return start(c10d::OpType::SCATTER, outputs, {out, flat}, all_of(std::move(back)),
-                 [=](Req* q) { return api_->iscatter(s, r, n, dt, root, comm_, q); });
+    return run(
+        c10d::OpType::SCATTER, opts.asyncOp, outputs, {out, flat}, all_of(std::move(back)),
+        [&] { return api_->scatter(s, r, n, dt, root, comm_); },
+        [&](Req* q) { return api_->iscatter(s, r, n, dt, root, comm_, q); });
   }
 
   // torch's _coalescing_manager (batch_isend_irecv, coalesced collectives): the calls between

@@ -41,8 +41,14 @@ struct Api {
   int (*request_free)(Req) = nullptr;
   int (*group_start)() = nullptr;
   int (*group_end)() = nullptr;
-  // Alltoall, reduce, gather, scatter, send and receive (nonblocking forms only: the backend
-  // runs them through requests); missing in a libddl older than them.
+  // Alltoall, reduce, gather, scatter, send and receive; missing in a libddl older than them.
+  // The blocking forms serve calls whose caller waits at once (asyncOp false), as allreduce's.
+  int (*alltoall)(const void*, void*, size_t, int, Comm) = nullptr;
+  int (*alltoallv)(const void*, const size_t*, const size_t*, void*, const size_t*,
+                   const size_t*, int, Comm) = nullptr;
+  int (*reduce)(const void*, void*, size_t, int, int, int, Comm) = nullptr;
+  int (*gather)(const void*, void*, size_t, int, int, Comm) = nullptr;
+  int (*scatter)(const void*, void*, size_t, int, int, Comm) = nullptr;
   int (*ialltoall)(const void*, void*, size_t, int, Comm, Req*) = nullptr;
   int (*ialltoallv)(const void*, const size_t*, const size_t*, void*, const size_t*,
                     const size_t*, int, Comm, Req*) = nullptr;
@@ -88,6 +94,11 @@ struct Api {
     maybe(a.request_free, "ddl_request_free");
     maybe(a.group_start, "ddl_group_start");
     maybe(a.group_end, "ddl_group_end");
+    maybe(a.alltoall, "ddl_alltoall");
+    maybe(a.alltoallv, "ddl_alltoallv");
+    maybe(a.reduce, "ddl_reduce");
+    maybe(a.gather, "ddl_gather");
+    maybe(a.scatter, "ddl_scatter");
     maybe(a.ialltoall, "ddl_ialltoall");
     maybe(a.ialltoallv, "ddl_ialltoallv");
     maybe(a.ireduce, "ddl_ireduce");
