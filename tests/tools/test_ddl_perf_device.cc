@@ -81,6 +81,33 @@ Test(ddl_perf_device, every_collective_on_two_ranks_sharing_one_gpu) {
       3 * 10);
 }
 
+// The calls without device support yet (ddl.h) are N/A rows, with ddl's reason on stderr a few
+// times per rank rather than at every size, and a footer that does not claim "0 OK".
+Test(ddl_perf_device, calls_without_device_support_are_n_a_and_say_why_a_few_times) {
+  for (const char *collective : {"alltoall", "sendrecv", "reduce", "gather", "scatter"}) {
+    const RunResult r = run_perf(kFake, 2, {"-C", collective, "-b", "8", "-e", "1M", "-f", "8"});
+    cr_assert(r.finished && r.exit_status == 0, "%s: exit %d\nstdout:\n%s\nstderr:\n%s", collective,
+              r.exit_status, r.out.c_str(), r.err.c_str());
+    const auto rows = ddltest::perf_rows(r.out);
+    cr_assert_eq(rows.size(), 6u, "%s", r.out.c_str());  // 8 B .. 256 KB
+    for (const auto &row : rows) {
+      cr_assert(row[5] == "N/A" && row[9] == "N/A", "%s: a measured row:\n%s", collective,
+                r.out.c_str());
+    }
+    cr_assert(contains(r.out, "# Out of bounds values : N/A (nothing was checked"), "%s",
+              r.out.c_str());
+    const std::string why = "device buffers are not supported by";
+    size_t logged = 0;
+    for (size_t at = r.err.find(why); at != std::string::npos; at = r.err.find(why, at + 1)) {
+      ++logged;
+    }
+    // Per rank: the warm-up's call at the largest and at the smallest size, the first in-place
+    // call; not one per size and mode (2 + 2 x 6).
+    cr_assert(logged >= 2 && logged <= 6, "%s: ddl's reason %zu times:\n%s", collective, logged,
+              r.err.c_str());
+  }
+}
+
 Test(ddl_perf_device, a_chosen_gpu_and_a_missing_one) {
   expect_clean(run_perf(kFake, 2, {"-D", "0", "-b", "64", "-e", "64"}), 1);
   const RunResult r = run_perf(kFake, 2, {"-D", "3", "-b", "64", "-e", "64"});

@@ -242,10 +242,11 @@ Test(perf_report, columns_are_nccl_tests) {
             "%s", s.c_str());
 }
 
-Test(perf_report, unchecked_runs_say_so_in_the_footer) {
-  PerfOptions o;
-  o.check = false;
+namespace {
+
+std::string footer_of(const PerfOptions &o, const std::vector<SizeResult> &rows) {
   PerfReport report(o, "ddl_perf", "ddl 0.1.0", 2);
+  for (const SizeResult &row : rows) report.add_row(nullptr, row);
   char *text = nullptr;
   size_t size = 0;
   FILE *out = open_memstream(&text, &size);
@@ -253,8 +254,29 @@ Test(perf_report, unchecked_runs_say_so_in_the_footer) {
   std::fclose(out);
   std::string s(text);
   free(text);
+  return s;
+}
+
+}  // namespace
+
+// No reassuring "0 OK" or "0 GB/s" where nothing stands behind the figures.
+Test(perf_report, the_footer_says_n_a_when_nothing_was_checked_or_measured) {
+  SizeResult measured;
+  measured.out_of_place = {true, 10.0, 1.0, 1.0, -1};  // timed, not checked
+  PerfOptions unchecked;
+  unchecked.check = false;
+  std::string s = footer_of(unchecked, {measured});
   cr_assert(s.find("# Out of bounds values : N/A (not checked: -c 0)\n") != std::string::npos, "%s",
             s.c_str());
+  cr_assert(s.find("# Avg bus bandwidth    : 1 GB/s") != std::string::npos, "%s", s.c_str());
+
+  PerfOptions checked;
+  s = footer_of(checked, {SizeResult()});  // a row the library refused in both modes
+  cr_assert(s.find("# Out of bounds values : N/A (nothing was checked: every row is N/A)\n") !=
+                std::string::npos,
+            "%s", s.c_str());
+  cr_assert(s.find("# Avg bus bandwidth    : N/A (nothing was measured)\n") != std::string::npos,
+            "%s", s.c_str());
 }
 
 // The legend's busbw factor is the one the table uses, as a formula in n and as a number.
@@ -288,8 +310,9 @@ Test(perf_report, legend_names_the_bus_factor_of_each_collective) {
 
 namespace {
 
-// Records the count of every call, and each barrier (which starts a timed loop) as SIZE_MAX.
-// Rank 1 of 2, so that nothing is printed.
+// Records the count of every call, and each barrier (which starts a timed loop) as SIZE_MAX;
+// refuses (as a library that does not support the form) calls of `refuse_from` elements or
+// more. Rank 1 of 2, so that nothing is printed.
 class RecordingBackend : public CollectiveBackend {
  public:
   int rank() const override { return 1; }
@@ -298,7 +321,7 @@ class RecordingBackend : public CollectiveBackend {
   std::string unsupported(Collective, ddl_datatype_t, ddl_op_t) const override { return ""; }
   bool run(Collective, const void *, void *, size_t count, ddl_datatype_t, ddl_op_t, int) override {
     calls.push_back(count);
-    return true;
+    return count < refuse_from;
   }
   void *library_alloc(size_t) override { return nullptr; }
   void library_free(void *) override {}
@@ -307,11 +330,10 @@ class RecordingBackend : public CollectiveBackend {
   uint64_t sum_across_ranks(uint64_t value) override { return value; }
 
   std::vector<size_t> calls;
+  size_t refuse_from = SIZE_MAX;
 };
 
-}  // namespace
-
-Test(perf_driver, warms_up_at_the_largest_and_smallest_size_then_at_each_size) {
+PerfOptions four_sizes() {
   PerfOptions o;
   o.min_bytes = 8;
   o.max_bytes = 512;
@@ -319,6 +341,19 @@ Test(perf_driver, warms_up_at_the_largest_and_smallest_size_then_at_each_size) {
   o.warmup_iters = 2;
   o.iters = 3;
   o.check = false;
+  return o;
+}
+
+std::string calls_text(const std::vector<size_t> &calls) {
+  std::string text;
+  for (size_t c : calls) text += c == SIZE_MAX ? "| " : std::to_string(c) + " ";
+  return text;
+}
+
+}  // namespace
+
+Test(perf_driver, warms_up_at_the_largest_and_smallest_size_then_at_each_size) {
+  PerfOptions o = four_sizes();
   RecordingBackend backend;
   cr_assert_eq(run_perf(o, backend, "test"), 0);
   // nccl-tests' warm-up first: -w calls at the largest size, then at the smallest ...
@@ -331,9 +366,33 @@ Test(perf_driver, warms_up_at_the_largest_and_smallest_size_then_at_each_size) {
       want.insert(want.end(), 3, count);
     }
   }
-  std::string got;
-  for (size_t c : backend.calls) got += c == SIZE_MAX ? "| " : std::to_string(c) + " ";
-  cr_assert(backend.calls == want, "calls: %s", got.c_str());
+  cr_assert(backend.calls == want, "calls: %s", calls_text(backend.calls).c_str());
+}
+
+// A form the library refuses is N/A, and not tried again at larger sizes: its error is logged
+// a few times, not at every size.
+Test(perf_driver, a_refused_form_is_not_tried_again_at_larger_sizes) {
+  PerfOptions o = four_sizes();
+  RecordingBackend none;
+  none.refuse_from = 0;  // device buffers, say: every size refused
+  cr_assert_eq(run_perf(o, none, "test"), 0);
+  // The warm-up's first call at each end, then the first in-place call; nothing else.
+  std::vector<size_t> want = {128, 2, 2};
+  cr_assert(none.calls == want, "calls: %s", calls_text(none.calls).c_str());
+
+  RecordingBackend small;
+  small.refuse_from = 32;  // too large from 32 elements on
+  cr_assert_eq(run_perf(o, small, "test"), 0);
+  want = {128, 2, 2};  // the warm-up: refused at the largest size, not at the smallest
+  for (size_t count : {2, 8}) {
+    for (int mode = 0; mode < 2; ++mode) {
+      want.insert(want.end(), 2, count);
+      want.push_back(SIZE_MAX);
+      want.insert(want.end(), 3, count);
+    }
+  }
+  want.insert(want.end(), {32, 32});  // refused once per mode; 128 not tried
+  cr_assert(small.calls == want, "calls: %s", calls_text(small.calls).c_str());
 }
 
 Test(float16, conversions_round_trip_and_round_to_even) {

@@ -81,6 +81,12 @@ class PerfRun {
   size_t bytes_ = 0;  // of each buffer
   unsigned char *device_send_ = nullptr;
   unsigned char *device_recv_ = nullptr;
+  // Per mode (out of place, in place) of the datatype and op being measured: the smallest
+  // count the library refused (UINT64_MAX: none). Larger ones are not tried again, so
+  // that its error is logged once or twice rather than at every size: a form it refuses
+  // (device buffers, MPI's in-place reduce_scatter) it refuses at every size, and a message
+  // too large for it stays so as sizes grow.
+  uint64_t refused_from_[2] = {UINT64_MAX, UINT64_MAX};
 };
 
 int PerfRun::run() {
@@ -129,6 +135,7 @@ int PerfRun::run() {
   if (!allocate()) return 1;
   if (rank_ == 0) report_.print_header(stdout, notes);
   for (const auto &combo : combos) {
+    refused_from_[0] = refused_from_[1] = UINT64_MAX;
     warm_up(combo.first, combo.second);
     uint64_t last_bytes = UINT64_MAX;  // a barrier's one row has 0 bytes
     for (uint64_t bytes : perf_sizes(options_)) {
@@ -230,13 +237,16 @@ bool PerfRun::call(const CheckShape &shape, unsigned char *send, unsigned char *
 // nccl-tests' warm-up before the first size of each datatype and op: -w calls at the largest
 // size, then at the smallest, out of place. Without it the first row was often a cold start
 // even after its own -w calls (issue 28: 8 B 4.40 us against 0.46 us when the size came round
-// again). Unsupported forms are left to measure_mode to report.
+// again). A count the library refuses is remembered, as measure_mode does.
 void PerfRun::warm_up(ddl_datatype_t dtype, ddl_op_t op) {
   const std::vector<uint64_t> sizes = perf_sizes(options_);
   for (uint64_t bytes : {sizes.back(), sizes.front()}) {
     const CheckShape shape = shape_of(dtype, op, bytes);
     for (int i = 0; i < options_.warmup_iters; ++i) {
-      if (!call(shape, send_.get(), recv_.get())) break;
+      if (!call(shape, send_.get(), recv_.get())) {
+        refused_from_[0] = std::min<uint64_t>(refused_from_[0], shape.count);
+        break;
+      }
     }
   }
 }
@@ -281,14 +291,21 @@ ModeResult PerfRun::measure_mode(const CheckShape &shape, uint64_t result_bytes,
         send = recv;
     }
   }
-  ModeResult result;
+  ModeResult result;  // N/A until measured
+  uint64_t &refused_from = refused_from_[in_place ? 1 : 0];
+  if (shape.count >= refused_from) return result;
+  auto attempt = [&] {
+    if (call(shape, send, recv)) return true;
+    refused_from = shape.count;  // not supported: N/A
+    return false;
+  };
   for (int i = 0; i < options_.warmup_iters; ++i) {
-    if (!call(shape, send, recv)) return result;  // not supported: N/A
+    if (!attempt()) return result;
   }
   backend_.barrier();
   auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < options_.iters; ++i) {
-    if (!call(shape, send, recv)) return result;
+    if (!attempt()) return result;
   }
   auto stop = std::chrono::steady_clock::now();
   double local_us =

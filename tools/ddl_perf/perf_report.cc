@@ -211,16 +211,30 @@ double PerfReport::average_busbw() const {
 }
 
 void PerfReport::print_footer(FILE *out) const {
-  // nccl-tests' two lines, with what their figures count and in which unit.
-  if (options_.check) {
-    const uint64_t wrong = total_wrong();
+  // nccl-tests' two lines, with what their figures count and in which unit; N/A where nothing
+  // stands behind them (nothing checked, or every row N/A) rather than a reassuring 0.
+  size_t measured = 0, checked = 0;
+  for (const SizeResult &row : rows_) {
+    for (const ModeResult *mode : {&row.out_of_place, &row.in_place}) {
+      measured += mode->measured ? 1 : 0;
+      checked += mode->measured && mode->wrong >= 0 ? 1 : 0;
+    }
+  }
+  const uint64_t wrong = total_wrong();
+  if (!options_.check) {
+    std::fprintf(out, "# Out of bounds values : N/A (not checked: -c 0)\n");
+  } else if (checked == 0) {
+    std::fprintf(out, "# Out of bounds values : N/A (nothing was checked: every row is N/A)\n");
+  } else {
     std::fprintf(out, "# Out of bounds values : %llu %s (wrong elements, all sizes and ranks)\n",
                  static_cast<unsigned long long>(wrong), wrong == 0 ? "OK" : "FAILED");
-  } else {
-    std::fprintf(out, "# Out of bounds values : N/A (not checked: -c 0)\n");
   }
-  std::fprintf(out, "# Avg bus bandwidth    : %g GB/s (mean busbw of every row and mode)\n",
-               average_busbw());
+  if (measured == 0) {
+    std::fprintf(out, "# Avg bus bandwidth    : N/A (nothing was measured)\n");
+  } else {
+    std::fprintf(out, "# Avg bus bandwidth    : %g GB/s (mean busbw of every row and mode)\n",
+                 average_busbw());
+  }
   std::fprintf(out, "#\n");
   std::fflush(out);
 }
