@@ -101,10 +101,29 @@ class DdlBackend : public ddl_perf::CollectiveBackend {
     }
     if (result == DDL_ERR_UNSUPPORTED) return false;
     if (result == DDL_SUCCESS) return true;  // the message below is built only on failure
-    check(result, std::string(call) + "(count " + std::to_string(count) + ", " +
-                      ddl::datatype_name(dtype) + ", " + ddl::op_name(op) +
-                      (send == recv ? ", in place" : "") + ")");
+    check(result, std::string(call) + describe(collective, send, recv, count, dtype, op, root));
     return true;
+  }
+
+  // "(count 524288, float32, root 1, in place)": the arguments that matter to `collective`.
+  std::string describe(ddl_perf::Collective collective, const void *send, const void *recv,
+                       size_t count, ddl_datatype_t dtype, ddl_op_t op, int root) const {
+    using ddl_perf::Collective;
+    std::string text = "(count " + std::to_string(count) + ", " + ddl::datatype_name(dtype);
+    if (ddl_perf::collective_reduces(collective)) text += std::string(", ") + ddl::op_name(op);
+    if (ddl_perf::collective_rooted(collective)) text += ", root " + std::to_string(root);
+    // In place as ddl_perf lays it out (perf_driver.cc): the rank's block of the whole buffer.
+    const size_t block = count * ddl_datatype_size(dtype) * static_cast<size_t>(rank_);
+    const auto *s = static_cast<const unsigned char *>(send);
+    const auto *r = static_cast<const unsigned char *>(recv);
+    const bool gathers = collective == Collective::kAllgather || collective == Collective::kGather;
+    const bool scatters =
+        collective == Collective::kReduceScatter || collective == Collective::kScatter;
+    const bool in_place = gathers ? s == r + block : scatters ? r == s + block : s == r;
+    if (in_place && collective != Collective::kBroadcast && collective != Collective::kBarrier) {
+      text += ", in place";
+    }
+    return text + ")";
   }
 
   // nccl-tests' sendrecv: to the next rank, from the previous, in one group.
