@@ -40,23 +40,6 @@ const char *collective_name(Collective collective) {
   return "unknown";
 }
 
-bool reduces(Collective c) {
-  return c == Collective::kAllreduce || c == Collective::kReduceScatter || c == Collective::kReduce;
-}
-
-bool has_root(Collective c) {
-  return c == Collective::kBroadcast || c == Collective::kReduce || c == Collective::kGather ||
-         c == Collective::kGatherv || c == Collective::kScatter || c == Collective::kScatterv;
-}
-
-bool per_peer_counts(Collective c) {
-  return c == Collective::kAlltoallv || c == Collective::kGatherv || c == Collective::kScatterv;
-}
-
-bool is_point_to_point(Collective c) {
-  return c == Collective::kSend || c == Collective::kRecv;
-}
-
 size_t BlockLayout::extent(const std::vector<size_t> &counts, const std::vector<size_t> &displs) {
   size_t end = 0;
   for (size_t j = 0; j < counts.size(); ++j)

@@ -85,13 +85,23 @@ enum class Collective : uint8_t {
   kRecv,
 };
 const char *collective_name(Collective collective);
-// Those whose result combines the ranks' data with an op.
-bool reduces(Collective collective);
+// Those whose result combines the ranks' data with an op. (Inline, as the following: every
+// call asks them on its way to the wire.)
+inline bool reduces(Collective c) {
+  return c == Collective::kAllreduce || c == Collective::kReduceScatter || c == Collective::kReduce;
+}
 // Those with a root (broadcast, reduce, gather, scatter and their v forms).
-bool has_root(Collective collective);
+inline bool has_root(Collective c) {
+  return c == Collective::kBroadcast || c == Collective::kReduce || c == Collective::kGather ||
+         c == Collective::kGatherv || c == Collective::kScatter || c == Collective::kScatterv;
+}
 // Those with a count per peer: each rank's count may differ, so it is not in the signature.
-bool per_peer_counts(Collective collective);
-bool is_point_to_point(Collective collective);
+inline bool per_peer_counts(Collective c) {
+  return c == Collective::kAlltoallv || c == Collective::kGatherv || c == Collective::kScatterv;
+}
+inline bool is_point_to_point(Collective c) {
+  return c == Collective::kSend || c == Collective::kRecv;
+}
 
 struct Schedule {
   std::vector<Step> steps;

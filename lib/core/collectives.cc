@@ -276,8 +276,8 @@ CallRunner &choose_runner(const ddl_comm *comm, const CollectiveCall &call) {
   static FunctionRunner direct(direct_collective_applies, why_direct, run_direct_collective);
   static FunctionRunner flat(flat_collective_applies, why_flat_collective, run_flat_collective);
   static ScheduleRunner schedule;
-  for (CallRunner *runner : {&direct, &flat})
-    if (runner->applies(comm, call)) return *runner;
+  if (direct.applies(comm, call)) return direct;
+  if (flat.applies(comm, call)) return flat;
   return schedule;
 }
 

@@ -131,10 +131,9 @@ bool flat_collective_applies(const ddl_comm *comm, const CollectiveCall &call) {
   if (call.collective == Collective::kAllreduce && !forced.empty() && forced != "flat")
     return false;
   // A DDL_ALGO that names one of this collective's schedules wants it (the allreduce's above).
-  for (const AlgorithmInfo &info : algorithm_table())
-    if (call.collective != Collective::kAllreduce && info.collective == call.collective &&
-        forced == info.name)
-      return false;
+  if (!forced.empty() && call.collective != Collective::kAllreduce)
+    for (const AlgorithmInfo &info : algorithm_table())
+      if (info.collective == call.collective && forced == info.name) return false;
   // The root publishes the most, and every rank decides alike.
   const bool root_publishes =
       call.collective == Collective::kBroadcast || call.collective == Collective::kScatter;
