@@ -327,8 +327,10 @@ DDL_API ddl_result_t ddl_irecv(void *buf, size_t count, ddl_datatype_t dtype, in
 
 /* ---- Device buffers and stream-ordered collectives (CUDA) -------------------------------
  *
- * Every collective takes CUDA device memory (cudaMalloc, also managed memory) as well as host
- * memory: ddl finds where each buffer is on every call (the CUDA driver, libcuda.so.1, is
+ * Allreduce, broadcast, allgather, reduce_scatter and barrier take CUDA device memory
+ * (cudaMalloc, also managed memory) as well as host memory (alltoall(v), reduce, gather(v),
+ * scatter(v), send and recv do not yet: device buffers fail at the call with
+ * DDL_ERR_UNSUPPORTED): ddl finds where each buffer is on every call (the CUDA driver, libcuda.so.1, is
  * opened with dlopen at the first collective; without it every buffer is host memory, and
  * DDL_CUDA=0 makes that so; DDL_CUDA_LIBRARY names another driver library). The buffers of
  * one call must be of one kind: host and device buffers mixed fail with
