@@ -67,7 +67,7 @@ def extension():
             # So is a digest of every file of the backend: torch's cache does not see a change
             # to a header alone.
             tag = torch.__version__.split("+")[0].replace(".", "_")
-            files = [os.path.join(here, name) for name in ("backend.cpp", "libddl_api.h")]
+            files = [os.path.join(here, name) for name in ("backend.cpp", "libddl_api.h", "work.h")]
             digest = hashlib.sha256()
             for path in files:
                 with open(path, "rb") as f:
