@@ -28,8 +28,8 @@ Status verify_schedules(const std::vector<CollectiveArgs> &all_args,
                         const std::vector<Schedule> &by_rank);
 
 // Builds every rank's schedule with build_schedule() and verifies them. The form with one
-// CollectiveArgs fills in the rank; with one count, the layout must be empty or be filled per
-// rank by the caller (uniform_layout).
+// CollectiveArgs fills in the rank; its layout stays empty (layout_of makes the blocks of the
+// calls with one count), so it cannot verify the v forms, whose counts differ by rank.
 Status verify_collective(const CollectiveArgs &args);
 Status verify_collective(const std::vector<CollectiveArgs> &all_args);
 
