@@ -1,0 +1,369 @@
+"""One rank of ddl's checks and timings on a real GPU: `gpu_rank.py SCENARIO`, started by
+tests/gpu/run_gpu_checks.sh under ddlrun (every rank on GPU 0 of the machine, as a job of
+ranks sharing one GPU does).
+
+It calls libddl's C ABI through ctypes on PyTorch's CUDA tensors (the Python package takes
+CPU tensors only), so that it checks the library itself: what the C ABI does with device
+memory, in the ways ddl.h promises. Scenarios:
+
+  check     every collective that takes device memory (allreduce, broadcast, allgather,
+            reduce_scatter), every datatype and op, in place and not, small and odd counts
+            and one large one, blocking and nonblocking, against a float64 reference on the
+            host; stream-ordered calls between a kernel that writes the input late (a sleep
+            first) and one that reads the output; host and device buffers mixed refused (and
+            the communicator works on); a device buffer in a call that takes none refused.
+  kill_job N  starts N ranks of `kill` as a launcher would (not ddlrun, which stops every
+            rank once one dies) and checks that every survivor exits 0.
+  kill      the last rank is killed (SIGKILL) during a run of large device allreduces;
+            every survivor's call fails naming it, well inside the deadline.
+  latency   microseconds per allreduce of 8 B .. 64 KB: stream-ordered on device buffers,
+            blocking on device buffers, blocking on host buffers (medians of 5 batches).
+
+Exit status 0 when every check passed; a failed check raises with what it was doing.
+"""
+
+import ctypes
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import torch
+
+SUCCESS, INVALID_ARGUMENT, UNSUPPORTED = 0, 1, 7
+DTYPES = {  # ddl_datatype_t -> torch dtype
+    0: torch.int8, 1: torch.uint8, 2: torch.int32, 3: torch.uint32, 4: torch.int64,
+    5: torch.uint64, 6: torch.float16, 7: torch.bfloat16, 8: torch.float32, 9: torch.float64,
+}
+OPS = {0: "sum", 1: "prod", 2: "min", 3: "max", 4: "avg"}
+FLOAT32, SUM = 8, 0
+
+
+def load_library():
+    path = os.environ.get("DDL_LIBRARY") or os.path.join(
+        os.environ.get("DDL_BUILD_DIR", "build"), "libddl.so.0")
+    lib = ctypes.CDLL(path)
+    lib.ddl_comm_last_error.restype = ctypes.c_char_p
+    lib.ddl_result_string.restype = ctypes.c_char_p
+    return lib
+
+
+LIB = load_library()
+P, S = ctypes.c_void_p, ctypes.c_size_t
+
+
+class Comm:
+    def __init__(self):
+        self.handle = P()
+        self.call("ddl_comm_init_from_env", ctypes.byref(self.handle), comm=False)
+        rank, size = ctypes.c_int(), ctypes.c_int()
+        self.call("ddl_comm_rank", self.handle, ctypes.byref(rank), comm=False)
+        self.call("ddl_comm_size", self.handle, ctypes.byref(size), comm=False)
+        self.rank, self.size = rank.value, size.value
+
+    def error(self):
+        return LIB.ddl_comm_last_error(self.handle).decode()
+
+    def call(self, name, *args, comm=True, expect=SUCCESS):
+        rc = getattr(LIB, name)(*args) if not comm else getattr(LIB, name)(*args, self.handle)
+        if rc != expect:
+            words = self.error() if self.handle else LIB.ddl_result_string(rc).decode()
+            raise RuntimeError(f"{name}: result {rc}, expected {expect}: {words}")
+        return rc
+
+    def stream_call(self, name, *args, stream):
+        rc = getattr(LIB, name)(*args, self.handle, P(stream))
+        if rc != SUCCESS:
+            raise RuntimeError(f"{name}: result {rc}: {self.error()}")
+
+
+def ptr(t):
+    return P(t.data_ptr())
+
+
+def values(rank, count, dtype):
+    """Rank `rank`'s input: 1, 2 or 3 per element, so that every sum, product (<= 3^4),
+    min, max and average is exact in every datatype."""
+    i = np.arange(count, dtype=np.int64)
+    return ((i * 7 + rank * 3) % 3 + 1).astype(np.float64)
+
+
+def to_device(v, dtype):
+    if dtype in (torch.uint32, torch.uint64):  # torch casts to these only from numpy
+        np_type = np.uint32 if dtype == torch.uint32 else np.uint64
+        return torch.from_numpy(v.astype(np_type)).cuda()
+    return torch.tensor(v, dtype=torch.float64).to(dtype).cuda()
+
+
+def zeros(count, dtype):
+    return to_device(np.zeros(count), dtype)
+
+
+def to_host(t):
+    t = t.cpu()
+    if t.dtype == torch.bfloat16:
+        t = t.float()
+    return t.numpy().astype(np.float64)
+
+
+def reference(op, inputs, dtype):
+    stack = np.stack(inputs)
+    if op == 0:
+        return stack.sum(0)
+    if op == 1:
+        return stack.prod(0)
+    if op == 2:
+        return stack.min(0)
+    if op == 3:
+        return stack.max(0)
+    total = stack.sum(0)
+    if dtype.is_floating_point:
+        return total / len(inputs)
+    return np.floor_divide(total, len(inputs))
+
+
+def expect_equal(got, want, dtype, what):
+    tol = {torch.float16: 1e-3, torch.bfloat16: 8e-3, torch.float32: 1e-6}.get(dtype, 0)
+    if not np.allclose(got, want, rtol=tol, atol=0):
+        bad = int(np.argmax(~np.isclose(got, want, rtol=tol, atol=0)))
+        raise AssertionError(f"{what}: element {bad} is {got[bad]}, expected {want[bad]}")
+
+
+def check_collectives(comm, counts):
+    n, r = comm.size, comm.rank
+    root = n - 1
+    checked = 0
+    for code, dtype in DTYPES.items():
+        for count in counts:
+            big = count > 100000
+            for op in ([SUM, 4] if big else OPS):
+                if big and dtype not in (torch.float32, torch.bfloat16):
+                    continue
+                inputs = [values(j, count * n, dtype) for j in range(n)]
+                want = reference(op, inputs, dtype)
+                what = f"{DTYPES[code]} {OPS[op]} count {count}"
+                for in_place in (False, True):
+                    mode = "in place" if in_place else "out of place"
+                    # allreduce of count * n elements
+                    send = to_device(inputs[r], dtype)
+                    recv = send if in_place else zeros(count * n, dtype)
+                    comm.call("ddl_allreduce", ptr(send), ptr(recv), S(count * n), code, op)
+                    expect_equal(to_host(recv), want, dtype, f"allreduce {what} {mode}")
+                    # reduce_scatter: block r of the reduction
+                    send = to_device(inputs[r], dtype)
+                    recv = send[r * count:(r + 1) * count] if in_place else zeros(count, dtype)
+                    comm.call("ddl_reduce_scatter", ptr(send), ptr(recv), S(count), code, op)
+                    expect_equal(to_host(recv), want[r * count:(r + 1) * count], dtype,
+                                 f"reduce_scatter {what} {mode}")
+                    checked += 2
+                if op != SUM:
+                    continue
+                for in_place in (False, True):
+                    mode = "in place" if in_place else "out of place"
+                    mine = values(r, count, dtype)
+                    if in_place:
+                        start = np.zeros(count * n)
+                        start[r * count:(r + 1) * count] = mine
+                        recv = to_device(start, dtype)
+                        send = recv[r * count:(r + 1) * count]
+                    else:
+                        recv = zeros(count * n, dtype)
+                        send = to_device(mine, dtype)
+                    comm.call("ddl_allgather", ptr(send), ptr(recv), S(count), code)
+                    expect_equal(to_host(recv), np.concatenate(
+                        [values(j, count, dtype) for j in range(n)]), dtype,
+                        f"allgather {what} {mode}")
+                    checked += 1
+                buf = to_device(values(r, count, dtype), dtype)
+                comm.call("ddl_broadcast", ptr(buf), S(count), code, root)
+                expect_equal(to_host(buf), values(root, count, dtype), dtype,
+                             f"broadcast {what} root {root}")
+                checked += 1
+    return checked
+
+
+def check_nonblocking(comm):
+    n, r = comm.size, comm.rank
+    count = 1 << 20
+    sends = [to_device(values(r + k, count, torch.float32), torch.float32) for k in range(3)]
+    recvs = [torch.zeros_like(s) for s in sends]
+    requests = []
+    for s, d in zip(sends, recvs):
+        req = P()
+        rc = LIB.ddl_iallreduce(ptr(s), ptr(d), S(count), FLOAT32, SUM, comm.handle,
+                                ctypes.byref(req))
+        if rc != SUCCESS:
+            raise RuntimeError(f"ddl_iallreduce: {comm.error()}")
+        requests.append(req)
+    for k, req in enumerate(requests):
+        comm.call("ddl_wait", req, comm=False)
+        LIB.ddl_request_free(req)
+        want = reference(SUM, [values(j + k, count, torch.float32) for j in range(n)],
+                         torch.float32)
+        expect_equal(to_host(recvs[k]), want, torch.float32, f"iallreduce {k}")
+
+
+def check_stream_order(comm):
+    """A kernel writes the input late on a side stream; the stream-ordered allreduce must
+    wait for it, and a kernel queued after it must see the result."""
+    n, r = comm.size, comm.rank
+    count = (1 << 22) + 3
+    stream = torch.cuda.Stream()
+    x = torch.zeros(count, dtype=torch.float32, device="cuda")
+    y = torch.zeros_like(x)
+    torch.cuda.synchronize()
+    for rounds in range(3):
+        with torch.cuda.stream(stream):
+            torch.cuda._sleep(50_000_000)  # ~25 ms at 2 GHz: the host is far ahead
+            x.fill_(float(r + 1 + rounds))
+        comm.stream_call("ddl_allreduce_stream", ptr(x), ptr(y), S(count), FLOAT32, SUM,
+                         stream=stream.cuda_stream)
+        with torch.cuda.stream(stream):
+            z = y * 2
+        stream.synchronize()
+        want = 2.0 * sum(j + 1 + rounds for j in range(n))
+        got = to_host(z)
+        if not np.all(got == want):
+            raise AssertionError(f"stream order, round {rounds}: {got[:4]}..., want {want}")
+    # broadcast, allgather and reduce_scatter on the stream, in place where they can be.
+    with torch.cuda.stream(stream):
+        torch.cuda._sleep(20_000_000)
+        b = torch.full((1001,), float(r), device="cuda")
+    comm.stream_call("ddl_broadcast_stream", ptr(b), S(1001), FLOAT32, 0, stream=stream.cuda_stream)
+    g = torch.zeros(7 * n, device="cuda")
+    with torch.cuda.stream(stream):
+        g[7 * r:7 * r + 7] = float(r)
+    comm.stream_call("ddl_allgather_stream", ptr(g[7 * r:]), ptr(g), S(7), FLOAT32,
+                     stream=stream.cuda_stream)
+    rs_in = torch.ones(5 * n, device="cuda")
+    rs_out = torch.zeros(5, device="cuda")
+    comm.stream_call("ddl_reduce_scatter_stream", ptr(rs_in), ptr(rs_out), S(5), FLOAT32, SUM,
+                     stream=stream.cuda_stream)
+    stream.synchronize()
+    assert np.all(to_host(b) == 0), f"broadcast_stream: {to_host(b)[:4]}"
+    assert np.array_equal(to_host(g), np.repeat(np.arange(n, dtype=np.float64), 7)), to_host(g)
+    assert np.all(to_host(rs_out) == n), to_host(rs_out)
+
+
+def check_refusals(comm):
+    host = np.zeros(64, dtype=np.float32)
+    dev = torch.zeros(64, device="cuda")
+    comm.call("ddl_allreduce", P(host.ctypes.data), ptr(dev), S(64), FLOAT32, SUM,
+              expect=INVALID_ARGUMENT)
+    words = comm.error()
+    # A call that takes no device memory yet: refused with the reason, on every rank.
+    comm.call("ddl_alltoall", ptr(dev), ptr(torch.zeros_like(dev)), S(64 // comm.size),
+              FLOAT32, expect=UNSUPPORTED)
+    # The communicator goes on.
+    x = torch.ones(64, device="cuda")
+    comm.call("ddl_allreduce", ptr(x), ptr(x), S(64), FLOAT32, SUM)
+    assert np.all(to_host(x) == comm.size)
+    return words
+
+
+def scenario_check():
+    torch.cuda.set_device(0)
+    comm = Comm()
+    t0 = time.monotonic()
+    checked = check_collectives(comm, [1, 31, 4099, 1000003])
+    check_nonblocking(comm)
+    check_stream_order(comm)
+    words = check_refusals(comm)
+    if comm.rank == 0:
+        print(f"gpu check: {comm.size} ranks, {checked} device collectives equal to the float64 "
+              f"reference, nonblocking, stream order, refusals ('{words[:160]}') "
+              f"in {time.monotonic() - t0:.1f} s", flush=True)
+    LIB.ddl_comm_destroy(comm.handle)
+
+
+def scenario_kill():
+    torch.cuda.set_device(0)
+    comm = Comm()
+    n, r = comm.size, comm.rank
+    x = torch.ones(1 << 24, device="cuda")
+    for i in range(1000):
+        if r == n - 1 and i == 3:
+            os.kill(os.getpid(), signal.SIGKILL)
+        t0 = time.monotonic()
+        rc = LIB.ddl_allreduce(ptr(x), ptr(x), S(x.numel()), FLOAT32, SUM, comm.handle)
+        if rc != SUCCESS:
+            words = comm.error()
+            print(f"rank {r}: call {i} failed after {time.monotonic() - t0:.2f} s: {words}",
+                  flush=True)
+            if f"rank {n - 1}" not in words:
+                raise AssertionError(f"rank {r}: the error does not name rank {n - 1}")
+            os._exit(0)
+    raise AssertionError(f"rank {r}: every call succeeded with rank {n - 1} gone")
+
+
+def scenario_kill_job(n):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    token = secrets.token_hex(8)
+    procs = []
+    for r in range(n):
+        env = dict(os.environ, DDL_RANK=str(r), DDL_WORLD_SIZE=str(n),
+                   DDL_ROOT=f"127.0.0.1:{port}", DDL_JOB_TOKEN=token)
+        procs.append(subprocess.Popen([sys.executable, __file__, "kill"], env=env))
+    try:
+        codes = [p.wait(timeout=60) for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+    print(f"kill_job: exit codes {codes} (the last rank killed)", flush=True)
+    if codes[:-1] != [0] * (n - 1) or codes[-1] != -signal.SIGKILL:
+        sys.exit(1)
+
+
+def per_call_us(fn, calls, sync):
+    times = []
+    for _ in range(6):
+        sync()
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        sync()
+        times.append((time.perf_counter() - t0) / calls * 1e6)
+    return float(np.median(times[1:]))
+
+
+def scenario_latency():
+    torch.cuda.set_device(0)
+    comm = Comm()
+    stream = torch.cuda.current_stream()
+    rows = []
+    for size in [8, 64, 512, 4096, 65536]:
+        count = size // 4
+        d = torch.ones(count, device="cuda")
+        h = np.ones(count, dtype=np.float32)
+        barrier = lambda: comm.call("ddl_barrier")  # noqa: E731
+        stream_us = per_call_us(
+            lambda: comm.stream_call("ddl_allreduce_stream", ptr(d), ptr(d), S(count), FLOAT32,
+                                     SUM, stream=stream.cuda_stream), 200,
+            lambda: (stream.synchronize(), barrier()))
+        device_us = per_call_us(
+            lambda: comm.call("ddl_allreduce", ptr(d), ptr(d), S(count), FLOAT32, SUM), 200,
+            barrier)
+        host_us = per_call_us(
+            lambda: comm.call("ddl_allreduce", P(h.ctypes.data), P(h.ctypes.data), S(count),
+                              FLOAT32, SUM), 200, barrier)
+        rows.append((size, stream_us, device_us, host_us))
+    if comm.rank == 0:
+        print(f"# ddl allreduce latency, {comm.size} ranks on one GPU, µs per call "
+              "(median of 5 batches of 200)")
+        print(f"{'bytes':>8} {'stream, device':>15} {'blocking, device':>17} {'blocking, host':>15}")
+        for size, a, b, c in rows:
+            print(f"{size:>8} {a:>15.1f} {b:>17.1f} {c:>15.1f}")
+    LIB.ddl_comm_destroy(comm.handle)
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "kill_job":
+        scenario_kill_job(int(sys.argv[2]))
+    else:
+        {"check": scenario_check, "kill": scenario_kill, "latency": scenario_latency}[sys.argv[1]]()

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# ddl on a real GPU: every check and timing of issue 25 in one run, for a machine with an
+# NVIDIA GPU, PyTorch with CUDA and a ddl build whose kernels were built (DDL_CUDA_KERNELS).
+#
+#   tests/gpu/run_gpu_checks.sh BUILD_DIR [LOG_DIR]
+#
+# Each step has its own time limit and its log in LOG_DIR (default: a temporary folder);
+# the summary at the end says which steps passed. Exits 77 (skipped) without a GPU, else
+# non-zero when any step failed. Ranks share GPU 0, as ranks of one job on one GPU do.
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+build=$(cd "${1:?usage: run_gpu_checks.sh BUILD_DIR [LOG_DIR]}" && pwd)
+logs=${2:-$(mktemp -d)}
+mkdir -p "$logs"
+python=${DDL_PYTHON:-python3}
+export DDL_BUILD_DIR=$build DDL_LIBRARY=$build/libddl.so.0 PYTHONUNBUFFERED=1
+export DDL_TIMEOUT_MS=${DDL_TIMEOUT_MS:-30000}
+
+if ! "$python" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
+  echo "run_gpu_checks: skipped: $python's torch sees no GPU"
+  exit 77
+fi
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$logs/gpu.txt"
+
+failed=()
+# step NAME LIMIT_S COMMAND...: runs it, its output to the terminal and LOG_DIR/NAME.log.
+step() {
+  local name=$1 limit=$2
+  shift 2
+  echo "=== $name"
+  local t0=$SECONDS
+  timeout -k 5 "$limit" "$@" 2>&1 | tee "$logs/$name.log"
+  local rc=${PIPESTATUS[0]}
+  echo "=== $name: exit $rc in $((SECONDS - t0)) s"
+  [ "$rc" -eq 0 ] || failed+=("$name (exit $rc)")
+}
+
+ddlrun=$build/bin/ddlrun
+step kernels 150 "$build/tests/device/test_device_kernels_gpu" --verbose
+step reduce_bandwidth 60 "$build/bench/kernels/device_reduce_bench" 64 256 1024
+step check_2ranks_ipc 120 "$ddlrun" -n 2 -- "$python" "$here/gpu_rank.py" check
+step check_2ranks_staged 120 "$ddlrun" -n 2 -x DDL_CUDA_IPC=0 -- "$python" "$here/gpu_rank.py" check
+step check_4ranks_ipc 150 "$ddlrun" -n 4 -- "$python" "$here/gpu_rank.py" check
+step check_1rank 90 "$ddlrun" -n 1 -- "$python" "$here/gpu_rank.py" check
+step kill_2ranks_ipc 60 "$python" "$here/gpu_rank.py" kill_job 2
+step kill_3ranks_staged 60 env DDL_CUDA_IPC=0 "$python" "$here/gpu_rank.py" kill_job 3
+perf=("$build/bin/ddl_perf" -G -b 4 -e 256M -f 4 -c 1 -n 20 -w 5)
+step perf_2ranks_ipc 90 "$ddlrun" -n 2 -- "${perf[@]}"
+step perf_2ranks_staged 90 "$ddlrun" -n 2 -x DDL_CUDA_IPC=0 -- "${perf[@]}"
+step perf_4ranks_ipc 90 "$ddlrun" -n 4 -- "${perf[@]}"
+step perf_2ranks_host 90 "$ddlrun" -n 2 -- "$build/bin/ddl_perf" -b 4 -e 256M -f 4 -c 1 -n 20 -w 5
+step latency_2ranks 60 "$ddlrun" -n 2 -- "$python" "$here/gpu_rank.py" latency
+step vs_nccl 90 "$python" "$root/bench/gpu_vs_nccl.py"
+
+echo "=== summary: ${#failed[@]} step(s) failed${failed[*]:+: ${failed[*]}}"
+[ ${#failed[@]} -eq 0 ]
