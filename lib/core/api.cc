@@ -118,6 +118,25 @@ Status read_counts(const ddl_comm *comm, const CountArrays &arrays, ddl::Collect
   return Status::Ok();
 }
 
+// A checked call, outside any group, run now: on this thread, or behind the nonblocking
+// calls still queued or in flight on the progress thread.
+Status run_now(ddl_comm_t comm, const ddl::CollectiveCall &call) {
+  // Behind nonblocking calls still queued or in flight, the call runs on the progress thread
+  // too, after those queued before it and beside the sends and receives in flight: an
+  // ddl_irecv posted before a blocking ddl_send must be able to complete while it runs.
+  if (comm->progress && !comm->progress->idle()) {
+    Status s = ddl::check_collective(comm, call);
+    if (!s.ok()) return s;
+    std::shared_ptr<ddl::RequestState> request = ddl::new_request(comm, call);
+    ddl::Job job;
+    job.calls.push_back(call);
+    job.requests.push_back(request);
+    comm->progress->submit(std::move(job));
+    return request->wait();
+  }
+  return ddl::run_collective(comm, call);
+}
+
 ddl_result_t run(ddl_comm_t comm, ddl::CollectiveCall call, const CountArrays *arrays = nullptr) {
   CommCall guard(comm, ddl::collective_name(call.collective));
   if (!guard.ok()) return guard.fail();
@@ -132,20 +151,7 @@ ddl_result_t run(ddl_comm_t comm, ddl::CollectiveCall call, const CountArrays *a
     if (s.ok()) ddl::group_record(comm, call, nullptr);
     return guard.finish(s);
   }
-  // Behind nonblocking calls still queued or in flight, the call runs on the progress thread
-  // too, after those queued before it and beside the sends and receives in flight: an
-  // ddl_irecv posted before a blocking ddl_send must be able to complete while it runs.
-  if (comm->progress && !comm->progress->idle()) {
-    Status s = ddl::check_collective(comm, call);
-    if (!s.ok()) return guard.finish(s);
-    std::shared_ptr<ddl::RequestState> request = ddl::new_request(comm, call);
-    ddl::Job job;
-    job.calls.push_back(call);
-    job.requests.push_back(request);
-    comm->progress->submit(std::move(job));
-    return guard.finish(request->wait());
-  }
-  return guard.finish(ddl::run_collective(comm, call));
+  return guard.finish(run_now(comm, call));
 }
 
 }  // namespace
@@ -195,7 +201,8 @@ ddl_result_t start(ddl_comm_t comm, ddl::CollectiveCall call, ddl_request_t *req
   return DDL_SUCCESS;
 }
 
-// A stream-ordered call: checked and ordered on the stream here, run by the progress thread.
+// A stream-ordered call: host-synchronous (the default) or queued to the progress thread
+// behind a wait on the stream (DDL_CUDA_STREAM_ASYNC=1; lib/device/stream_calls.cc).
 ddl_result_t start_on_stream(ddl_comm_t comm, const ddl::CollectiveCall &call, void *stream,
                              const char *what) {
   CommCall guard(comm, what);
@@ -204,6 +211,10 @@ ddl_result_t start_on_stream(ddl_comm_t comm, const ddl::CollectiveCall &call, v
     return guard.finish(ddl::invalid_usage(
         "rank %d: %s: stream-ordered calls cannot be grouped; call it after ddl_group_end",
         comm->rank, what));
+  if (!ddl::device::stream_calls_async()) {
+    Status s = ddl::device::wait_for_stream(comm, call, stream);
+    return guard.finish(s.ok() ? run_now(comm, call) : s);
+  }
   ddl::CollectiveCall queued = call;
   Status s = ddl::device::start_stream_call(comm, &queued, stream);
   if (!s.ok()) return guard.finish(s);

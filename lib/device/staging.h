@@ -35,8 +35,17 @@ Status run_device_collective(ddl_comm *comm, const CollectiveCall &call, const P
 // pinned host memory, through the host collective, and back.
 Status run_staged(ddl_comm *comm, const CollectiveCall &call, const PointerInfo &where);
 
-// On the caller's thread: checks the call, records an event on `stream` (the work queued
-// before the call), and queues on `stream` a wait for this call's end. Sets call->stream; the
+// Whether stream-ordered calls run asynchronously (DDL_CUDA_STREAM_ASYNC=1, experimental:
+// lib/device/stream_calls.cc says why it is not the default) or host-synchronously.
+bool stream_calls_async();
+
+// Host-synchronous mode, on the caller's thread: checks the call, records an event on
+// `stream` and waits for it (the work queued before the call) with the deadline and abort;
+// the caller then runs the call as a blocking one. Needs a CUDA driver.
+Status wait_for_stream(ddl_comm *comm, const CollectiveCall &call, void *stream);
+
+// Asynchronous mode, on the caller's thread: checks the call, records an event on `stream`
+// (the work queued before the call), and queues on `stream` a wait for this call's end. Sets call->stream; the
 // caller then queues the call to the progress thread. Needs a CUDA driver.
 Status start_stream_call(ddl_comm *comm, CollectiveCall *call, void *stream);
 

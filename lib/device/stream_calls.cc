@@ -1,8 +1,23 @@
-// Stream-ordered collectives. The caller's thread records an event on the stream and queues
-// behind it, on the same stream, a wait until the communicator's pinned flag reaches this
-// call's number (cuStreamWaitValue32); the progress thread waits for the event, runs the
-// collective and writes the flag, also when the collective failed, timed out or was aborted,
-// so that the stream is never left waiting.
+// Stream-ordered collectives, in two modes.
+//
+// Host-synchronous (the default): the caller's thread records an event on the stream, waits
+// for it (with the deadline, and abort), runs the collective as a blocking call and returns
+// when it has ended. Work queued on the stream after the call is therefore ordered after the
+// collective, and nothing on the stream ever waits for ddl: the host waits instead, as
+// PyTorch's gloo backend does for CUDA tensors.
+//
+// Asynchronous (DDL_CUDA_STREAM_ASYNC=1, experimental): the caller's thread records an event
+// on the stream and queues behind it, on the same stream, a wait until the communicator's
+// pinned flag reaches this call's number (cuStreamWaitValue32); the progress thread waits for
+// the event, runs the collective and writes the flag, also when the collective failed, timed
+// out or was aborted, so that the stream is never left waiting. Why it is not the default:
+// on a real GPU (an H200, driver 580, issue 25) the first such calls hung both ranks inside
+// the driver, past every deadline, on the legacy default stream and on a side stream alike:
+// while a stream waits on the flag, a driver call that synchronizes the device (allocating
+// pinned staging memory or opening a peer's allocation on first use, or any such call by the
+// application) waits for that stream, which waits for the flag that the blocked thread would
+// write. It needs every resource of the call made before the wait is queued, and a GPU to
+// check it on.
 //
 // Why a wait on a flag and not cuLaunchHostFunc: a host function that blocks until the
 // collective ends holds one of the driver's callback threads, which runs every stream's host
@@ -12,6 +27,7 @@
 #include <thread>
 
 #include "lib/common/log.h"
+#include "lib/common/params.h"
 #include "lib/core/comm.h"
 #include "lib/device/device_state.h"
 #include "lib/device/staging.h"
@@ -67,37 +83,85 @@ void host_wait(void *arg) {
     std::this_thread::yield();
 }
 
-}  // namespace
+// What both modes need first: the call checked, the driver, where the buffers are, the
+// communicator's device state and the stream's context.
+struct StreamTarget {
+  const CudaDriver *cu = nullptr;
+  PointerInfo where;
+  DeviceState *state = nullptr;
+  CUcontext context = nullptr;
+};
 
-Status start_stream_call(ddl_comm *comm, CollectiveCall *call, void *stream_handle) {
-  DDL_RETURN_IF_ERROR(check_collective(comm, *call));
+Status stream_target(ddl_comm *comm, const CollectiveCall &call, void *stream_handle,
+                     StreamTarget *t) {
+  DDL_RETURN_IF_ERROR(check_collective(comm, call));
   auto context = [&] {
-    return strprintf("rank %d: %s: ", comm->rank, collective_name(call->collective));
+    return strprintf("rank %d: %s: ", comm->rank, collective_name(call.collective));
   };
-  const CudaDriver *cu = cuda_driver();
-  if (!cu)
+  t->cu = cuda_driver();
+  if (!t->cu)
     return unsupported("%sstream-ordered calls need the CUDA driver, and there is none (%s)",
                        context().c_str(), cuda_absent_reason().c_str());
-  PointerInfo where;
-  DDL_RETURN_IF_ERROR(classify_call(*call, &where));  // checked above; for the context
-  DeviceState *st = nullptr;
-  Status s = device_state(comm, &st);
+  DDL_RETURN_IF_ERROR(classify_call(call, &t->where));  // checked above; for the context
+  Status s = device_state(comm, &t->state);
   if (!s.ok()) return s.prefix(context());
   auto stream = static_cast<CUstream>(stream_handle);
   // The stream's context (the default stream: the current one) is where events live.
-  CUcontext ctx = nullptr;
-  if (cu->stream_get_ctx) cu->stream_get_ctx(stream, &ctx);
-  if (!ctx) ctx = where.context;
-  if (!ctx) cu->ctx_get_current(&ctx);
-  if (!ctx)
+  if (t->cu->stream_get_ctx) t->cu->stream_get_ctx(stream, &t->context);
+  if (!t->context) t->context = t->where.context;
+  if (!t->context) t->cu->ctx_get_current(&t->context);
+  if (!t->context)
     return invalid_usage("%sno CUDA context is current and the stream names none",
                          context().c_str());
+  return Status::Ok();
+}
+
+}  // namespace
+
+bool stream_calls_async() {
+  static const bool async = env_string("DDL_CUDA_STREAM_ASYNC") == "1";
+  return async;
+}
+
+Status wait_for_stream(ddl_comm *comm, const CollectiveCall &call, void *stream_handle) {
+  StreamTarget t;
+  DDL_RETURN_IF_ERROR(stream_target(comm, call, stream_handle, &t));
+  const CudaDriver &cu = *t.cu;
+  ScopedContext scope(cu, t.context);
+  CUevent ready = nullptr;
+  CUresult r = cu.event_create(&ready, kEventDisableTiming);
+  if (r == kCudaSuccess) r = cu.event_record(ready, static_cast<CUstream>(stream_handle));
+  Status s;
+  if (r != kCudaSuccess) {
+    s = cuda_failed(cu, "cuEventCreate/cuEventRecord on the stream", r);
+  } else {
+    s = wait_event(
+        cu, ready,
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(comm->config.timeout_ms),
+        &comm->aborted, "waiting for the work queued on the stream before the call");
+  }
+  if (ready) cu.event_destroy(ready);
+  if (s.ok()) return s;
+  return s.prefix(strprintf("rank %d: %s: ", comm->rank, collective_name(call.collective)));
+}
+
+Status start_stream_call(ddl_comm *comm, CollectiveCall *call, void *stream_handle) {
+  auto context = [&] {
+    return strprintf("rank %d: %s: ", comm->rank, collective_name(call->collective));
+  };
+  StreamTarget t;
+  DDL_RETURN_IF_ERROR(stream_target(comm, *call, stream_handle, &t));
+  const CudaDriver *cu = t.cu;
+  DeviceState *st = t.state;
+  CUcontext ctx = t.context;
+  auto stream = static_cast<CUstream>(stream_handle);
+  Status s;
   ScopedContext scope(*cu, ctx);
   s = ensure_flag(st);
   if (!s.ok()) return s.prefix(context());
   auto op = std::make_unique<StreamCall>();
   op->context = ctx;
-  op->where = where;
+  op->where = t.where;
   op->state = st;
   CUresult r = cu->event_create(&op->ready, kEventDisableTiming);
   if (r != kCudaSuccess) return cuda_failed(*cu, "cuEventCreate", r).prefix(context());

@@ -1,6 +1,8 @@
 // Stream-ordered calls through the stand-in CUDA driver: the collective runs after a "kernel"
 // queued before it (which writes the input late) and before one queued after it (which reads
-// the output), and the call returns before either; a collective that times out or is aborted
+// the output). Host-synchronous (the default): the call returns once the collective has
+// ended. Asynchronous (DDL_CUDA_STREAM_ASYNC=1, most tests here): the call returns before
+// either kernel ran; a collective that times out or is aborted
 // still releases the stream, and the next call reports it. Also: a rank killed during device
 // allreduces is named by every survivor, and without a driver every buffer is host memory.
 #include <criterion/criterion.h>
@@ -32,10 +34,11 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-RunOptions with_fake(const char *stage_bytes = "256") {
+RunOptions with_fake(const char *stage_bytes = "256", bool async = true) {
   RunOptions options;
-  options.before_init = [stage_bytes](int) {
+  options.before_init = [stage_bytes, async](int) {
     setenv("DDL_CUDA_LIBRARY", FAKE_CUDA, 1);
+    if (async) setenv("DDL_CUDA_STREAM_ASYNC", "1", 1);
     setenv("DDL_CUDA_STAGE_BYTES", stage_bytes, 1);
     setenv("FAKE_CUDA_DELAY_US", "100", 1);
   };
@@ -89,8 +92,13 @@ int ordered_on_the_stream(ddl_comm_t comm, int rank, int nranks) {
   const Clock::time_point start = Clock::now();
   RANK_OK(
       ddl_allreduce_stream(ar_in.device(), ar_out.device(), n, DDL_FLOAT32, DDL_SUM, comm, stream));
-  RANK_CHECK(!w_ar.ran.load(), "ddl_allreduce_stream waited for the stream's work (%.3f s)",
-             seconds_since(start));
+  const char *async = getenv("DDL_CUDA_STREAM_ASYNC");
+  if (async && strcmp(async, "1") == 0)
+    RANK_CHECK(!w_ar.ran.load(), "ddl_allreduce_stream waited for the stream's work (%.3f s)",
+               seconds_since(start));
+  else
+    RANK_CHECK(w_ar.ran.load(), "host-synchronous ddl_allreduce_stream returned before the "
+               "stream's earlier work ran (%.3f s)", seconds_since(start));
   RANK_CHECK(cu.launch_host_func(stream, read_kernel, &r_ar) == 0, "launch");
   RANK_CHECK(cu.launch_host_func(stream, write_kernel, &w_bc) == 0, "launch");
   RANK_OK(ddl_broadcast_stream(bc.device(), n, DDL_FLOAT64, 1, comm, stream));
@@ -139,6 +147,11 @@ int ordered_on_the_stream(ddl_comm_t comm, int rank, int nranks) {
 
 Test(device_streams, collectives_are_ordered_on_the_stream_2_ranks) {
   const std::string failures = run_ranks(2, ordered_on_the_stream, with_fake());
+  cr_assert(failures.empty(), "%s", failures.c_str());
+}
+
+Test(device_streams, collectives_are_ordered_on_the_stream_host_synchronous_3_ranks) {
+  const std::string failures = run_ranks(3, ordered_on_the_stream, with_fake("1K", false));
   cr_assert(failures.empty(), "%s", failures.c_str());
 }
 

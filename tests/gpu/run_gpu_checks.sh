@@ -4,6 +4,7 @@
 #
 #   tests/gpu/run_gpu_checks.sh BUILD_DIR [LOG_DIR]
 #
+# GPU_STEPS="NAME ..." runs only the steps named (a short lease: the most telling first).
 # Each step has its own time limit and its log in LOG_DIR (default: a temporary folder);
 # the summary at the end says which steps passed. Exits 77 (skipped) without a GPU, else
 # non-zero when any step failed. Ranks share GPU 0, as ranks of one job on one GPU do.
@@ -28,6 +29,7 @@ failed=()
 step() {
   local name=$1 limit=$2
   shift 2
+  [ -z "${GPU_STEPS:-}" ] || [[ " $GPU_STEPS " == *" $name "* ]] || return 0
   echo "=== $name"
   local t0=$SECONDS
   timeout -k 5 "$limit" "$@" 2>&1 | tee "$logs/$name.log"
@@ -42,16 +44,16 @@ step reduce_bandwidth 60 "$build/bench/kernels/device_reduce_bench" 64 256 1024
 step check_2ranks_ipc 120 "$ddlrun" -n 2 -- "$python" "$here/gpu_rank.py" check
 step check_2ranks_staged 120 "$ddlrun" -n 2 -x DDL_CUDA_IPC=0 -- "$python" "$here/gpu_rank.py" check
 step check_4ranks_ipc 150 "$ddlrun" -n 4 -- "$python" "$here/gpu_rank.py" check
-step check_1rank 90 "$ddlrun" -n 1 -- "$python" "$here/gpu_rank.py" check
 step kill_2ranks_ipc 60 "$python" "$here/gpu_rank.py" kill_job 2
 step kill_3ranks_staged 60 env DDL_CUDA_IPC=0 "$python" "$here/gpu_rank.py" kill_job 3
-perf=("$build/bin/ddl_perf" -G -b 4 -e 256M -f 4 -c 1 -n 20 -w 5)
-step perf_2ranks_ipc 90 "$ddlrun" -n 2 -- "${perf[@]}"
-step perf_2ranks_staged 90 "$ddlrun" -n 2 -x DDL_CUDA_IPC=0 -- "${perf[@]}"
-step perf_4ranks_ipc 90 "$ddlrun" -n 4 -- "${perf[@]}"
-step perf_2ranks_host 90 "$ddlrun" -n 2 -- "$build/bin/ddl_perf" -b 4 -e 256M -f 4 -c 1 -n 20 -w 5
+perf=("$build/bin/ddl_perf" -b 8 -e 128M -f 4 -c 1 -n 10 -w 3)
+step perf_2ranks_ipc 90 "$ddlrun" -n 2 -- "${perf[@]}" -G
+step perf_2ranks_staged 90 "$ddlrun" -n 2 -x DDL_CUDA_IPC=0 -- "${perf[@]}" -G
+step perf_2ranks_host 90 "$ddlrun" -n 2 -- "${perf[@]}"
 step latency_2ranks 60 "$ddlrun" -n 2 -- "$python" "$here/gpu_rank.py" latency
 step vs_nccl 90 "$python" "$root/bench/gpu_vs_nccl.py"
+step check_1rank 90 "$ddlrun" -n 1 -- "$python" "$here/gpu_rank.py" check
+step perf_4ranks_ipc 90 "$ddlrun" -n 4 -- "${perf[@]}" -G
 
 echo "=== summary: ${#failed[@]} step(s) failed${failed[*]:+: ${failed[*]}}"
 [ ${#failed[@]} -eq 0 ]
