@@ -39,21 +39,21 @@ step() {
 }
 
 ddlrun=$build/bin/ddlrun
+perf=("$build/bin/ddl_perf" -b 8 -e 128M -f 4 -c 1 -n 10 -w 3)
 step kernels 150 "$build/tests/device/test_device_kernels_gpu" --verbose
 step reduce_bandwidth 60 "$build/bench/kernels/device_reduce_bench" 64 256 1024
 step check_2ranks_ipc 120 "$ddlrun" -n 2 -- "$python" "$here/gpu_rank.py" check
 step check_2ranks_staged 120 "$ddlrun" -n 2 -x DDL_CUDA_IPC=0 -- "$python" "$here/gpu_rank.py" check
-step check_4ranks_ipc 150 "$ddlrun" -n 4 -- "$python" "$here/gpu_rank.py" check
 step kill_2ranks_ipc 60 "$python" "$here/gpu_rank.py" kill_job 2
-step kill_3ranks_staged 60 env DDL_CUDA_IPC=0 "$python" "$here/gpu_rank.py" kill_job 3
-perf=("$build/bin/ddl_perf" -b 8 -e 128M -f 4 -c 1 -n 10 -w 3)
 step perf_2ranks_ipc 90 "$ddlrun" -n 2 -- "${perf[@]}" -G
 step perf_2ranks_staged 90 "$ddlrun" -n 2 -x DDL_CUDA_IPC=0 -- "${perf[@]}" -G
-step perf_2ranks_host 90 "$ddlrun" -n 2 -- "${perf[@]}"
 step latency_2ranks 60 "$ddlrun" -n 2 -- "$python" "$here/gpu_rank.py" latency
 step vs_nccl 90 "$python" "$root/bench/gpu_vs_nccl.py"
-step check_1rank 90 "$ddlrun" -n 1 -- "$python" "$here/gpu_rank.py" check
 step perf_4ranks_ipc 90 "$ddlrun" -n 4 -- "${perf[@]}" -G
+step kill_3ranks_staged 60 env DDL_CUDA_IPC=0 "$python" "$here/gpu_rank.py" kill_job 3
+step check_4ranks_ipc 150 "$ddlrun" -n 4 -- "$python" "$here/gpu_rank.py" check
+step perf_2ranks_host 90 "$ddlrun" -n 2 -- "${perf[@]}"
+step check_1rank 90 "$ddlrun" -n 1 -- "$python" "$here/gpu_rank.py" check
 
 echo "=== summary: ${#failed[@]} step(s) failed${failed[*]:+: ${failed[*]}}"
 [ ${#failed[@]} -eq 0 ]
