@@ -293,7 +293,7 @@ Status run_device_collective(ddl_comm *comm, const CollectiveCall &call, const P
     why = runner.fallback_reason();
   }
   log_path(st, call, "staged through pinned host memory: " + why);
-  return run_staged(comm, call, where);
+  return run_staged(comm, call, where, from_stream);
 }
 
 void destroy_ipc(DeviceState *st) {

@@ -171,9 +171,19 @@ std::chrono::steady_clock::time_point deadline_of(const ddl_comm *comm) {
 }
 
 // Chunk i's host collective runs while chunk i+1 comes in and chunk i-1 goes out.
-Status run_pipeline(ddl_comm *comm, DeviceState *st, Pipeline &p, bool *local_failure) {
+Status run_pipeline(ddl_comm *comm, DeviceState *st, Pipeline &p, bool from_stream,
+                    bool *local_failure) {
   const CudaDriver &cu = *st->cu;
   *local_failure = true;
+  if (!from_stream) {
+    // A blocking call's inputs may still be in flight on the legacy default stream, which the
+    // copy stream (non-blocking) does not wait for: PyTorch queues its kernels there, and a
+    // cuMemcpyHtoD from pageable memory returns before its DMA has ended (seen on an H200:
+    // wrong elements at 8 B .. 32 KB without this wait).
+    CU_TRY(cu, event_record(st->drained, legacy_stream()));
+    DDL_RETURN_IF_ERROR(wait_event(cu, st->drained, deadline_of(comm), &comm->aborted,
+                                   "waiting for the default stream's work before the call"));
+  }
   DDL_RETURN_IF_ERROR(p.stage_in(0));
   for (size_t i = 0; i < p.chunks(); ++i) {
     if (i + 1 < p.chunks()) DDL_RETURN_IF_ERROR(p.stage_in(i + 1));
@@ -260,7 +270,8 @@ Status classify_call(const CollectiveCall &call, PointerInfo *where) {
   return Status::Ok();
 }
 
-Status run_staged(ddl_comm *comm, const CollectiveCall &call, const PointerInfo &where) {
+Status run_staged(ddl_comm *comm, const CollectiveCall &call, const PointerInfo &where,
+                  bool from_stream) {
   DDL_RETURN_IF_ERROR(check_collective(comm, call));
   // The chunk's own call is named by the host collective's error; this names the caller's.
   auto context = [&](const Pipeline *p) {
@@ -285,7 +296,7 @@ Status run_staged(ddl_comm *comm, const CollectiveCall &call, const PointerInfo 
   Pipeline pipeline(comm, st, call);
   bool local_failure = true;
   s = prepare_staging(st, where.context, pipeline.slot_bytes());
-  if (s.ok()) s = run_pipeline(comm, st, pipeline, &local_failure);
+  if (s.ok()) s = run_pipeline(comm, st, pipeline, from_stream, &local_failure);
   if (s.ok()) return s;
   if (st->copy_stream) {
     // No copy may touch the caller's buffers after the call has returned.

@@ -32,8 +32,10 @@ Status run_device_collective(ddl_comm *comm, const CollectiveCall &call, const P
 
 // Runs a collective whose buffers are device memory (where: from classify_call), on the
 // calling thread: chunks of DDL_CUDA_STAGE_BYTES (per stage; two stages in flight) go to
-// pinned host memory, through the host collective, and back.
-Status run_staged(ddl_comm *comm, const CollectiveCall &call, const PointerInfo &where);
+// pinned host memory, through the host collective, and back. from_stream: as for
+// run_device_collective (a blocking call first waits for the legacy default stream's work).
+Status run_staged(ddl_comm *comm, const CollectiveCall &call, const PointerInfo &where,
+                  bool from_stream);
 
 // Whether stream-ordered calls run asynchronously (DDL_CUDA_STREAM_ASYNC=1, experimental:
 // lib/device/stream_calls.cc says why it is not the default) or host-synchronously.

@@ -229,18 +229,19 @@ def check_stream_order(comm):
         got = to_host(z)
         if not np.all(got == want):
             raise AssertionError(f"stream order, round {rounds}: {got[:4]}..., want {want}")
-    # broadcast, allgather and reduce_scatter on the stream, in place where they can be.
+    # broadcast, allgather and reduce_scatter on the stream, in place where they can be. Their
+    # buffers are made on the stream too: a stream-ordered call waits for its own stream's
+    # work only, as NCCL's do (torch's side streams do not wait for the default stream).
     with torch.cuda.stream(stream):
         torch.cuda._sleep(20_000_000)
         b = torch.full((1001,), float(r), device="cuda")
-    comm.stream_call("ddl_broadcast_stream", ptr(b), S(1001), FLOAT32, 0, stream=stream.cuda_stream)
-    g = torch.zeros(7 * n, device="cuda")
-    with torch.cuda.stream(stream):
+        g = torch.zeros(7 * n, device="cuda")
         g[7 * r:7 * r + 7] = float(r)
+        rs_in = torch.ones(5 * n, device="cuda")
+        rs_out = torch.zeros(5, device="cuda")
+    comm.stream_call("ddl_broadcast_stream", ptr(b), S(1001), FLOAT32, 0, stream=stream.cuda_stream)
     comm.stream_call("ddl_allgather_stream", ptr(g[7 * r:]), ptr(g), S(7), FLOAT32,
                      stream=stream.cuda_stream)
-    rs_in = torch.ones(5 * n, device="cuda")
-    rs_out = torch.zeros(5, device="cuda")
     comm.stream_call("ddl_reduce_scatter_stream", ptr(rs_in), ptr(rs_out), S(5), FLOAT32, SUM,
                      stream=stream.cuda_stream)
     stream.synchronize()
