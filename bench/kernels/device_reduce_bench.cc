@@ -149,8 +149,8 @@ int main(int argc, char **argv) {
       const size_t count = bytes / ddl_datatype_size(dtype);
       auto reduce = [&](unsigned long long dst) {
         const void *srcs[2] = {reinterpret_cast<void *>(a), reinterpret_cast<void *>(b)};
-        const ddl::Status st = dev::device_reduce(*cu, nullptr, reinterpret_cast<void *>(dst),
-                                                  srcs, 2, count, dtype, DDL_SUM, 1);
+        const ddl::Status st = dev::device_reduce(*cu, nullptr, reinterpret_cast<void *>(dst), srcs,
+                                                  2, count, dtype, DDL_SUM, 1);
         if (!st.ok()) {
           std::fprintf(stderr, "device_reduce_bench: %s\n", st.message().c_str());
           std::exit(1);

@@ -337,20 +337,23 @@ DDL_API ddl_result_t ddl_irecv(void *buf, size_t count, ddl_datatype_t dtype, in
  * DDL_ERR_INVALID_ARGUMENT naming the buffers; every rank of a call must pass the same kind.
  * Device buffers are staged through pinned host memory in chunks of DDL_CUDA_STAGE_BYTES
  * (default 4 MiB, the same on every rank), the device copies of one chunk overlapping the
- * host collective of the next; there is no GPUDirect RDMA or CUDA IPC path yet. Blocking
+ * host collective of the next; an allreduce whose ranks all share one host reads its peers'
+ * device memory through CUDA IPC instead; there is no GPUDirect RDMA path yet. Blocking
  * calls return when the result is in the device buffer; nonblocking ones when their request
  * is done. The calling thread must have made CUDA current (the buffers' context is used).
  *
  * The _stream forms order the collective on a CUDA stream (a CUstream / cudaStream_t; NULL is
- * the default stream) and return at once: the collective starts after the work queued on the
- * stream before the call, and the work queued after it waits for the collective to end. They
- * are queued to the communicator's progress thread with the nonblocking calls, in call order
- * (ranks must issue the same calls in the same order). The stream's later work is released
- * whatever happens: when the collective fails, passes its deadline (DDL_TIMEOUT_MS, counted
- * from when the progress thread reaches the call: the stream's earlier work must end within
- * it, and the collective then has its own) or is aborted (ddl_comm_abort), the stream goes on, the
- * buffers hold no defined result, and the next call on the communicator fails with the words of
- * that failure. The arguments are checked at the call (DDL_ERR_INVALID_ARGUMENT as for blocking
+ * the default stream): the collective starts after the work queued on the stream before the
+ * call, and the work queued after it comes after the collective. By default the call is
+ * host-synchronous: it waits for the stream's earlier work (within DDL_TIMEOUT_MS), runs the
+ * collective in call order with the other calls on the communicator, and returns when it has
+ * ended, with its result (ranks must issue the same calls in the same order). With
+ * DDL_CUDA_STREAM_ASYNC=1 (experimental, not yet safe on a real GPU) it returns at once
+ * instead: the call is queued to the progress thread, and the stream waits for it; the
+ * stream's later work is released whatever happens: when the collective fails, passes its
+ * deadline or is aborted (ddl_comm_abort), the stream goes on, the buffers hold no defined
+ * result, and the next call on the communicator fails with the words of that failure. The
+ * arguments are checked at the call (DDL_ERR_INVALID_ARGUMENT as for blocking
  * calls). Buffers may be device or host memory. DDL_ERR_UNSUPPORTED without a CUDA driver;
  * DDL_ERR_INVALID_USAGE between ddl_group_start and ddl_group_end. The buffers must stay valid
  * until the stream has passed the call. */

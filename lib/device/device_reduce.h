@@ -6,7 +6,8 @@
 // rank reduces its block straight out of every rank's device memory. The staged path
 // (staging.h) reduces in pinned host memory with the CPU kernels: a device reduction there
 // would add a copy back to the device per step and win nothing. Tested through the stand-in
-// driver (tests/device) and by hand on a GPU (never run on one so far).
+// driver (tests/device), and on a GPU by tests/device/test_device_kernels_gpu.cc (passed on an
+// H200, 2026-11-26) and bench/kernels/device_reduce_bench.cc.
 #pragma once
 
 #include <cstddef>

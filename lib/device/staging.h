@@ -47,8 +47,8 @@ bool stream_calls_async();
 Status wait_for_stream(ddl_comm *comm, const CollectiveCall &call, void *stream);
 
 // Asynchronous mode, on the caller's thread: checks the call, records an event on `stream`
-// (the work queued before the call), and queues on `stream` a wait for this call's end. Sets call->stream; the
-// caller then queues the call to the progress thread. Needs a CUDA driver.
+// (the work queued before the call), and queues on `stream` a wait for this call's end. Sets
+// call->stream; the caller then queues the call to the progress thread. Needs a CUDA driver.
 Status start_stream_call(ddl_comm *comm, CollectiveCall *call, void *stream);
 
 // On the progress thread: waits for the event (with the deadline, and abort), runs the call,

@@ -97,8 +97,10 @@ int ordered_on_the_stream(ddl_comm_t comm, int rank, int nranks) {
     RANK_CHECK(!w_ar.ran.load(), "ddl_allreduce_stream waited for the stream's work (%.3f s)",
                seconds_since(start));
   else
-    RANK_CHECK(w_ar.ran.load(), "host-synchronous ddl_allreduce_stream returned before the "
-               "stream's earlier work ran (%.3f s)", seconds_since(start));
+    RANK_CHECK(w_ar.ran.load(),
+               "host-synchronous ddl_allreduce_stream returned before the "
+               "stream's earlier work ran (%.3f s)",
+               seconds_since(start));
   RANK_CHECK(cu.launch_host_func(stream, read_kernel, &r_ar) == 0, "launch");
   RANK_CHECK(cu.launch_host_func(stream, write_kernel, &w_bc) == 0, "launch");
   RANK_OK(ddl_broadcast_stream(bc.device(), n, DDL_FLOAT64, 1, comm, stream));

@@ -18,8 +18,9 @@ python=${DDL_PYTHON:-python3}
 export DDL_BUILD_DIR=$build DDL_LIBRARY=$build/libddl.so.0 PYTHONUNBUFFERED=1
 export DDL_TIMEOUT_MS=${DDL_TIMEOUT_MS:-30000}
 
-if ! "$python" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
-  echo "run_gpu_checks: skipped: $python's torch sees no GPU"
+why=$("$python" -c "import torch; print('' if torch.cuda.is_available() else 'its torch sees no GPU')" 2>&1 | tail -1)
+if [ -n "$why" ]; then
+  echo "run_gpu_checks: skipped: $python: $why"
   exit 77
 fi
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$logs/gpu.txt"
