@@ -13,6 +13,7 @@
 #include "lib/common/log.h"
 #include "lib/common/params.h"
 #include "lib/core/progress.h"
+#include "lib/core/rails.h"
 #include "lib/device/cuda_driver.h"
 #include "lib/device/staging.h"
 #include "topology/nic_pairing.h"
@@ -89,10 +90,13 @@ Status exchange_placements(ddl_comm *comm) {
   Status s = topo::discover(topo::discover_options_from_env(), &topology);
   if (!s.ok())
     DDL_WARN("topology discovery failed, placing this rank by host only: %s", s.message().c_str());
-  if (env_string("DDL_RAILS") == "auto") comm->rail_devices = topo::rail_devices(topology);
-  // A rank that chose its GPU before creating the communicator (as NCCL and PyTorch expect)
-  // sends to other hosts through the NIC closest to it.
-  if (!env_string("DDL_RAILS").empty()) {
+  // The NICs rails may use (lib/core/rails.h): the topology's RDMA NICs; connect_rails adds
+  // the kernel's interfaces. A rank that chose its GPU before creating the communicator (as
+  // NCCL and PyTorch expect) sends to other hosts through the NIC closest to it.
+  if (env_string("DDL_RAILS") != "none") {
+    const bool rdma = std::any_of(topology.nics.begin(), topology.nics.end(),
+                                  [](const topo::Nic &nic) { return nic.rdma && nic.usable(); });
+    if (rdma) comm->rdma_rails = topo::rail_devices(topology);
     const std::string gpu = device::current_gpu_bus_id();
     if (!gpu.empty()) comm->gpu_rail = topo::gpu_rail(topology, gpu);
   }
@@ -196,128 +200,6 @@ Status connect_shm(ddl_comm *comm) {
     comm->shm.reset();
   }
   comm->routes.reset(new RoutedTransport(comm->transport.get(), comm->shm.get(), via_local));
-  return Status::Ok();
-}
-
-std::vector<std::string> split_string(const std::string &text, char separator) {
-  std::vector<std::string> parts(1);
-  for (char c : text) {
-    if (c == separator)
-      parts.emplace_back();
-    else
-      parts.back() += c;
-  }
-  return parts;
-}
-
-// DDL_RAILS="eth0,eth1": the NICs of every host, by rail; "auto": the NICs the topology finds
-// on each host (topo::rail_devices: RDMA NICs with a usable port, else Ethernet ones). A rank
-// that uses a GPU (current when the communicator was made) drives the rail of the NIC closest
-// to it (topo::gpu_rail, as NCCL pairs them); any other rank, of local index i (its place
-// among its host's ranks), rail i mod R. A UCX transport of its own, bound to that NIC,
-// carries its messages to the ranks of other hosts on the same rail. hier's cross-host step runs
-// between ranks of the same local index, so each host's ranks then drive all its NICs at once;
-// everything else keeps the main transport (UCX's choice of devices). R is the fewest NICs any rank
-// names, agreed by all, so that hosts with fewer NICs (or a shorter list) still pair rail k with
-// rail k; below 2 there are no rails. A rank whose rail transport cannot be made says so and keeps
-// the main one; both ends must have one.
-Status connect_rails(ddl_comm *comm) {
-  const std::string setting = env_string("DDL_RAILS");
-  std::vector<std::string> nics;
-  if (setting == "auto") {
-    nics = comm->rail_devices;
-  } else {
-    for (const std::string &nic : split_string(setting, ','))
-      if (!nic.empty()) nics.push_back(nic);
-  }
-  const topo::Tier &hosts = comm->tiers.at(topo::TierLevel::kHost);
-  const bool several_hosts =
-      std::any_of(hosts.group_of.begin(), hosts.group_of.end(),
-                  [&](int group) { return group != hosts.group_of[comm->rank]; });
-  if (setting.empty() || !several_hosts) return Status::Ok();  // the same on every rank
-  // Every rank says how many NICs it has and which one its GPU prefers (-1: none).
-  const int gpu_choice = topo::rail_index(nics, comm->gpu_rail);
-  std::vector<std::string> offers;
-  Status agreed = comm->bootstrap->allgather(strprintf("%zu %d", nics.size(), gpu_choice), &offers);
-  if (!agreed.ok()) return agreed.prefix("agreeing on the number of rails: ");
-  size_t rails = nics.size();
-  std::vector<int> preferred(comm->nranks, -1);
-  for (int r = 0; r < comm->nranks; ++r) {
-    const size_t space = offers[r].find(' ');
-    int64_t count = 0, choice = -1;
-    if (space == std::string::npos || !parse_int(offers[r].substr(0, space), 0, 1 << 16, &count) ||
-        !parse_int(offers[r].substr(space + 1), -1, 1 << 16, &choice))
-      return internal_error("rank %d sent a bad rail offer '%s'", r, offers[r].c_str());
-    rails = std::min(rails, static_cast<size_t>(count));
-    preferred[r] = static_cast<int>(choice);
-  }
-  if (rails < 2) {
-    std::string here;
-    for (const std::string &nic : nics) here += (here.empty() ? "" : ",") + nic;
-    DDL_INFO("DDL_RAILS=%s: %zu NIC(s) on the rank with the fewest (here: %s); no rails",
-             setting.c_str(), rails, here.empty() ? "none" : here.c_str());
-    return Status::Ok();
-  }
-  nics.resize(rails);
-  std::vector<int> rail_of(comm->nranks, 0);
-  for (int r = 0; r < comm->nranks; ++r) {
-    const bool by_gpu = preferred[r] >= 0 && preferred[r] < static_cast<int>(rails);
-    rail_of[r] = by_gpu ? preferred[r] : comm->host_index[r] % static_cast<int>(rails);
-  }
-  const std::string &nic = nics[rail_of[comm->rank]];
-  const std::string why =
-      rail_of[comm->rank] == preferred[comm->rank]
-          ? strprintf("closest to this rank's GPU %s, path %s", comm->gpu_rail.gpu.c_str(),
-                      topo::path_type_name(comm->gpu_rail.path.type))
-          : strprintf("local index %d of its host", comm->host_index[comm->rank]);
-  UcxOptions options;
-  options.net_device = nic;
-  options.heartbeats = false;  // the main transport watches every peer
-  Status made = UcxTransport::create(comm->rank, comm->nranks, &comm->rail, options);
-  if (!made.ok()) {
-    DDL_WARN("rail %d (NIC %s): %s; this rank's traffic to other hosts stays on UCX's choice",
-             rail_of[comm->rank], nic.c_str(), made.message().c_str());
-    comm->rail.reset();
-  }
-  std::vector<std::string> all;
-  Status s = comm->bootstrap->allgather(comm->rail ? comm->rail->worker_address() : "", &all);
-  if (!s.ok()) return s.prefix("exchanging rail addresses: ");
-  std::vector<UcxTransport::Peer> peers(comm->nranks);
-  std::vector<bool> via_rail(comm->nranks, false);
-  std::string served;
-  for (int r = 0; r < comm->nranks; ++r) {
-    peers[r].address = all[r];
-    peers[r].pid = comm->pids[r];
-    via_rail[r] = comm->rail && !all[r].empty() && rail_of[r] == rail_of[comm->rank] &&
-                  hosts.group_of[r] != hosts.group_of[comm->rank];
-    peers[r].wanted = via_rail[r];
-    if (via_rail[r]) served += strprintf("%s%d", served.empty() ? "" : ",", r);
-  }
-  s = comm->rail ? comm->rail->connect(peers) : Status::Ok();
-  if (!s.ok())
-    s = s.prefix(strprintf("connecting rail %d (NIC %s): ", rail_of[comm->rank], nic.c_str()));
-  if (setting == "auto") {
-    // NICs the topology named rather than the user: one that cannot connect (a device UCX
-    // cannot drive, a fabric that does not reach the other hosts) costs the rails, not the
-    // job. Every rank must decide alike, or messages would wait on the wrong transport.
-    std::vector<std::string> verdicts;
-    Status told = comm->bootstrap->allgather(s.ok() ? "" : s.message(), &verdicts);
-    if (!told.ok()) return told.prefix("agreeing on the rails: ");
-    for (int r = 0; r < comm->nranks; ++r) {
-      if (verdicts[r].empty()) continue;
-      DDL_WARN("DDL_RAILS=auto: rank %d: %s; no rails, UCX's choice carries everything", r,
-               verdicts[r].c_str());
-      comm->rail.reset();
-      return Status::Ok();
-    }
-  } else if (!s.ok()) {
-    return s;
-  }
-  if (!comm->rail) return Status::Ok();
-  comm->routes->add_rail(comm->rail.get(), via_rail);
-  DDL_INFO("rail %d of %zu: NIC %s (%s) carries this rank's traffic to ranks %s",
-           rail_of[comm->rank], nics.size(), nic.c_str(), why.c_str(),
-           served.empty() ? "(none)" : served.c_str());
   return Status::Ok();
 }
 

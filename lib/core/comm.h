@@ -44,8 +44,8 @@ struct ddl_comm {
   std::unique_ptr<ddl::Bootstrap> bootstrap;
   std::unique_ptr<ddl::UcxTransport> transport;  // every peer; notices
   std::unique_ptr<ddl::ShmTransport> shm;        // peers on this host, when it works here
-  std::unique_ptr<ddl::UcxTransport> rail;       // this rank's own NIC (DDL_RAILS), or null
-  std::vector<std::string> rail_devices;         // this host's NICs for DDL_RAILS=auto
+  std::unique_ptr<ddl::UcxTransport> rail;       // this rank's own NIC (lib/core/rails.h), or null
+  std::vector<std::string> rdma_rails;           // this host's RDMA NICs (lib/core/rails.h)
   ddl::topo::GpuRail gpu_rail;                   // the NIC closest to this rank's GPU, if any
   std::unique_ptr<ddl::RoutedTransport> routes;  // what collectives use: shm, rail, else UCX
   ddl::Executor executor;

@@ -276,14 +276,15 @@ std::vector<std::pair<std::string, long long>> nic_tx_bytes(const std::string &h
 
 }  // namespace
 
-// DDL_RAILS: each local rank drives its own NIC, so hier's cross-host traffic leaves every
-// host over both rails about equally (without it, UCX sends everything over one NIC).
+// Rails by default: with no setting, each local rank drives its own NIC of the two every host
+// has (lib/core/rails.h), so hier's cross-host traffic leaves every host over both about
+// equally (with DDL_RAILS=none, UCX sends everything over one NIC).
 Test(emuhosts, rails_drive_every_nic_of_a_host) {
   up_or_skip({"--hosts", "2", "--rails", "2"});
   std::vector<std::vector<std::pair<std::string, long long>>> before;
   for (const char *host : {"h0", "h1"}) before.push_back(nic_tx_bytes(host));
   RunResult r =
-      ddl_perf_on("h0:2,h1:2", {"DDL_RAILS=eth0,eth1", "DDL_LOG_LEVEL=info"},
+      ddl_perf_on("h0:2,h1:2", {"DDL_LOG_LEVEL=info"},
                   {"-a", "hier", "-b", "16M", "-e", "16M", "-n", "2", "-w", "0", "-c", "1"});
   cr_assert_eq(r.exit_status, 0, "stdout:\n%s\nstderr:\n%s", r.out.c_str(), r.err.c_str());
   cr_assert(contains(r.out, "# Out of bounds values : 0 OK"), "%s", r.out.c_str());
