@@ -9,7 +9,7 @@ rounds (the order flips every round):
 
   ddl:  ddlrun -H h0:P,h1:P --launch-agent "$EMUHOSTS_AGENT" -x DDL_SPIN_BEFORE_YIELD=20 --
         ddl_perf -C COLL -b N -e N -n ITERS -w W -c 0 [-a hier|ring]  (default choice, hier, ring)
-        (with R > 1 rails also -x DDL_RAILS=eth0,...,eth<R-1>)
+        (no DDL_RAILS: with R > 1 NICs ddl drives them all by default)
   MPI:  emuhosts exec h0 -- mpirun --allow-run-as-root --mca plm_rsh_agent "$EMUHOSTS_AGENT"
         --bind-to none -H h0:P,h1:P -np H*P mpi_allreduce (same flags)
 
@@ -232,8 +232,7 @@ def inner(args):
                     cmd += ["-x", setting]
                 if args.spin != "unset":
                     cmd += ["-x", "DDL_SPIN_BEFORE_YIELD=%s" % args.spin]
-                if setup["rails"] > 1:  # every local rank on its own NIC (README: DDL_RAILS)
-                    cmd += ["-x", "DDL_RAILS=" + ",".join("eth%d" % k for k in range(setup["rails"]))]
+                # No DDL_RAILS: with R > 1 NICs per host ddl drives every one by default.
                 cmd += ["--", bins["ddl_perf"]] + flags
                 if algo != "default":
                     cmd += ["-a", algo]

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <mutex>
 #include <set>
+#include <sstream>
 
 #include "lib/algorithms/schedule.h"
 #include "lib/common/log.h"
@@ -142,18 +143,30 @@ Status connect_transport(ddl_comm *comm) {
 // The host's first rank creates the shared-memory segment and offers "pid fd"; the others
 // map it. Every rank on the host must succeed, or the host falls back to UCX: a rank
 // sending over shm to a peer that listens on UCX would hang. DDL_SHM=0 turns it off.
+// The kernel's name of this process's PID namespace ("pid:[4026531836]"); "" if unreadable.
+std::string pid_namespace() {
+  char link[64] = "";
+  const ssize_t n = readlink("/proc/self/ns/pid", link, sizeof link - 1);
+  return n > 0 ? std::string(link, static_cast<size_t>(n)) : std::string();
+}
+
+// The host's ranks share one memfd segment, which the others open through the creator's
+// /proc/<pid>/fd: that needs one PID namespace, which containers and pods on one host (same
+// boot id) may not share. Then the pid means another process there, or none: such ranks
+// keep to UCX, and the warning says so in a container's words.
 Status connect_shm(ddl_comm *comm) {
   const std::vector<int> &local = comm->host_ranks;
   const bool wanted = local.size() >= 2 && env_string("DDL_SHM") != "0";
   const bool creator = wanted && local.front() == comm->rank;
+  const std::string my_namespace = pid_namespace();
   std::unique_ptr<ShmSegment> segment;
-  std::string offer;
+  std::string offer = my_namespace.empty() ? "?" : my_namespace;
   if (creator) {
     const ShmLayout layout = choose_shm_layout(static_cast<int>(local.size()));
     Status s = ShmSegment::create(layout.segment_bytes(), &segment);
     if (s.ok()) {
       ShmTransport::init_segment(segment.get(), layout);
-      offer = strprintf("%d %d", static_cast<int>(getpid()), segment->fd());
+      offer += strprintf(" %d %d", static_cast<int>(getpid()), segment->fd());
     } else {
       DDL_WARN("no shared-memory transport on this host, using UCX: %s", s.message().c_str());
     }
@@ -166,11 +179,19 @@ Status connect_shm(ddl_comm *comm) {
   if (wanted) {
     Status opened = Status::Ok();
     if (!creator) {
-      const std::string &text = offers[local.front()];
-      const size_t space = text.find(' ');
+      std::istringstream text(offers[local.front()]);
+      std::string their_namespace, pid_text, fd_text;
+      text >> their_namespace >> pid_text >> fd_text;
       int64_t pid = 0, fd = 0;
-      if (space == std::string::npos || !parse_int(text.substr(0, space), 1, INT32_MAX, &pid) ||
-          !parse_int(text.substr(space + 1), 0, INT32_MAX, &fd))
+      if (their_namespace != offer || my_namespace.empty())
+        opened = unsupported(
+            "rank %d, which holds this host's segment, runs in another PID namespace (%s there, "
+            "%s here): the ranks share this host (its boot id) but not a process namespace, as "
+            "containers or pods do, so its memory cannot be opened from here. Shared memory "
+            "needs the host's ranks in one PID namespace (docker run --pid=host or "
+            "--pid=container:NAME, a pod's shareProcessNamespace: true, or one container)",
+            local.front(), their_namespace.c_str(), offer.c_str());
+      else if (!parse_int(pid_text, 1, INT32_MAX, &pid) || !parse_int(fd_text, 0, INT32_MAX, &fd))
         opened = internal_error("rank %d offered no segment", local.front());
       else
         opened = ShmSegment::open(static_cast<pid_t>(pid), static_cast<int>(fd), &segment);
