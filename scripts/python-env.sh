@@ -7,8 +7,9 @@
 # that torch (large) is downloaded once per machine and reused by every later run and clone.
 # It gets the current torch from PyPI, numpy, pytest, ml_dtypes (numpy's bfloat16) and ninja
 # (torch.utils.cpp_extension builds ddl.torch's backend with it), and
-# this checkout's bindings/python (editable: the package runs from this checkout and finds its
-# build/, or $DDL_BUILD_DIR).
+# this checkout's bindings/python on its path (development: the package runs from this
+# checkout, finds its build/ or $DDL_BUILD_DIR, and builds ddl.torch's backend at first use;
+# `pip install ./bindings/python` is the user's self-contained install instead).
 # Progress goes to stderr; stdout carries only the interpreter's path.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -42,13 +43,14 @@ if [ ${#missing[@]} -gt 0 ]; then
   "$python" -m pip install --quiet "${missing[@]}" >&2
 fi
 
-# The package itself: editable, from this checkout (cheap; redone when the venv's ddl is
-# another checkout's or absent).
+# The package itself, from this checkout, through a .pth file (no build; redone when the
+# venv's ddl is another checkout's, an installed one, or absent).
 installed=$("$python" -c "import ddl, os; print(os.path.dirname(os.path.dirname(ddl.__file__)))" \
               2> /dev/null || true)
 if [ "$installed" != "$root/bindings/python" ]; then
-  log "installing bindings/python (editable) from $root"
-  "$python" -m pip install --quiet --no-deps --no-build-isolation --editable \
-    "$root/bindings/python" >&2
+  log "pointing $venv at $root/bindings/python"
+  "$python" -m pip uninstall --quiet --yes ddl > /dev/null 2>&1 || true
+  site=$("$python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+  echo "$root/bindings/python" > "$site/ddl-checkout.pth"
 fi
 echo "$python"

@@ -29,13 +29,9 @@ def _source_root_in_place():
     return None
 
 
-def _source_root_recorded():
-    """The checkout `pip install` was run from, recorded in _paths.py by setup.py."""
-    try:
-        from . import _paths  # generated at build time; absent in the source tree
-    except ImportError:
-        return None
-    return getattr(_paths, "SOURCE_ROOT", None)
+def _packaged():
+    """The libddl a wheel put inside the package (bindings/python/CMakeLists.txt)."""
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), SONAME)
 
 
 def _installed_dirs():
@@ -66,6 +62,8 @@ def _loaded_path(fallback):
 def _fix_hint():
     return (
         "To fix it, do one of:\n"
+        "  - install the package with its library: pip install ./bindings/python (a ddl\n"
+        "    checkout; it builds libddl into the package);\n"
         "  - build ddl: scripts/build.sh in the ddl checkout (puts libddl.so.0 in build/), or set\n"
         "    DDL_BUILD_DIR to the build directory you used;\n"
         "  - set DDL_LIBRARY to the full path of libddl.so.0;\n"
@@ -110,13 +108,10 @@ def find_and_load():
             "(unset DDL_BUILD_DIR to search elsewhere)\n" + _fix_hint())
     tried.append("$DDL_BUILD_DIR: not set")
 
-    candidates = []
-    for root, how in ((_source_root_recorded(), "checkout recorded at install"),
-                      (_source_root_in_place(), "checkout this package runs from")):
-        if root:
-            path = os.path.join(root, "build", SONAME)
-            if path not in [c for c, _ in candidates]:
-                candidates.append((path, how))
+    candidates = [(_packaged(), "inside the installed package")]
+    root = _source_root_in_place()
+    if root:
+        candidates.append((os.path.join(root, "build", SONAME), "checkout this package runs from"))
     for d in _installed_dirs():
         candidates.append((os.path.join(d, SONAME), "installed"))
 

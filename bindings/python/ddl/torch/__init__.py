@@ -13,9 +13,12 @@ they were sent, as NCCL does: send and recv take tag 0 only, and a recv without 
 (recvAnysource) is refused with an error saying so. Asynchronous calls (async_op=True, DDP's buckets) run on
 ddl's progress thread and return a Work whose Future completes without anyone waiting on it.
 
-The collectives are a C++ c10d::Backend (backend.cpp), compiled against the installed torch
-on first use with torch.utils.cpp_extension and cached (~/.cache/torch_extensions, or
-$TORCH_EXTENSIONS_DIR); it needs a C++ compiler and ninja the first time.
+The collectives are a C++ c10d::Backend (backend.cpp). An installed package (a wheel, from
+`pip install ./bindings/python`) carries it built against the torch that was in the
+environment at install time, and refuses another torch, saying how to rebuild. Run from a
+checkout (development: scripts/python-env.sh), it is compiled against the installed torch on
+first use with torch.utils.cpp_extension and cached (~/.cache/torch_extensions, or
+$TORCH_EXTENSIONS_DIR); that needs a C++ compiler and ninja the first time.
 
 Rendezvous: every process group (the default one and each new_group) makes its own ddl
 communicator. Its rank 0 picks a free port on an address the others can reach and a fresh
@@ -50,36 +53,63 @@ _ext_lock = threading.Lock()
 
 
 def extension():
-    """The compiled backend module (built on first use, then loaded from torch's cache)."""
+    """The compiled backend module: the package's own, else (in a checkout) built on first
+    use and then loaded from torch's cache."""
     global _ext
     with _ext_lock:
         if _ext is None:
-            import logging
-
-            # Importing cpp_extension warns that there is no CUDA runtime on CPU-only
-            # machines; the backend compiles no CUDA code, so that warning is only noise.
-            logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
-            from torch.utils import cpp_extension
-
-            here = os.path.dirname(os.path.abspath(__file__))
-            # The torch version is in the name: an extension built against one torch must not
-            # be loaded by another (C++ ABI), and torch's cache keys only on sources and flags.
-            # So is a digest of every file of the backend: torch's cache does not see a change
-            # to a header alone.
-            tag = torch.__version__.split("+")[0].replace(".", "_")
-            files = [os.path.join(here, name) for name in ("backend.cpp", "libddl_api.h", "work.h")]
-            digest = hashlib.sha256()
-            for path in files:
-                with open(path, "rb") as f:
-                    digest.update(f.read())
-            _ext = cpp_extension.load(
-                name=f"ddl_torch_backend_{tag}_{digest.hexdigest()[:12]}",
-                sources=files[:1],
-                extra_cflags=["-O2"],
-                extra_ldflags=["-ldl"],
-                verbose=os.environ.get("DDL_TORCH_VERBOSE_BUILD") == "1",
-            )
+            _ext = _packaged_extension() or _extension_built_here()
     return _ext
+
+
+_REINSTALL = ("reinstall ddl in this environment so that its backend is built against its "
+              "torch: pip install --force-reinstall --no-deps <ddl checkout>/bindings/python")
+
+
+def _packaged_extension():
+    """The backend the wheel built (bindings/python/CMakeLists.txt), if this is one."""
+    try:
+        from . import _build_info
+    except ImportError:
+        return None
+    if _build_info.TORCH_VERSION != torch.__version__:
+        raise ImportError(
+            f"ddl.torch: this ddl package's backend was built against torch "
+            f"{_build_info.TORCH_VERSION}, and this environment has torch {torch.__version__}; "
+            f"a C++ extension only loads into the torch it was built for: " + _REINSTALL)
+    from . import _torch_backend
+    return _torch_backend
+
+
+def _extension_built_here():
+    if ddl._library._source_root_in_place() is None:
+        raise ImportError(
+            "ddl.torch: this ddl package has no torch backend: torch was not in the "
+            "environment when the package was built. Install torch first, then " + _REINSTALL)
+    import logging
+
+    # Importing cpp_extension warns that there is no CUDA runtime on CPU-only machines; the
+    # backend compiles no CUDA code, so that warning is only noise.
+    logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
+    from torch.utils import cpp_extension
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    # The torch version is in the name: an extension built against one torch must not be
+    # loaded by another (C++ ABI), and torch's cache keys only on sources and flags. So is a
+    # digest of every file of the backend: torch's cache does not see a change to a header.
+    tag = torch.__version__.split("+")[0].replace(".", "_")
+    files = [os.path.join(here, name) for name in ("backend.cpp", "libddl_api.h", "work.h")]
+    digest = hashlib.sha256()
+    for path in files:
+        with open(path, "rb") as f:
+            digest.update(f.read())
+    return cpp_extension.load(
+        name=f"ddl_torch_backend_{tag}_{digest.hexdigest()[:12]}",
+        sources=files[:1],
+        extra_cflags=["-O2"],
+        extra_ldflags=["-ldl"],
+        verbose=os.environ.get("DDL_TORCH_VERBOSE_BUILD") == "1",
+    )
 
 
 def nonblocking():

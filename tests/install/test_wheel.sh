@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# The self-contained wheel (issue 24, item 1), as a user gets it: `pip wheel ./bindings/python`
+# (with pip's build isolation) builds libddl, the tools and the torch backend into the package;
+# the wheel goes into a fresh virtual environment in another directory, which sees torch but no
+# checkout, no DDL_BUILD_DIR and no LD_LIBRARY_PATH; there `import ddl.torch` loads the
+# packaged backend without compiling anything, ddlrun and ddl_perf are commands, and the DDP
+# example trains over backend "ddl". A torch other than the one it was built against is
+# refused with both versions named.
+#
+#   test_wheel.sh PYTHON     (an interpreter with torch: scripts/python-env.sh's)
+# Skipped (77) when PYTHON has no torch or pip cannot reach scikit-build-core.
+set -uo pipefail
+python=${1:-${DDL_PYTHON:-python3}}
+root=$(cd "$(dirname "$0")/../.." && pwd)
+if ! "$python" -c "import torch" 2> /dev/null; then
+  echo "test_wheel: skipped: $python has no torch (scripts/python-env.sh makes one that has)"
+  exit 77
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+fail() {
+  echo "FAIL: $*"
+  failures=$((failures + 1))
+}
+
+echo "=== pip wheel ./bindings/python"
+t0=$SECONDS
+if ! "$python" -m pip wheel --quiet --no-deps -w "$tmp/wheels" "$root/bindings/python" \
+  > "$tmp/wheel.log" 2>&1; then
+  if grep -q "No matching distribution found for scikit-build-core" "$tmp/wheel.log"; then
+    echo "test_wheel: skipped: pip cannot get scikit-build-core here"
+    exit 77
+  fi
+  cat "$tmp/wheel.log"
+  echo "FAIL: pip wheel failed"
+  exit 1
+fi
+wheel=$(ls "$tmp"/wheels/ddl-*.whl)
+echo "built $(basename "$wheel") ($(du -k "$wheel" | cut -f1) KB) in $((SECONDS - t0)) s"
+for member in ddl/libddl.so.0 ddl/bin/ddlrun ddl/bin/ddl_perf ddl/torch/_build_info.py; do
+  "$python" -m zipfile -l "$wheel" | grep -q " *$member " ||
+    "$python" -m zipfile -l "$wheel" | grep -q "^$member" || fail "the wheel lacks $member"
+done
+"$python" -m zipfile -l "$wheel" | grep -q "ddl/torch/_torch_backend" ||
+  fail "the wheel lacks the torch backend"
+
+echo "=== a fresh venv elsewhere: torch only, then the wheel"
+base=$("$python" -c "import sys; print(getattr(sys, '_base_executable', sys.executable))")
+"$base" -m venv "$tmp/venv" || exit 1
+site=$("$tmp/venv/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+torch_site=$("$python" -c "import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))")
+# torch (a few GB) from the other environment, as a path: its .pth files (a checkout's ddl)
+# are not read from there.
+echo "$torch_site" > "$site/torch-from-elsewhere.pth"
+"$tmp/venv/bin/python" -m pip install --quiet --no-deps --no-index "$wheel" || exit 1
+
+mkdir -p "$tmp/run" "$tmp/extensions"
+cp "$root/examples/ddp_train.py" "$tmp/run/"
+# No checkout, no build, no compiler (CXX names one that fails), an empty extension cache.
+clean_env=(env -i HOME="$tmp" PATH="$tmp/venv/bin:/usr/bin:/bin" CXX=/bin/false CC=/bin/false
+           TORCH_EXTENSIONS_DIR="$tmp/extensions" OMP_NUM_THREADS=1)
+cd "$tmp/run" || exit 1
+t0=$EPOCHREALTIME
+out=$("${clean_env[@]}" python -c "import ddl.torch, ddl; ddl.torch.extension(); print(ddl.library_path())" 2>&1) ||
+  fail "import ddl.torch: $out"
+t1=$EPOCHREALTIME
+echo "import ddl.torch and load its backend: $(awk "BEGIN { printf \"%.2f\", $t1 - $t0 }") s; libddl: $out"
+case "$out" in "$site/ddl/libddl.so.0") ;; *) fail "libddl is not the package's: $out" ;; esac
+[ -z "$(ls -A "$tmp/extensions")" ] || fail "something was compiled into the extension cache"
+
+echo "=== ddlrun and ddl_perf, as commands of the package"
+out=$("${clean_env[@]}" ddlrun -n 2 -- ddl_perf -b 8 -e 1M -f 32 -c 1 -n 2 -w 1 2>&1)
+grep -q "Out of bounds values : 0 OK" <<< "$out" || fail "ddlrun -n 2 ddl_perf: $out"
+
+echo "=== the DDP example over backend ddl"
+out=$("${clean_env[@]}" ddlrun -n 2 -- python ddp_train.py --steps 5 2>&1)
+[ $? -eq 0 ] && grep -qi "loss" <<< "$out" || fail "ddp_train.py: $out"
+tail -2 <<< "$out"
+
+echo "=== another torch than the backend's is refused"
+info=$(ls "$site"/ddl/torch/_build_info.py)
+cp "$info" "$tmp/info.bak"
+echo 'TORCH_VERSION = "1.0.0"' > "$info"
+out=$("${clean_env[@]}" python -c "import ddl.torch; ddl.torch.extension()" 2>&1) &&
+  fail "a backend built for torch 1.0.0 loaded"
+grep -q "built against torch 1.0.0, and this environment has torch" <<< "$out" ||
+  fail "the refusal does not name both versions: $out"
+cp "$tmp/info.bak" "$info"
+
+echo "=== test_wheel: $failures failure(s)"
+[ "$failures" -eq 0 ]
