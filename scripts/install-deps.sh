@@ -8,6 +8,7 @@ packages=(
   libucx-dev ucx-utils libhwloc-dev hwloc libibverbs-dev librdmacm-dev
   libcriterion-dev
   openmpi-bin libopenmpi-dev libpmix-dev
+  slurmctld slurmd slurm-client  # tests/tools/test_slurm.sh: a real Slurm on emulated hosts
   graphviz python3
 )
 

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "lib/bootstrap/slurm_root.h"
 #include "lib/bootstrap/socket.h"
 #include "lib/bootstrap/wire.h"
 #include "lib/common/params.h"
@@ -172,6 +173,46 @@ Status from_mpirun(const Env &env, LaunchInfo *info) {
   return rendezvous_file_for(env, "mpirun", env.get(var), &info->rendezvous_file);
 }
 
+// Plain srun across nodes: no shared file, so rank 0's address and the token come from what
+// Slurm tells every task (lib/bootstrap/slurm_root.h).
+Status slurm_root_from_node_list(const Env &env, LaunchInfo *info) {
+  const char *list_var =
+      env.has("SLURM_STEP_NODELIST") ? "SLURM_STEP_NODELIST" : "SLURM_JOB_NODELIST";
+  const std::string host = slurm_first_host(env.get(list_var));
+  int64_t job = 0, step = 0;
+  if (host.empty() || !parse_int(env.get("SLURM_JOB_ID"), 0, INT64_MAX, &job) ||
+      !parse_int(env.get("SLURM_STEP_ID"), 0, INT64_MAX, &step))
+    return invalid_argument(
+        "a step on several nodes without PMIx needs %s, SLURM_JOB_ID and SLURM_STEP_ID to find "
+        "rank 0 ('%s', '%s', '%s'); or set DDL_ROOT=host:port, or run srun --mpi=pmix",
+        list_var, env.get(list_var).substr(0, 64).c_str(), env.get("SLURM_JOB_ID").c_str(),
+        env.get("SLURM_STEP_ID").c_str());
+  const std::string here = env.get("SLURMD_NODENAME");
+  if (info->rank == 0 && !here.empty() && here != host)
+    return invalid_argument(
+        "rank 0 runs on node %s, not on %s, the first node of the step (%s='%s'), where the "
+        "other tasks look for it (a distribution other than block?): set DDL_ROOT=%s:PORT, or "
+        "run srun --mpi=pmix",
+        here.c_str(), host.c_str(), list_var, env.get(list_var).substr(0, 64).c_str(),
+        here.c_str());
+  info->root_addr = join_host_port(
+      host, slurm_root_port(static_cast<uint64_t>(job), static_cast<uint64_t>(step)));
+  info->source = "slurm, rank 0 on the step's first node";
+  if (env.has("DDL_JOB_TOKEN")) return Status::Ok();
+  const std::string home = env.get("HOME");
+  if (home.empty())
+    return invalid_argument(
+        "a step on several nodes without PMIx derives its job token from ~/.ddl/slurm-secret, "
+        "and HOME is not set: set HOME, or export DDL_JOB_TOKEN before srun");
+  Status s = slurm_job_token(home + "/.ddl/slurm-secret",
+                             std::to_string(job) + "." + std::to_string(step), &info->job_token);
+  if (!s.ok())
+    return s.prefix(
+        "the job token from ~/.ddl/slurm-secret (or export DDL_JOB_TOKEN before "
+        "srun): ");
+  return Status::Ok();
+}
+
 Status from_slurm(const Env &env, LaunchInfo *info) {
   info->source = "slurm";
   const char *size_var = env.has("SLURM_NTASKS") ? "SLURM_NTASKS" : "SLURM_NPROCS";
@@ -190,6 +231,11 @@ Status from_slurm(const Env &env, LaunchInfo *info) {
   if (node >= 0 && !per_node.empty()) info->local_size = slurm_tasks_on_node(per_node, node);
   if (env.has("DDL_ROOT")) return Status::Ok();
   DDL_RETURN_IF_ERROR(pmix_server(env, &info->pmix));
+  const char *nodes_var = env.has("SLURM_STEP_NUM_NODES") ? "SLURM_STEP_NUM_NODES" : "SLURM_NNODES";
+  int64_t nodes = 1;
+  if (!info->pmix && !env.has("DDL_RENDEZVOUS_DIR") &&
+      parse_int(env.get(nodes_var), 1, wire::kMaxRanks, &nodes) && nodes > 1)
+    return slurm_root_from_node_list(env, info);
   // The file's name: the job and step, or (srun --mpi=pmix without them) the PMIx namespace.
   std::string jobid;
   if (env.has("SLURM_JOB_ID")) {
@@ -252,7 +298,7 @@ Status finish(const Env &env, LaunchInfo *info) {
   // One rank needs no rendezvous.
   if (info->root_addr.empty() && info->rendezvous_file.empty() && info->nranks > 1)
     return invalid_argument("missing DDL_ROOT (host:port of rank 0's rendezvous)");
-  info->job_token = env.get("DDL_JOB_TOKEN");
+  if (env.has("DDL_JOB_TOKEN")) info->job_token = env.get("DDL_JOB_TOKEN");
   if (info->job_token.size() > wire::kMaxToken)
     return invalid_argument("DDL_JOB_TOKEN has %zu bytes; at most %zu", info->job_token.size(),
                             wire::kMaxToken);

@@ -353,6 +353,16 @@ ddl_result_t ddl_comm_init_from_env(ddl_comm_t *comm) {
   if (!s.ok()) return fail_without_comm(s.prefix("ddl_comm_init_from_env: "));
   ddl::BootstrapOptions options = ddl::bootstrap_options_from(info, resolved.timeout_ms);
   resolved.job_token = options.job_token;
+  {
+    ddl::LogRank log_rank(info.rank);
+    const std::string where = !info.root_addr.empty()         ? "at " + info.root_addr
+                              : info.pmix                     ? "through PMIx"
+                              : !info.rendezvous_file.empty() ? "in " + info.rendezvous_file
+                                                              : "none (one rank)";
+    DDL_INFO("launched by %s: rank %d of %d; rank 0's rendezvous %s%s", info.source.c_str(),
+             info.rank, info.nranks, where.c_str(),
+             info.job_token.empty() ? "" : ", with a job token");
+  }
   return init(options, resolved, comm);
 }
 

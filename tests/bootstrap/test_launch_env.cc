@@ -2,11 +2,16 @@
 // environment is a map handed in as a getenv-like function; the process environment is untouched.
 #include <criterion/criterion.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <map>
 #include <string>
 
 #include "lib/bootstrap/bootstrap.h"
 #include "lib/bootstrap/launch_env.h"
+#include "lib/bootstrap/slurm_root.h"
+#include "lib/common/sha256.h"
 
 using namespace ddl;
 
@@ -190,6 +195,78 @@ Test(launch_env, slurm) {
   parse_fails({{"SLURM_PROCID", "2"}, {"SLURM_NTASKS", "2"}, {"SLURM_JOB_ID", "1"}}, {"rank 2"});
   parse_fails({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "two"}, {"SLURM_JOB_ID", "1"}},
               {"SLURM_NTASKS='two'"});
+}
+
+// Plain srun across nodes (no PMIx, no shared DDL_RENDEZVOUS_DIR): rank 0 on the step's first
+// node, a port from the job and step, a token from the user's secret (lib/bootstrap/slurm_root.h).
+Test(launch_env, slurm_across_nodes_without_pmix) {
+  char home[] = "/tmp/ddl-slurm-home.XXXXXX";
+  cr_assert(mkdtemp(home));
+  Vars v = {{"SLURM_PROCID", "3"},         {"SLURM_NTASKS", "4"},
+            {"SLURM_JOB_ID", "777"},       {"SLURM_STEP_ID", "2"},
+            {"SLURM_STEP_NUM_NODES", "2"}, {"SLURM_STEP_NODELIST", "node[07-08]"},
+            {"SLURMD_NODENAME", "node08"}, {"HOME", home}};
+  LaunchInfo i = parse_ok(v);
+  expect_str(i.root_addr, ("node07:" + std::to_string(10000 + (777 * 64 + 2) % 20000)).c_str());
+  cr_assert(i.rendezvous_file.empty());
+  cr_assert_eq(i.job_token.size(), 32u);
+  // Every task of the step derives the same token; another step, another one.
+  v["SLURM_PROCID"] = "0";
+  v["SLURMD_NODENAME"] = "node07";
+  cr_assert(parse_ok(v).job_token == i.job_token);
+  v["SLURM_STEP_ID"] = "3";
+  cr_assert(parse_ok(v).job_token != i.job_token);
+  cr_assert(parse_ok(v).root_addr != i.root_addr);
+  // DDL_JOB_TOKEN wins; a shared DDL_RENDEZVOUS_DIR keeps the file; one node keeps /tmp's.
+  v["DDL_JOB_TOKEN"] = "mine";
+  expect_str(parse_ok(v).job_token, "mine");
+  v.erase("DDL_JOB_TOKEN");
+  Vars shared = v;
+  shared["DDL_RENDEZVOUS_DIR"] = "/shared";
+  expect_str(parse_ok(shared).rendezvous_file, "/shared/ddl-777.3.root");
+  Vars one = v;
+  one["SLURM_STEP_NUM_NODES"] = "1";
+  expect_str(parse_ok(one).rendezvous_file, "/tmp/ddl-777.3.root");
+  // Rank 0 elsewhere than the first node says so and what to do.
+  v["SLURMD_NODENAME"] = "node08";
+  parse_fails(v, {"rank 0 runs on node node08, not on node07", "DDL_ROOT", "--mpi=pmix"});
+  v.erase("SLURM_STEP_NODELIST");
+  parse_fails(v, {"SLURM_JOB_NODELIST", "DDL_ROOT"});
+  std::string secret = std::string(home) + "/.ddl/slurm-secret";
+  struct stat st;
+  cr_assert_eq(stat(secret.c_str(), &st), 0);
+  cr_assert_eq(st.st_mode & 0777, 0600u);
+  chmod(secret.c_str(), 0644);
+  std::string token;
+  Status s = slurm_job_token(secret, "1.0", &token);
+  cr_assert(!s.ok() && s.message().find("readable by others") != std::string::npos, "%s",
+            s.message().c_str());
+  unlink(secret.c_str());
+  rmdir((std::string(home) + "/.ddl").c_str());
+  rmdir(home);
+}
+
+Test(launch_env, slurm_node_lists_and_ports) {
+  expect_str(slurm_first_host("node[01-04,07],gpu1"), "node01");
+  expect_str(slurm_first_host("h[0-1]"), "h0");
+  expect_str(slurm_first_host("a,b"), "a");
+  expect_str(slurm_first_host("n[1-2]x[3-4]"), "n1x3");
+  expect_str(slurm_first_host("rack1-[3,5]"), "rack1-3");
+  expect_str(slurm_first_host(""), "");
+  expect_str(slurm_first_host("bad[1-2"), "");
+  expect_str(slurm_first_host("bad]"), "");
+  for (uint64_t job : {0ull, 1ull, 312ull, 99999999999ull})
+    for (uint64_t step : {0ull, 63ull, 4294967294ull}) {
+      const int port = slurm_root_port(job, step);
+      cr_assert(port >= 10000 && port < 30000, "port %d", port);
+    }
+  cr_assert_neq(slurm_root_port(5, 0), slurm_root_port(5, 1));
+  cr_assert_neq(slurm_root_port(5, 0), slurm_root_port(6, 0));
+  // SHA-256 itself, on FIPS 180-4's examples.
+  expect_str(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  expect_str(sha256_hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  expect_str(sha256_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
+             "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
 }
 
 Test(launch_env, torchrun) {

@@ -27,7 +27,8 @@ env://, tcp://, file://), and every member calls ddl.Communicator(size, rank, ad
 timeout_ms=the group's timeout).
 
 Launchers: torchrun sets what env:// needs. Under ddlrun (DDL_RANK, DDL_WORLD_SIZE, DDL_ROOT)
-or Open MPI's mpirun (OMPI_COMM_WORLD_RANK/SIZE), importing this module fills in RANK,
+, Open MPI's mpirun (OMPI_COMM_WORLD_RANK/SIZE) or Slurm's srun (SLURM_PROCID,
+SLURM_NTASKS, SLURM_STEP_NODELIST), importing this module fills in RANK,
 WORLD_SIZE, MASTER_ADDR and MASTER_PORT when they are not set, so that
 init_process_group("ddl") (or "gloo") works there too; see _env_from_launcher.
 """
@@ -209,7 +210,7 @@ def _create_backend(store, rank, size, timeout):
 # ---- launchers -----------------------------------------------------------------------------
 
 def _env_from_launcher(env=os.environ):
-    """Makes env:// work under ddlrun and mpirun: sets RANK, WORLD_SIZE, MASTER_ADDR and
+    """Makes env:// work under ddlrun, mpirun and srun: sets RANK, WORLD_SIZE, MASTER_ADDR and
     MASTER_PORT from the launcher's variables, leaving any already set alone.
 
     ddlrun: DDL_RANK, DDL_WORLD_SIZE; the store goes to DDL_ROOT's host:port (ddlrun picked
@@ -236,6 +237,40 @@ def _env_from_launcher(env=os.environ):
         job = env.get("OMPI_MCA_ess_base_jobid") or env.get("OMPI_MCA_orte_hnp_uri") or "ompi"
         digest = int(hashlib.sha1(job.encode()).hexdigest(), 16)
         env.setdefault("MASTER_PORT", str(20000 + digest % 10000))
+        return
+    if "SLURM_PROCID" in env and ("SLURM_NTASKS" in env or "SLURM_NPROCS" in env):
+        # srun: torch's store on the step's first node (where block distribution puts task
+        # 0), at ddl's own Slurm port (lib/bootstrap/slurm_root.h) + 20000, in 30000..49999:
+        # the two never meet, and the torch backend does not use ddl's env bootstrap anyway.
+        env.setdefault("RANK", env["SLURM_PROCID"])
+        env.setdefault("WORLD_SIZE", env.get("SLURM_NTASKS") or env["SLURM_NPROCS"])
+        env.setdefault("LOCAL_RANK", env.get("SLURM_LOCALID", "0"))
+        nodes = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST") or ""
+        env.setdefault("MASTER_ADDR", _slurm_first_host(nodes) or "127.0.0.1")
+        job, step = int(env.get("SLURM_JOB_ID", "0")), int(env.get("SLURM_STEP_ID", "0"))
+        env.setdefault("MASTER_PORT", str(30000 + (job * 64 + step) % 20000))
+
+
+def _slurm_first_host(nodelist):
+    """The first host of a Slurm node list ("node[01-04,07],gpu1" -> "node01"), as
+    lib/bootstrap/slurm_root.cc reads it."""
+    host, depth, skipping = "", False, False
+    for c in nodelist:
+        if depth:
+            if c == "]":
+                depth = skipping = False
+            elif c in ",-":
+                skipping = True
+            elif not skipping:
+                host += c
+            continue
+        if c == ",":
+            break
+        if c == "[":
+            depth = True
+        else:
+            host += c
+    return host
 
 
 def _register():
