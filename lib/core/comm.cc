@@ -116,33 +116,6 @@ Status exchange_placements(ddl_comm *comm) {
   return choose_algorithm_tiers(comm);
 }
 
-// Every rank publishes its pid and UCX worker address; peers on this host are told apart so
-// that the transport can pick shared memory and watch their pids.
-Status connect_transport(ddl_comm *comm) {
-  const uint32_t pid = static_cast<uint32_t>(getpid());
-  std::string mine(reinterpret_cast<const char *>(&pid), sizeof pid);
-  mine += comm->transport->worker_address();
-  std::vector<std::string> all;
-  Status s = comm->bootstrap->allgather(mine, &all);
-  if (!s.ok()) return s.prefix("exchanging UCX addresses: ");
-  const topo::Tier &hosts = comm->tiers.at(topo::TierLevel::kHost);
-  std::vector<UcxTransport::Peer> peers(all.size());
-  for (size_t r = 0; r < all.size(); ++r) {
-    if (all[r].size() <= sizeof pid)
-      return remote_error("rank %zu sent a %zu-byte transport address", r, all[r].size());
-    uint32_t peer_pid = 0;
-    std::memcpy(&peer_pid, all[r].data(), sizeof peer_pid);
-    peers[r].pid = static_cast<pid_t>(peer_pid);
-    peers[r].address = all[r].substr(sizeof pid);
-    peers[r].same_host = hosts.group_of[r] == hosts.group_of[comm->rank];
-    comm->pids.push_back(peers[r].pid);
-  }
-  return comm->transport->connect(peers);
-}
-
-// The host's first rank creates the shared-memory segment and offers "pid fd"; the others
-// map it. Every rank on the host must succeed, or the host falls back to UCX: a rank
-// sending over shm to a peer that listens on UCX would hang. DDL_SHM=0 turns it off.
 // The kernel's name of this process's PID namespace ("pid:[4026531836]"); "" if unreadable.
 std::string pid_namespace() {
   char link[64] = "";
@@ -150,6 +123,40 @@ std::string pid_namespace() {
   return n > 0 ? std::string(link, static_cast<size_t>(n)) : std::string();
 }
 
+// Every rank publishes its pid, its PID namespace and its UCX worker address; peers on this
+// host are told apart so that the transport can pick shared memory and watch their pids. A
+// peer of this host in another PID namespace (containers or pods that share the kernel's boot
+// id) has pid 0 here, "unknown": its number would name another process in this namespace.
+Status connect_transport(ddl_comm *comm) {
+  const uint32_t pid = static_cast<uint32_t>(getpid());
+  const std::string my_namespace = pid_namespace();
+  std::string mine(reinterpret_cast<const char *>(&pid), sizeof pid);
+  mine += my_namespace + '\n' + comm->transport->worker_address();
+  std::vector<std::string> all;
+  Status s = comm->bootstrap->allgather(mine, &all);
+  if (!s.ok()) return s.prefix("exchanging UCX addresses: ");
+  const topo::Tier &hosts = comm->tiers.at(topo::TierLevel::kHost);
+  std::vector<UcxTransport::Peer> peers(all.size());
+  for (size_t r = 0; r < all.size(); ++r) {
+    const size_t newline = all[r].find('\n', sizeof pid);
+    if (all[r].size() <= sizeof pid || newline == std::string::npos)
+      return remote_error("rank %zu sent a %zu-byte transport address", r, all[r].size());
+    uint32_t peer_pid = 0;
+    std::memcpy(&peer_pid, all[r].data(), sizeof peer_pid);
+    const std::string their_namespace = all[r].substr(sizeof pid, newline - sizeof pid);
+    const bool same_namespace = !my_namespace.empty() && their_namespace == my_namespace;
+    peers[r].pid = same_namespace ? static_cast<pid_t>(peer_pid) : 0;
+    peers[r].address = all[r].substr(newline + 1);
+    peers[r].same_host = hosts.group_of[r] == hosts.group_of[comm->rank];
+    comm->pids.push_back(peers[r].pid);
+    comm->pid_namespaces.push_back(their_namespace);
+  }
+  return comm->transport->connect(peers);
+}
+
+// The host's first rank creates the shared-memory segment and offers "pid fd"; the others
+// map it. Every rank on the host must succeed, or the host falls back to UCX: a rank
+// sending over shm to a peer that listens on UCX would hang. DDL_SHM=0 turns it off.
 // The host's ranks share one memfd segment, which the others open through the creator's
 // /proc/<pid>/fd: that needs one PID namespace, which containers and pods on one host (same
 // boot id) may not share. Then the pid means another process there, or none: such ranks
@@ -158,15 +165,14 @@ Status connect_shm(ddl_comm *comm) {
   const std::vector<int> &local = comm->host_ranks;
   const bool wanted = local.size() >= 2 && env_string("DDL_SHM") != "0";
   const bool creator = wanted && local.front() == comm->rank;
-  const std::string my_namespace = pid_namespace();
   std::unique_ptr<ShmSegment> segment;
-  std::string offer = my_namespace.empty() ? "?" : my_namespace;
+  std::string offer;
   if (creator) {
     const ShmLayout layout = choose_shm_layout(static_cast<int>(local.size()));
     Status s = ShmSegment::create(layout.segment_bytes(), &segment);
     if (s.ok()) {
       ShmTransport::init_segment(segment.get(), layout);
-      offer += strprintf(" %d %d", static_cast<int>(getpid()), segment->fd());
+      offer = strprintf("%d %d", static_cast<int>(getpid()), segment->fd());
     } else {
       DDL_WARN("no shared-memory transport on this host, using UCX: %s", s.message().c_str());
     }
@@ -180,17 +186,19 @@ Status connect_shm(ddl_comm *comm) {
     Status opened = Status::Ok();
     if (!creator) {
       std::istringstream text(offers[local.front()]);
-      std::string their_namespace, pid_text, fd_text;
-      text >> their_namespace >> pid_text >> fd_text;
+      std::string pid_text, fd_text;
+      text >> pid_text >> fd_text;
       int64_t pid = 0, fd = 0;
-      if (their_namespace != offer || my_namespace.empty())
+      const std::string &mine = comm->pid_namespaces[comm->rank];
+      const std::string &theirs = comm->pid_namespaces[local.front()];
+      if (comm->pids[local.front()] == 0)
         opened = unsupported(
             "rank %d, which holds this host's segment, runs in another PID namespace (%s there, "
             "%s here): the ranks share this host (its boot id) but not a process namespace, as "
             "containers or pods do, so its memory cannot be opened from here. Shared memory "
             "needs the host's ranks in one PID namespace (docker run --pid=host or "
             "--pid=container:NAME, a pod's shareProcessNamespace: true, or one container)",
-            local.front(), their_namespace.c_str(), offer.c_str());
+            local.front(), theirs.c_str(), mine.c_str());
       else if (!parse_int(pid_text, 1, INT32_MAX, &pid) || !parse_int(fd_text, 0, INT32_MAX, &fd))
         opened = internal_error("rank %d offered no segment", local.front());
       else

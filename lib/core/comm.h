@@ -49,7 +49,8 @@ struct ddl_comm {
   ddl::topo::GpuRail gpu_rail;                   // the NIC closest to this rank's GPU, if any
   std::unique_ptr<ddl::RoutedTransport> routes;  // what collectives use: shm, rail, else UCX
   ddl::Executor executor;
-  std::vector<pid_t> pids;  // by rank
+  std::vector<pid_t> pids;  // by rank; 0: in another PID namespace (unknown here)
+  std::vector<std::string> pid_namespaces;  // by rank ("pid:[4026531836]")
   // The ranks on this host, ascending (this one included), and each rank's position among
   // its own host's ranks (the index of its shm channels, slots and gates).
   std::vector<int> host_ranks, host_index;

@@ -86,6 +86,29 @@ wait_ok "pods" || fail "pods: a rank failed"
 grep -q "runs in another PID namespace" "$work/1.log" ||
   fail "pods: rank 1 does not say why there is no shared memory"
 
+echo "=== 4. a rank killed in its container: the other names it, well inside the deadline"
+port=$((20000 + RANDOM % 20000))
+for r in 0 1; do
+  DDL_RANK=$r DDL_WORLD_SIZE=2 DDL_ROOT=127.0.0.1:$port DDL_JOB_TOKEN=containers$$ \
+    DDL_TIMEOUT_MS=60000 timeout -k 5 120 unshare --pid --fork --mount-proc \
+    "$perf" -b 64M -e 64M -n 1000 -w 0 -c 0 > "$work/$r.log" 2>&1 &
+  pids+=($!)
+done
+sleep 3
+for p in $(pgrep -f "^$perf -b 64M"); do  # rank 1's ddl_perf, not its unshare or timeout
+  tr '\0' '\n' < "/proc/$p/environ" 2> /dev/null | grep -qx DDL_RANK=1 && kill -KILL "$p"
+done
+t0=$SECONDS
+wait "${pids[0]}"
+rc0=$?
+pids=()
+wait
+echo "rank 0 exited $rc0, $((SECONDS - t0)) s after the kill"
+[ "$rc0" -ne 0 ] || fail "killed: rank 0 went on as if nothing happened"
+[ $((SECONDS - t0)) -lt 30 ] || fail "killed: rank 0 took $((SECONDS - t0)) s to notice"
+grep -q "rank 1" "$work/0.log" || fail "killed: rank 0's error does not name rank 1: $(cat "$work/0.log")"
+grep -h "error" "$work/0.log" | head -1
+
 echo "=== 3. one container with both ranks: shared memory"
 port=$((20000 + RANDOM % 20000))
 cat > "$work/both.sh" << EOF
