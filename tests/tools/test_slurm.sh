@@ -22,7 +22,7 @@ if [ "${2:-}" != --inner ]; then
 fi
 perf=$build/tools/ddl_perf/ddl_perf
 python=${DDL_PYTHON:-python3}
-work=$(mktemp -d /var/tmp/ddl-test-slurm.XXXXXX)  # not /tmp: each node has its own
+work=$(mktemp -d /var/tmp/ddl-test-slurm.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 "$root/tools/emuhosts/emuhosts" exec h0 -- sinfo
 
