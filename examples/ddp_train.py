@@ -24,10 +24,12 @@ import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
 
-# Run from a checkout without installing: use the package next to this file.
-_here = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(_here), "bindings", "python"))
-import ddl.torch  # noqa: E402,F401  registers the "ddl" backend (and reads ddlrun's/mpirun's env)
+try:
+    import ddl.torch  # noqa: F401  registers the "ddl" backend (and reads ddlrun's/mpirun's env)
+except ImportError:  # run from a checkout without installing: the package next to this file
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                    "bindings", "python"))
+    import ddl.torch  # noqa: F401
 
 
 def make_dataset(n, features, classes, seed):

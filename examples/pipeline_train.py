@@ -24,9 +24,12 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 
-_here = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(_here), "bindings", "python"))
-import ddl.torch  # noqa: E402,F401  registers the "ddl" backend
+try:
+    import ddl.torch  # noqa: F401  registers the "ddl" backend
+except ImportError:  # run from a checkout without installing: the package next to this file
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                    "bindings", "python"))
+    import ddl.torch  # noqa: F401
 
 DTYPE = torch.float64
 

@@ -3,9 +3,9 @@
 # (with pip's build isolation) builds libddl, the tools and the torch backend into the package;
 # the wheel goes into a fresh virtual environment in another directory, which sees torch but no
 # checkout, no DDL_BUILD_DIR and no LD_LIBRARY_PATH; there `import ddl.torch` loads the
-# packaged backend without compiling anything, ddlrun and ddl_perf are commands, and the DDP
-# example trains over backend "ddl". A torch other than the one it was built against is
-# refused with both versions named.
+# packaged backend without compiling anything, ddlrun and ddl_perf are commands, the DDP
+# example trains over backend "ddl", and the Python tests pass on the installed package. A
+# torch other than the one it was built against is refused with both versions named.
 #
 #   test_wheel.sh PYTHON     (an interpreter with torch: scripts/python-env.sh's)
 # Skipped (77) when PYTHON has no torch or pip cannot reach scikit-build-core.
@@ -77,6 +77,14 @@ echo "=== the DDP example over backend ddl"
 out=$("${clean_env[@]}" ddlrun -n 2 -- python ddp_train.py --steps 5 2>&1)
 [ $? -eq 0 ] && grep -qi "loss" <<< "$out" || fail "ddp_train.py: $out"
 tail -2 <<< "$out"
+
+echo "=== the Python tests, on the installed package (DDL_TEST_INSTALLED=1)"
+out=$("${clean_env[@]}" DDL_TEST_INSTALLED=1 timeout -k 10 1500 python -m pytest "$root/tests/python" \
+  -q -p no:cacheprovider 2>&1)
+rc=$?
+tail -3 <<< "$out"
+[ $rc -eq 0 ] || fail "the Python tests on the installed package: $(tail -40 <<< "$out")"
+[ -z "$(ls -A "$tmp/extensions")" ] || fail "the tests compiled something into the extension cache"
 
 echo "=== another torch than the backend's is refused"
 info=$(ls "$site"/ddl/torch/_build_info.py)

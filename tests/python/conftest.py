@@ -3,9 +3,12 @@
 
 The tests import the package from this checkout's bindings/python (not whatever `ddl` is
 installed), and load the library of $DDL_BUILD_DIR (CTest sets it) or the checkout's build/.
+With DDL_TEST_INSTALLED=1 they test the `ddl` installed in the interpreter instead (a wheel:
+tests/install/test_wheel.sh), with its own library, backend and `ddlrun` on PATH.
 """
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -15,13 +18,26 @@ import secrets
 import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-PACKAGE_DIR = os.path.join(REPO, "bindings", "python")
-BUILD_DIR = os.environ.get("DDL_BUILD_DIR") or os.path.join(REPO, "build")
+INSTALLED = os.environ.get("DDL_TEST_INSTALLED") == "1"
+PACKAGE_DIR = None if INSTALLED else os.path.join(REPO, "bindings", "python")
+BUILD_DIR = None if INSTALLED else os.environ.get("DDL_BUILD_DIR") or os.path.join(REPO, "build")
+DDLRUN = (shutil.which("ddlrun") or "ddlrun") if INSTALLED else \
+    os.path.join(BUILD_DIR, "tools", "ddlrun", "ddlrun")
 RANK_MAIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "rank_main.py")
 FUSION_MAIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fusion_rank.py")
 
-sys.path.insert(0, PACKAGE_DIR)
-os.environ["DDL_BUILD_DIR"] = BUILD_DIR  # for this process's own `import ddl` too
+
+def package_env(env):
+    """env (a dict) made to run the package under test in a child process."""
+    if not INSTALLED:
+        env["DDL_BUILD_DIR"] = BUILD_DIR
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [PACKAGE_DIR, env.get("PYTHONPATH")]))
+    return env
+
+
+if not INSTALLED:
+    sys.path.insert(0, PACKAGE_DIR)
+    os.environ["DDL_BUILD_DIR"] = BUILD_DIR  # for this process's own `import ddl` too
 
 SKIP = 77  # a rank exits with this to say "skip" (printing why)
 
@@ -41,9 +57,8 @@ def rank_env(nranks, rank, port, token, extra=None):
         "DDL_JOB_TOKEN": token,
         # A lost peer or a mismatch must end as an error well before the harness's timeout.
         "DDL_TIMEOUT_MS": "20000",
-        "DDL_BUILD_DIR": BUILD_DIR,
-        "PYTHONPATH": os.pathsep.join(filter(None, [PACKAGE_DIR, env.get("PYTHONPATH")])),
     })
+    package_env(env)
     env.update(extra or {})
     return env
 

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from conftest import BUILD_DIR, RANK_MAIN, rank_env, run_ranks
+from conftest import DDLRUN, RANK_MAIN, rank_env, run_ranks
 
 
 @pytest.mark.parametrize("nranks", [1, 2, 3, 4])
@@ -29,7 +29,7 @@ def test_split():
 
 
 def test_under_ddlrun():
-    ddlrun = os.path.join(BUILD_DIR, "tools", "ddlrun", "ddlrun")
+    ddlrun = DDLRUN
     if not os.access(ddlrun, os.X_OK):
         pytest.skip(f"{ddlrun} is not built")
     env = rank_env(1, 0, 0, "")

@@ -14,12 +14,9 @@ import sys
 
 import pytest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
-PACKAGE_DIR = os.path.join(REPO, "bindings", "python")
-BUILD_DIR = os.environ.get("DDL_BUILD_DIR") or os.path.join(REPO, "build")
+from conftest import DDLRUN, REPO, package_env
+
 EXAMPLE = os.path.join(REPO, "examples", "ddp_train.py")
-DDLRUN = os.path.join(BUILD_DIR, "tools", "ddlrun", "ddlrun")
 
 STEPS = 8
 # float32 sums in a different order per process count: the curves agree to ~1e-5 here.
@@ -46,8 +43,7 @@ def train(tmp_path, nprocs, launcher="torchrun", *extra):
         if not os.access(DDLRUN, os.X_OK):
             pytest.skip(f"no ddlrun at {DDLRUN} (build ddl first)")
         cmd = [DDLRUN, "-n", str(nprocs), "--tag-output", "--", sys.executable] + args
-    env = dict(os.environ, DDL_BUILD_DIR=BUILD_DIR, OMP_NUM_THREADS="1")
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [PACKAGE_DIR, env.get("PYTHONPATH")]))
+    env = package_env(dict(os.environ, OMP_NUM_THREADS="1"))
     for var in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
         env.pop(var, None)
     try:

@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from test_torch_backend import BUILD_DIR, DDLRUN, REPO, _env, _free_port
+from conftest import DDLRUN, REPO
+from test_torch_backend import _env, _free_port
 
 EXAMPLES = os.path.join(REPO, "examples")
 
@@ -28,7 +29,7 @@ def _run(launcher, nranks, script, backend):
                "--master-port", str(_free_port())] + args
     else:
         cmd = [DDLRUN, "-n", str(nranks), "--", sys.executable] + args
-    env = dict(_env(), DDL_BUILD_DIR=BUILD_DIR)
+    env = _env()
     p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                        stdin=subprocess.DEVNULL, text=True, timeout=300)
     assert p.returncode == 0, p.stdout

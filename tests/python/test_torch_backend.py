@@ -13,11 +13,6 @@ import subprocess
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
-PACKAGE_DIR = os.path.join(REPO, "bindings", "python")
-BUILD_DIR = os.environ.get("DDL_BUILD_DIR") or os.path.join(REPO, "build")
-DDLRUN = os.path.join(BUILD_DIR, "tools", "ddlrun", "ddlrun")
 
 # ---- the processes' side ---------------------------------------------------------------------
 
@@ -345,10 +340,10 @@ def _main(scenario):
 if __name__ != "__main__":
     import pytest
 
+    from conftest import DDLRUN, package_env
+
     def _env():
-        env = dict(os.environ)
-        env["DDL_BUILD_DIR"] = BUILD_DIR
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [PACKAGE_DIR, env.get("PYTHONPATH")]))
+        env = package_env(dict(os.environ))
         env.pop("RANK", None)
         env.pop("WORLD_SIZE", None)
         env.setdefault("OMP_NUM_THREADS", "1")
@@ -381,9 +376,8 @@ if __name__ != "__main__":
     @pytest.fixture(scope="module", autouse=True)
     def _torch_and_extension():
         pytest.importorskip("torch", reason="torch is not installed in this Python")
-        sys.path.insert(0, PACKAGE_DIR)
-        os.environ["DDL_BUILD_DIR"] = BUILD_DIR
-        # Build the extension once here, not in every rank at once.
+        # conftest put the package under test on the path. Build the extension (in a checkout)
+        # once here, not in every rank at once.
         import ddl.torch
         ddl.torch.extension()
 

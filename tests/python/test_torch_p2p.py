@@ -6,12 +6,6 @@ import os
 import subprocess
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
-PACKAGE_DIR = os.path.join(REPO, "bindings", "python")
-BUILD_DIR = os.environ.get("DDL_BUILD_DIR") or os.path.join(REPO, "build")
-DDLRUN = os.path.join(BUILD_DIR, "tools", "ddlrun", "ddlrun")
-
 
 # ---- the processes' side ---------------------------------------------------------------------
 
@@ -169,14 +163,13 @@ def _main(scenario):
 if __name__ != "__main__":
     import pytest
 
+    from conftest import DDLRUN
     from test_torch_backend import _env, _free_port  # noqa: F401  (one way to launch)
 
     @pytest.fixture(scope="module", autouse=True)
     def _extension():
         pytest.importorskip("torch", reason="torch is not installed in this Python")
-        sys.path.insert(0, PACKAGE_DIR)
-        os.environ["DDL_BUILD_DIR"] = BUILD_DIR
-        import ddl.torch
+        import ddl.torch  # conftest put the package under test on the path
         ddl.torch.extension()  # built once here, not in every rank at once
 
     def _run(launcher, nranks, scenario):
