@@ -129,8 +129,8 @@ DDL_API ddl_result_t ddl_barrier(ddl_comm_t comm);
 
 /* Memory for collective buffers that the ranks of a host can map from each other: when
  * every rank's allreduce buffers come from here, a single-host job reads and writes its
- * peers' data in place instead of copying it through the kernel. Any memory works with every call; this is
- * only faster. Not tied to a communicator; free with ddl_mem_free. bytes may be 0. */
+ * peers' data in place instead of copying it through the kernel. Any memory works with every call;
+ * this is only faster. Not tied to a communicator; free with ddl_mem_free. bytes may be 0. */
 DDL_API ddl_result_t ddl_mem_alloc(void **ptr, size_t bytes);
 DDL_API ddl_result_t ddl_mem_free(void *ptr);
 
@@ -167,8 +167,7 @@ DDL_API ddl_result_t ddl_iallreduce(const void *sendbuf, void *recvbuf, size_t c
 DDL_API ddl_result_t ddl_ibroadcast(void *buf, size_t count, ddl_datatype_t dtype, int root,
                                     ddl_comm_t comm, ddl_request_t *request);
 DDL_API ddl_result_t ddl_iallgather(const void *sendbuf, void *recvbuf, size_t sendcount,
-                                    ddl_datatype_t dtype, ddl_comm_t comm,
-                                    ddl_request_t *request);
+                                    ddl_datatype_t dtype, ddl_comm_t comm, ddl_request_t *request);
 DDL_API ddl_result_t ddl_ireduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
                                          ddl_datatype_t dtype, ddl_op_t op, ddl_comm_t comm,
                                          ddl_request_t *request);
@@ -193,10 +192,10 @@ DDL_API ddl_result_t ddl_request_free(ddl_request_t request);
  * checking their arguments, nonblocking ones return their request. ddl_group_end() issues
  * them together, in order; consecutive allreduces on one communicator with the same datatype
  * and op, each at most DDL_FUSION_BYTES (default 64 KiB), are fused into allreduces of one
- * buffer each, of at most DDL_FUSION_BYTES. ddl_group_end() returns once the blocking calls of the group have finished, with the
- * first failure among them (its words in ddl_comm_last_error(NULL) of this thread); the
- * requests of nonblocking ones complete on their own. Groups nest: only the outermost end
- * issues. Every rank must group the same calls. */
+ * buffer each, of at most DDL_FUSION_BYTES. ddl_group_end() returns once the blocking calls of the
+ * group have finished, with the first failure among them (its words in ddl_comm_last_error(NULL) of
+ * this thread); the requests of nonblocking ones complete on their own. Groups nest: only the
+ * outermost end issues. Every rank must group the same calls. */
 DDL_API ddl_result_t ddl_group_start(void);
 DDL_API ddl_result_t ddl_group_end(void);
 
@@ -277,9 +276,8 @@ DDL_API ddl_result_t ddl_scatterv(const void *sendbuf, const size_t *sendcounts,
 DDL_API ddl_result_t ddl_ialltoall(const void *sendbuf, void *recvbuf, size_t count,
                                    ddl_datatype_t dtype, ddl_comm_t comm, ddl_request_t *request);
 DDL_API ddl_result_t ddl_ialltoallv(const void *sendbuf, const size_t *sendcounts,
-                                    const size_t *sdispls, void *recvbuf,
-                                    const size_t *recvcounts, const size_t *rdispls,
-                                    ddl_datatype_t dtype, ddl_comm_t comm,
+                                    const size_t *sdispls, void *recvbuf, const size_t *recvcounts,
+                                    const size_t *rdispls, ddl_datatype_t dtype, ddl_comm_t comm,
                                     ddl_request_t *request);
 DDL_API ddl_result_t ddl_ireduce(const void *sendbuf, void *recvbuf, size_t count,
                                  ddl_datatype_t dtype, ddl_op_t op, int root, ddl_comm_t comm,
@@ -330,17 +328,17 @@ DDL_API ddl_result_t ddl_irecv(void *buf, size_t count, ddl_datatype_t dtype, in
  * Allreduce, broadcast, allgather, reduce_scatter and barrier take CUDA device memory
  * (cudaMalloc, also managed memory) as well as host memory (alltoall(v), reduce, gather(v),
  * scatter(v), send and recv do not yet: device buffers fail at the call with
- * DDL_ERR_UNSUPPORTED): ddl finds where each buffer is on every call (the CUDA driver, libcuda.so.1, is
- * opened with dlopen at the first collective; without it every buffer is host memory, and
- * DDL_CUDA=0 makes that so; DDL_CUDA_LIBRARY names another driver library). The buffers of
- * one call must be of one kind: host and device buffers mixed fail with
- * DDL_ERR_INVALID_ARGUMENT naming the buffers; every rank of a call must pass the same kind.
- * Device buffers are staged through pinned host memory in chunks of DDL_CUDA_STAGE_BYTES
- * (default 4 MiB, the same on every rank), the device copies of one chunk overlapping the
- * host collective of the next; an allreduce whose ranks all share one host reads its peers'
- * device memory through CUDA IPC instead; there is no GPUDirect RDMA path yet. Blocking
- * calls return when the result is in the device buffer; nonblocking ones when their request
- * is done. The calling thread must have made CUDA current (the buffers' context is used).
+ * DDL_ERR_UNSUPPORTED): ddl finds where each buffer is on every call (the CUDA driver,
+ * libcuda.so.1, is opened with dlopen at the first collective; without it every buffer is host
+ * memory, and DDL_CUDA=0 makes that so; DDL_CUDA_LIBRARY names another driver library). The buffers
+ * of one call must be of one kind: host and device buffers mixed fail with DDL_ERR_INVALID_ARGUMENT
+ * naming the buffers; every rank of a call must pass the same kind. Device buffers are staged
+ * through pinned host memory in chunks of DDL_CUDA_STAGE_BYTES (default 4 MiB, the same on every
+ * rank), the device copies of one chunk overlapping the host collective of the next; an allreduce
+ * whose ranks all share one host reads its peers' device memory through CUDA IPC instead; there is
+ * no GPUDirect RDMA path yet. Blocking calls return when the result is in the device buffer;
+ * nonblocking ones when their request is done. The calling thread must have made CUDA current (the
+ * buffers' context is used).
  *
  * The _stream forms order the collective on a CUDA stream (a CUstream / cudaStream_t; NULL is
  * the default stream): the collective starts after the work queued on the stream before the
@@ -367,6 +365,59 @@ DDL_API ddl_result_t ddl_allgather_stream(const void *sendbuf, void *recvbuf, si
 DDL_API ddl_result_t ddl_reduce_scatter_stream(const void *sendbuf, void *recvbuf, size_t recvcount,
                                                ddl_datatype_t dtype, ddl_op_t op, ddl_comm_t comm,
                                                void *cuda_stream);
+
+/* ---- Fault tolerance: revoke, agree, shrink, grow --------------------------------------
+ *
+ * A failed call (a dead or unreachable peer: DDL_ERR_REMOTE naming it) leaves its
+ * communicator failed on every rank: each rank that finds a failure tells the others (failure
+ * notices), so their pending and later calls fail promptly too. The job can then go on
+ * without a relaunch: every live rank calls ddl_comm_shrink, which agrees on which ranks are
+ * alive and returns a new communicator of them; ddl_comm_grow later lets new processes join.
+ * These calls are collective over the ranks still alive (each calls them in the same order as
+ * its other calls on the communicator) and tolerate ranks that die while they run. Failed
+ * means: the connection broke, the process is gone (this host), its host fell silent for
+ * DDL_PEER_TIMEOUT_MS (default 5 s; heartbeats), or it has been stopped (SIGSTOP) on this host
+ * for as long; a rank that is only slow to arrive (computing) is waited for, up to the
+ * communicator's deadline. A rank the others declared failed that is still running gets an
+ * error from the shrink (never a seat in the new communicator). */
+
+/* Fails every later call on comm on every rank (through failure notices), so that nobody
+ * waits out a deadline for ranks that went to a shrink. ddl_comm_shrink revokes by itself. */
+DDL_API ddl_result_t ddl_comm_revoke(ddl_comm_t comm);
+
+typedef enum { DDL_AGREE_AND = 0, DDL_AGREE_OR = 1 } ddl_agree_op_t;
+
+/* Fault-tolerant agreement (MPIX_Comm_agree): *value becomes the bitwise AND (or OR) of the
+ * values of the live ranks, the same on all of them, even if ranks die during the call; they
+ * also agree on which ranks failed (ddl_comm_failed_ranks). When some did, comm is failed
+ * from then on (shrink it). E.g. "did every rank write its checkpoint?". */
+DDL_API ddl_result_t ddl_comm_agree(ddl_comm_t comm, ddl_agree_op_t op, uint64_t *value);
+
+/* The ranks (of comm) that the last ddl_comm_agree or ddl_comm_shrink on comm agreed had
+ * failed, ascending: up to capacity of them into ranks (may be NULL when capacity is 0), and
+ * how many there are into *count. */
+DDL_API ddl_result_t ddl_comm_failed_ranks(ddl_comm_t comm, int *ranks, int capacity, int *count);
+
+/* A communicator of the live ranks of comm, ranked in their order in comm, in *newcomm; comm
+ * is revoked and can only be destroyed (after the shrink; its rank numbers stay valid for
+ * ddl_comm_failed_ranks). The ranks in exclude (nexclude of them, the same on every caller; NULL
+ * and 0 for none) are left out as if they had failed and must not call. Every survivor ends
+ * with the same members: a rank that dies during the shrink is agreed away too. A side of a
+ * network partition that holds no majority of the ranks (exactly half with comm's lowest
+ * rank counts) fails with DDL_ERR_REMOTE instead of making a second job; DDL_SHRINK_QUORUM=none
+ * lets any survivors go on. The new communicator is independent of comm (its own sequence
+ * numbers, transports, shared memory and token), as after ddl_comm_split. */
+DDL_API ddl_result_t ddl_comm_shrink(ddl_comm_t comm, const int *exclude, int nexclude,
+                                     ddl_comm_t *newcomm);
+
+/* A communicator of new_size ranks: comm's ranks keep their rank, and new_size - nranks new
+ * processes join as ranks nranks .. new_size-1 by calling ddl_comm_init (or
+ * ddl_comm_init_from_env) with new_size, their rank, the same root_addr and the job's token
+ * (DDL_JOB_TOKEN, or the config's, as comm's ranks were given at init). comm's rank 0 serves
+ * the rendezvous at root_addr ("host:port"). Collective over comm's ranks and the new ones;
+ * comm stays usable. A failed comm must be shrunk first. */
+DDL_API ddl_result_t ddl_comm_grow(ddl_comm_t comm, int new_size, const char *root_addr,
+                                   ddl_comm_t *newcomm);
 
 #ifdef __cplusplus
 } /* extern "C" */

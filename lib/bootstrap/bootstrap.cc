@@ -317,6 +317,10 @@ Status Bootstrap::root_exchange(uint32_t op, uint32_t seq, const std::string &mi
           static_cast<long long>(deadline.elapsed_ms()), absent.size() == 1 ? "" : "s",
           bootstrap::rank_list(absent).c_str());
     }
+    if (opts_.watch) {
+      DDL_RETURN_IF_ERROR(opts_.watch());
+      wait = std::min(wait, kWatchMs);
+    }
     pfds.clear();
     who.clear();
     for (int r = 1; r < n; ++r) {
@@ -419,6 +423,7 @@ Status Bootstrap::peer_exchange(uint32_t op, uint32_t seq, const std::string &mi
     const bool header = reply.stage() == wire::ReplyDecoder::Stage::kHeader;
     const bool text = reply.stage() == wire::ReplyDecoder::Stage::kErrorText;
     buf.resize(reply.need());
+    if (opts_.watch && !text) DDL_RETURN_IF_ERROR(wait_readable(fd, read_deadline));
     // The error text gets its own short deadline: rank 0 sent it just before closing.
     io = bootstrap::recv_all(fd, &buf[0], buf.size(), text ? Deadline(1000) : read_deadline);
     if (!io.ok()) {
@@ -435,6 +440,15 @@ Status Bootstrap::peer_exchange(uint32_t op, uint32_t seq, const std::string &mi
   if (reply.stage() != wire::ReplyDecoder::Stage::kDone) return reply.error();
   *all = std::move(reply.entries());
   return Status::Ok();
+}
+
+Status Bootstrap::wait_readable(int fd, const bootstrap::Deadline &deadline) const {
+  for (;;) {
+    DDL_RETURN_IF_ERROR(opts_.watch());
+    struct pollfd pfd = {fd, POLLIN, 0};
+    const int n = ::poll(&pfd, 1, std::min(deadline.remaining_ms(), kWatchMs));
+    if (n != 0 || deadline.passed()) return Status::Ok();  // recv_all says what it was
+  }
 }
 
 void Bootstrap::abort_peers(const std::string &why) {

@@ -25,6 +25,9 @@
 #include "lib/common/status.h"
 
 namespace ddl {
+namespace bootstrap {
+class Deadline;  // socket.h
+}  // namespace bootstrap
 
 struct BootstrapOptions {
   int rank = -1, nranks = -1;
@@ -60,6 +63,14 @@ struct BootstrapOptions {
   // Rank 0: a socket already listening at root_addr (from open_group_listener), which the
   // bootstrap serves on and closes. A new group's rank 0 binds it before announcing its port.
   int listen_fd = -1;
+  // The rendezvous at root_addr was open before its address was handed out (a new group's,
+  // BootstrapOptions::listen_fd on its rank 0): a refused connection means rank 0 closed it,
+  // having given up, and ends the wait at once instead of at the deadline.
+  bool root_listening = false;
+  // Called about every kWatchMs while a wait for other ranks lasts (connecting, accepting,
+  // each exchange): an error ends the wait with it. A shrink watches the members of its new
+  // communicator through the old one's transport, so that one dying is no wait for the deadline.
+  std::function<Status()> watch;
   // Test hook (ranks other than 0): called with rank 0's address once it is known (from
   // root_addr, PMIx or the file; again if the file changes) and before connecting to it, so
   // that a test can play a stranger against the real rendezvous.
@@ -73,6 +84,8 @@ class Bootstrap {
  public:
   // Largest blob one rank may contribute to allgather.
   static constexpr size_t kMaxBlobBytes = 64 * 1024;
+  // How often BootstrapOptions::watch is called while waiting.
+  static constexpr int kWatchMs = 20;
 
   // Rank 0 listens and accepts nranks-1 peers; the others connect, retrying until the deadline
   // (rank 0 may start later). nranks == 1 touches no network.
@@ -109,6 +122,8 @@ class Bootstrap {
                        std::vector<std::string> *all);
   Status peer_exchange(uint32_t op, uint32_t seq, const std::string &mine,
                        std::vector<std::string> *all);
+  // Waits, calling opts_.watch, until fd has something to read or the deadline passed.
+  Status wait_readable(int fd, const bootstrap::Deadline &deadline) const;
   // Rank 0 after a failure: best-effort error frame to every peer, then shut the sockets so
   // that no peer waits for its deadline.
   void abort_peers(const std::string &why);

@@ -142,7 +142,8 @@ class Connector {
     }
     if (err != 0) {
       ::close(fd);
-      if (err == ECONNREFUSED && addr == accepted_addr_) root_gone_ = true;
+      if (err == ECONNREFUSED && (addr == accepted_addr_ || opts_.root_listening))
+        root_gone_ = true;
       return retry_errno(addr, err);
     }
     accepted_addr_ = addr;
@@ -250,9 +251,10 @@ Status connect_to_root(const BootstrapOptions &opts, const Deadline &deadline, i
       if (a == Attempt::kFatal) return fatal;
       if (connector.root_gone())
         return remote_error(
-            "bootstrap: rank %d: rank 0 (the rendezvous root) at %s took a connection from this "
-            "rank earlier and now refuses connections: it died, or gave up on the job before "
-            "this rank got in (%s%s%s)",
+            "bootstrap: rank %d: rank 0 (the rendezvous root) at %s was listening (it took a "
+            "connection from this rank earlier, or opened its port before announcing it) and now "
+            "refuses connections: it died, or gave up on the job before this rank got in "
+            "(%s%s%s)",
             opts.rank, addr.c_str(), connector.last_error().c_str(),
             connector.refused() ? "; earlier: " : "", connector.refusal().c_str());
     }
@@ -269,6 +271,7 @@ Status connect_to_root(const BootstrapOptions &opts, const Deadline &deadline, i
                     : "or this rank looks for it in the wrong place (DDL_ROOT, or MASTER_ADDR and "
                       "MASTER_PORT, must name rank 0's host and port)");
     }
+    if (opts.watch) DDL_RETURN_IF_ERROR(opts.watch());
     int left = deadline.remaining_ms();
     if (left == 0) {
       std::string why = attempts ? connector.last_error() : file_error;
@@ -282,7 +285,7 @@ Status connect_to_root(const BootstrapOptions &opts, const Deadline &deadline, i
           opts.rank, why.c_str(), static_cast<double>(deadline.elapsed_ms()) / 1000.0,
           earlier.c_str());
     }
-    ::poll(nullptr, 0, notice.cap(std::min(backoff, left)));
+    ::poll(nullptr, 0, notice.cap(std::min(opts.watch ? Bootstrap::kWatchMs : backoff, left)));
     backoff = std::min(backoff * 2, kMaxBackoffMs);
     if (connector.refused()) backoff = kRefusedBackoffMs;
   }

@@ -434,6 +434,11 @@ Status accept_peers(int listen_fd, const BootstrapOptions &opts, const Deadline 
           absent.size() == 1 ? "it is" : "they are");
     }
     int wait = notice.cap(deadline.remaining_ms());
+    if (opts.watch) {
+      result = opts.watch();
+      if (!result.ok()) break;
+      wait = std::min(wait, Bootstrap::kWatchMs);
+    }
     if (deadline.passed()) {
       std::vector<int> absent = absent_ranks();
       std::string more = dropped();

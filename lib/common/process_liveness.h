@@ -11,4 +11,8 @@ namespace ddl {
 // True when it runs, or when this process may not look (then we cannot tell).
 bool process_is_alive(pid_t pid);
 
+// True when the process is stopped by a signal (SIGSTOP, SIGTSTP: state 'T'), not traced by a
+// debugger ('t'). False when it runs, is gone, or this process may not look.
+bool process_is_stopped(pid_t pid);
+
 }  // namespace ddl

@@ -12,75 +12,19 @@
 #include "lib/common/log.h"
 #include "lib/core/collectives.h"
 #include "lib/core/comm.h"
+#include "lib/core/comm_call.h"
 #include "lib/core/group.h"
 #include "lib/core/progress.h"
 #include "lib/core/split.h"
 #include "lib/device/staging.h"
 #include "transports/shm/shared_buffers.h"
 
+using ddl::CommCall;
+using ddl::fail_without_comm;
 using ddl::Status;
+using ddl::wait_for_queued;
 
 namespace {
-
-thread_local std::string t_last_error;  // errors of calls without a (valid) communicator
-
-ddl_result_t fail_without_comm(const Status &s) {
-  t_last_error = s.message();
-  DDL_LOG(ddl::LogLevel::kError, "%s", s.message().c_str());
-  return s.code();
-}
-
-// Marks the communicator in use by this thread for the length of one call.
-class CommCall {
- public:
-  CommCall(ddl_comm *comm, const char *what) : comm_(comm) {
-    if (!comm) {
-      status_ = ddl::invalid_argument("%s: the communicator is NULL", what);
-    } else if (!ddl::comm_is_live(comm)) {
-      status_ = ddl::invalid_usage(
-          "%s: %p is not a live communicator (destroyed, or never "
-          "created by ddl_comm_init)",
-          what, static_cast<void *>(comm));
-    } else if (comm->busy.exchange(true)) {
-      status_ = ddl::invalid_usage(
-          "rank %d: %s: another thread is inside a call on this communicator; calls on one "
-          "communicator must not overlap",
-          comm->rank, what);
-    } else {
-      owned_ = true;
-      // Log lines of this call name this communicator's rank (the thread may drive others).
-      log_rank_.emplace(comm->rank);
-    }
-  }
-  ~CommCall() {
-    if (owned_) comm_->busy.store(false);
-  }
-  bool ok() const { return status_.ok(); }
-  ddl_result_t fail() { return finish(status_); }
-  ddl_result_t finish(const Status &s) {
-    if (s.ok()) return DDL_SUCCESS;
-    if (owned_) {
-      comm_->last_error = s.message();
-      DDL_LOG(ddl::LogLevel::kError, "%s", s.message().c_str());
-      return s.code();
-    }
-    return fail_without_comm(s);
-  }
-
- private:
-  ddl_comm *comm_;
-  Status status_;
-  bool owned_ = false;
-  std::optional<ddl::LogRank> log_rank_;
-};
-
-// Before a call runs on the caller's thread: the nonblocking collectives queued before it
-// must have run (ranks match calls in order). A communicator that never queued one has no
-// progress thread and pays nothing here.
-Status wait_for_queued(ddl_comm *comm) {
-  if (!comm->progress || comm->progress->idle()) return Status::Ok();
-  return comm->progress->drain();
-}
 
 // The caller's count and displacement arrays of a v form (NULL where not given).
 struct CountArrays {
@@ -228,7 +172,7 @@ ddl_result_t start_on_stream(ddl_comm_t comm, const ddl::CollectiveCall &call, v
 // A finished request's result; its words go to the calling thread's last error.
 ddl_result_t request_result(const Status &s) {
   if (s.ok()) return DDL_SUCCESS;
-  t_last_error = s.message();
+  ddl::thread_last_error() = s.message();
   return s.code();
 }
 
@@ -691,7 +635,7 @@ ddl_result_t ddl_mem_free(void *ptr) {
 
 const char *ddl_comm_last_error(ddl_comm_t comm) {
   if (comm && ddl::comm_is_live(comm)) return comm->last_error.c_str();
-  return t_last_error.c_str();
+  return ddl::thread_last_error().c_str();
 }
 
 size_t ddl_datatype_size(ddl_datatype_t dtype) {

@@ -410,6 +410,7 @@ void destroy_comm(ddl_comm *comm) {
   if (comm->transport) {
     comm->transport->cancel(&comm->notice_recv);
     for (TransferRequest &send : comm->notice_sends) comm->transport->cancel(&send);
+    if (comm->agreement) comm->agreement->cancel_all(comm->transport.get());
     comm->transport->close(kCloseTimeoutMs);
   }
   if (comm->rail) comm->rail->close(kCloseTimeoutMs);

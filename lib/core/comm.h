@@ -15,6 +15,7 @@
 #include "ddl/ddl.h"
 #include "lib/algorithms/schedule.h"
 #include "lib/bootstrap/bootstrap.h"
+#include "lib/core/agreement.h"
 #include "lib/core/config.h"
 #include "lib/core/peer_buffers.h"
 #include "lib/exec/executor.h"
@@ -49,7 +50,7 @@ struct ddl_comm {
   ddl::topo::GpuRail gpu_rail;                   // the NIC closest to this rank's GPU, if any
   std::unique_ptr<ddl::RoutedTransport> routes;  // what collectives use: shm, rail, else UCX
   ddl::Executor executor;
-  std::vector<pid_t> pids;  // by rank; 0: in another PID namespace (unknown here)
+  std::vector<pid_t> pids;                  // by rank; 0: in another PID namespace (unknown here)
   std::vector<std::string> pid_namespaces;  // by rank ("pid:[4026531836]")
   // The ranks on this host, ascending (this one included), and each rank's position among
   // its own host's ranks (the index of its shm channels, slots and gates).
@@ -108,6 +109,11 @@ struct ddl_comm {
   // Pinned staging memory and streams for device buffers, made by the first device call
   // (lib/device/staging.h); freed by destroy_comm after the progress thread.
   ddl::device::DeviceState *device = nullptr;
+
+  // Agreements on this communicator (lib/core/agreement.h), and the failed ranks the last one
+  // (agree or shrink) settled on.
+  std::unique_ptr<ddl::AgreementState> agreement;
+  std::vector<int> agreed_failed;
 
   std::atomic<bool> aborted{false};
   std::atomic<bool> busy{false};  // a call is running: a second thread is an error

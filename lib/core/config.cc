@@ -55,6 +55,7 @@ Status resolve_config(const ddl_config_t *config, CommConfig *out) {
     out->job_token = config->job_token;
   else
     out->job_token = env_string("DDL_JOB_TOKEN");
+  out->join_token = out->job_token;
 
   env = env_string("DDL_CHUNK_BYTES");
   uint64_t bytes = 0;

@@ -12,6 +12,9 @@ namespace ddl {
 struct CommConfig {
   int timeout_ms = 300000;
   std::string job_token;
+  // What ranks that join through ddl_comm_grow present: the job's token as given at init (split
+  // and shrink give their communicators fresh tokens for their own rendezvous, not this).
+  std::string join_token;
   size_t chunk_bytes = 512 * 1024;
   std::string algorithm;  // DDL_ALGO: force an algorithm ("" = the cost models choose)
   // DDL_FUSION_BYTES: grouped allreduces up to this size are fused, into buffers of at most

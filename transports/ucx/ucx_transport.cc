@@ -108,6 +108,8 @@ bool host_has_rdma_devices() {
 // queue behind data) or a loaded machine never delays five beats in a row.
 constexpr int kDefaultPeerTimeoutMs = 5000;
 
+}  // namespace
+
 int peer_timeout_ms() {
   const std::string text = env_string("DDL_PEER_TIMEOUT_MS");
   int64_t value = kDefaultPeerTimeoutMs;
@@ -118,6 +120,8 @@ int peer_timeout_ms() {
   }
   return static_cast<int>(value);
 }
+
+namespace {
 
 // This host's name in messages about its ranks: what tells emulated hosts apart, else the
 // machine's name.

@@ -17,6 +17,10 @@
 
 namespace ddl {
 
+// How long a peer may be silent (remote: no heartbeat; see ucx_heartbeat.h) before it counts
+// as lost: DDL_PEER_TIMEOUT_MS, default 5000; 0: never.
+int peer_timeout_ms();
+
 struct UcxOptions {
   // UCX_NET_DEVICES of this transport alone ("eth1", "mlx5_1:1"): a rail's transport drives
   // one NIC. Empty: UCX's choice (the UCX_* variables).

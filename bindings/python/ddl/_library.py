@@ -217,6 +217,15 @@ _OPTIONAL_PROTOTYPES.update({
     "ddl_irecv": (_R, [_P, _N, _I, _I, _handle, _PH]),
 })
 
+# Fault tolerance: revoke, agree, shrink, grow.
+_OPTIONAL_PROTOTYPES.update({
+    "ddl_comm_revoke": (_R, [_handle]),
+    "ddl_comm_agree": (_R, [_handle, _I, ctypes.POINTER(ctypes.c_uint64)]),
+    "ddl_comm_failed_ranks": (_R, [_handle, _c_int_p, _I, _c_int_p]),
+    "ddl_comm_shrink": (_R, [_handle, _c_int_p, _I, _PH]),
+    "ddl_comm_grow": (_R, [_handle, _I, ctypes.c_char_p, _PH]),
+})
+
 
 class _Functions:
     """The loaded library's functions as attributes; optional ones absent are None."""
