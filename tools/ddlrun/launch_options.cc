@@ -35,6 +35,9 @@ const char kUsage[] =
     "                        20000..29999)\n"
     "  -t, --tag-output      prefix every output line with [rank]\n"
     "  --timeout SEC         stop the job after SEC seconds (exit status 124)\n"
+    "  --keep-going          a rank killed by a signal does not stop the others: for jobs\n"
+    "                        that shrink and go on (ddl_comm_shrink); the exit status is\n"
+    "                        the others' (a rank's own non-zero exit still stops the job)\n"
     "  --grace-ms MS         when stopping ranks, wait MS ms after SIGTERM before\n"
     "                        SIGKILL (default 3000)\n"
     "  -x VAR=VALUE          set VAR in every rank's environment (repeatable)\n"
@@ -152,6 +155,10 @@ ParseOutcome parse_launch_options(int argc, char **argv, LaunchOptions *options,
     split_inline_value(arg, &name, &inline_value, &has_inline);
 
     if (name == "-h" || name == "--help") return ParseOutcome::kHelp;
+    if (name == "--keep-going") {
+      options->keep_going = true;
+      continue;
+    }
     if (name == "-t" || name == "--tag-output") {
       options->tag_output = true;
     } else if (name == "-n" || name == "-np" || name == "--np" || name == "--nranks") {

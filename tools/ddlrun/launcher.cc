@@ -410,6 +410,12 @@ void Job::on_rank_exit(RankProcess *proc, int status) {
   bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   if (!failed || stop_reason_ != StopReason::kNone) return;
   int others = running_count();
+  if (options_.keep_going && WIFSIGNALED(status) && others > 0) {
+    std::fprintf(stderr, "ddlrun: rank %d (pid %d) %s; the other %s go on (--keep-going)\n",
+                 proc->rank, static_cast<int>(proc->pid), describe_exit(status).c_str(),
+                 plural_ranks(others).c_str());
+    return;
+  }
   std::string who = proc->host.empty()
                         ? "(pid " + std::to_string(proc->pid) + ")"
                         : "on " + proc->host + " (agent pid " + std::to_string(proc->pid) + ")";

@@ -207,6 +207,27 @@ def _create_backend(store, rank, size, timeout):
     return ext.DdlBackend(rank, size, comm._handle.value, ddl.library_path(), comm)
 
 
+def shrink_group(group=None, attempts=3):
+    """Shrinks `group` (default: the default group) to its live ranks after a failure and
+    returns the new group, as torch.distributed.shrink_group does (which replaces the default
+    group when it shrinks it), but without being told which ranks to exclude: ddl's
+    fault-tolerant agreement (ddl_comm_agree) finds them, the same on every survivor. Call it
+    on every live rank once a collective raised DistBackendError; returns `group` itself when
+    nothing failed. A rank that dies during the shrink is found by the next attempt."""
+    pg = group if group is not None else dist.distributed_c10d._get_default_group()
+    comm = pg._get_backend(torch.device("cpu")).communicator
+    for attempt in range(attempts):
+        comm.agree(1)
+        failed = comm.failed_ranks()
+        if not failed:
+            return pg
+        try:
+            return dist.shrink_group(failed, group=pg)
+        except dist.DistBackendError:
+            if attempt + 1 == attempts:
+                raise
+
+
 # ---- launchers -----------------------------------------------------------------------------
 
 def _env_from_launcher(env=os.environ):

@@ -56,7 +56,8 @@ class DdlBackend : public c10d::Backend {
         api_(std::make_shared<const Api>(Api::load(library))),
         async_(api_->nonblocking()),
         completer_(std::make_shared<Completer>()),
-        owner_(std::move(owner)) {}
+        owner_(std::move(owner)),
+        library_(library) {}
 
   ~DdlBackend() override {
     // The completer may need the GIL to finish (a Future's Python callback, the last reference
@@ -81,6 +82,40 @@ class DdlBackend : public c10d::Backend {
   bool nonblocking() const { return async_; }
 
   void abort() override { api_->comm_abort(comm_); }
+
+  // The ddl.Communicator behind this backend (ddl.torch.shrink_group agrees on it).
+  py::object communicator() const { return owner_; }
+
+  // torch.distributed.shrink_group: a backend of the live ranks less ranks_to_exclude, made
+  // by ddl.Communicator.shrink (ddl_comm_shrink). It revokes this group first whatever
+  // shrink_flags says: SHRINK_ABORT's effect is ddl's default. Options are not overridable.
+  bool supportsShrinking() const override { return true; }
+  c10::intrusive_ptr<c10d::Backend> shrink(
+      const std::vector<int64_t>& ranks_to_exclude, int /*shrink_flags*/,
+      const c10::intrusive_ptr<Options>& /*opts_override*/) override {
+    py::gil_scoped_acquire gil;
+    py::object shrunk;
+    try {
+      shrunk = owner_.attr("shrink")(ranks_to_exclude);
+    } catch (py::error_already_set& e) {
+      C10_THROW_ERROR(DistBackendError, std::string("ddl backend: shrink: ") + e.what());
+    }
+    const int size = shrunk.attr("size").cast<int>();
+    const int expected = size_ - static_cast<int>(ranks_to_exclude.size());
+    if (size != expected) {
+      // torch numbers the new group by the ranks it excluded: more failed meanwhile.
+      const std::string failed = py::str(owner_.attr("failed_ranks")());
+      shrunk.attr("destroy")();
+      C10_THROW_ERROR(DistBackendError,
+                      c10::str("ddl backend: shrink: ", size_ - size, " ranks failed (", failed,
+                               "), not the ", ranks_to_exclude.size(), " excluded: more ranks ",
+                               "died; shrink again excluding them (ddl.torch.shrink_group finds ",
+                               "them)"));
+    }
+    const uintptr_t handle = shrunk.attr("_handle").attr("value").cast<uintptr_t>();
+    return c10::make_intrusive<DdlBackend>(shrunk.attr("rank").cast<int>(), size, handle,
+                                           library_, shrunk);
+  }
 
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
                                            const c10d::AllreduceOptions& opts) override {
@@ -678,6 +713,7 @@ class DdlBackend : public c10d::Backend {
   bool async_;
   std::shared_ptr<Completer> completer_;
   py::object owner_;
+  std::string library_;  // libddl's path, for the backends of shrunk groups
   // Between startCoalescing and endCoalescing: every call is recorded in one ddl group and
   // its Work kept here for the Work endCoalescing returns.
   bool coalescing_ = false;
@@ -693,6 +729,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   py::class_<ddl_torch::DdlBackend, c10d::Backend, c10::intrusive_ptr<ddl_torch::DdlBackend>>(m, "DdlBackend")
       .def(py::init<int, int, uintptr_t, const std::string&, py::object>(), py::arg("rank"),
            py::arg("size"), py::arg("comm"), py::arg("library"), py::arg("owner"))
+      .def_property_readonly("communicator", &ddl_torch::DdlBackend::communicator,
+                             "the ddl.Communicator this backend runs on")
       .def_property_readonly("nonblocking", &ddl_torch::DdlBackend::nonblocking,
                              "whether libddl has nonblocking collectives (else every call blocks)");
 }
