@@ -1,8 +1,10 @@
 // Hosts that fail: 2 emulated hosts (network namespaces on a bridge) x 2 ranks, a large
 // allreduce (or alltoall, or a ring of sends and receives) in a loop; then one host's link
 // goes down, or all its ranks are killed. Every
-// rank must fail within 10 s with DDL_ERR_REMOTE naming the unreachable ranks, and
-// ddl_comm_destroy must return. Needs root (namespaces, veth, a bridge); skipped otherwise.
+// rank must fail within 10 s with DDL_ERR_REMOTE naming the unreachable ranks, then shrink:
+// the side with rank 0 goes on in a communicator of its 2 ranks, the cut-off side refuses
+// (a minority, ddl_comm_shrink's quorum); and ddl_comm_destroy must return. Needs root (namespaces,
+// veth, a bridge); skipped otherwise.
 #include <criterion/criterion.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -143,6 +145,25 @@ ddl_result_t run_work(Work work, std::vector<float> &data, std::vector<float> &o
   for (char &c : message)
     if (c == '\n') c = ' ';
   dprintf(out_fd, "%d failed %d %.1000s\n", rank, static_cast<int>(r), message.c_str());
+  // Then the survivors go on without the lost host: "R shrunk SIZE SECONDS" when the shrink
+  // and a first allreduce on its communicator succeed, else "R shrink-failed CODE message".
+  ddl_comm_t shrunk = nullptr;
+  const auto shrink_start = std::chrono::steady_clock::now();
+  r = ddl_comm_shrink(comm, nullptr, 0, &shrunk);
+  float one = 1, sum = 0;
+  if (r == DDL_SUCCESS) r = ddl_allreduce(&one, &sum, 1, DDL_FLOAT32, DDL_SUM, shrunk);
+  int size = 0;
+  if (r == DDL_SUCCESS) ddl_comm_size(shrunk, &size);
+  if (r == DDL_SUCCESS && sum == static_cast<float>(size)) {
+    dprintf(out_fd, "%d shrunk %d %.2f\n", rank, size,
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - shrink_start).count());
+  } else {
+    message = ddl_comm_last_error(shrunk ? shrunk : comm);
+    for (char &c : message)
+      if (c == '\n') c = ' ';
+    dprintf(out_fd, "%d shrink-failed %d %.1000s\n", rank, static_cast<int>(r), message.c_str());
+  }
+  if (shrunk) ddl_comm_destroy(shrunk);
   const auto start = std::chrono::steady_clock::now();
   ddl_comm_destroy(comm);
   dprintf(out_fd, "%d destroyed %.2f\n", rank,
@@ -157,6 +178,9 @@ struct Outcome {
   std::string message;
   bool destroyed = false;
   double destroy_s = -1;
+  int shrunk_size = 0;  // of the communicator ddl_comm_shrink returned (0: none)
+  double shrink_s = -1;
+  std::string shrink_error;
 };
 
 enum class Fault { kLinkDown, kHostKilled };
@@ -195,7 +219,7 @@ std::vector<Outcome> run_with_fault(Fault fault, Work work = Work::kAllreduce) {
       }
       injected = true;
       fault_at = std::chrono::steady_clock::now();
-      deadline = fault_at + std::chrono::seconds(static_cast<int>(kLimitS) + 15);
+      deadline = fault_at + std::chrono::seconds(static_cast<int>(kLimitS) + 30);
     }
     pollfd p = {fds[0], POLLIN, 0};
     if (poll(&p, 1, 50) <= 0) continue;
@@ -225,6 +249,12 @@ std::vector<Outcome> run_with_fault(Fault fault, Work work = Work::kAllreduce) {
         o.message = rest.substr(rest.find(' ') + 1);
         fprintf(stderr, "rank %d after %.2f s: %s: %s\n", rank, o.detected_s,
                 ddl_result_string(static_cast<ddl_result_t>(o.code)), o.message.c_str());
+      } else if (!strcmp(word, "shrunk")) {
+        sscanf(rest.c_str(), "%d %lf", &o.shrunk_size, &o.shrink_s);
+        fprintf(stderr, "rank %d: shrunk to %d ranks in %.2f s\n", rank, o.shrunk_size, o.shrink_s);
+      } else if (!strcmp(word, "shrink-failed")) {
+        o.shrink_error = rest;
+        fprintf(stderr, "rank %d: shrink failed: %s\n", rank, rest.c_str());
       } else if (!strcmp(word, "destroyed")) {
         o.destroyed = true;
         o.destroy_s = atof(rest.c_str());
@@ -267,6 +297,15 @@ Test(host_failure, a_link_down_is_named_on_every_rank_within_10_s) {
   const std::vector<Outcome> outcomes = run_with_fault(Fault::kLinkDown);
   for (int r = 0; r < kRanks; ++r) {
     check_failed_in_time(outcomes[r], r);
+    // Each side finds the other failed: only the side with rank 0 (half of the ranks, with
+    // the lowest) goes on; the other refuses to make a second job.
+    if (r < 2)
+      cr_expect(outcomes[r].shrunk_size == 2, "rank %d: shrunk to %d: %s", r,
+                outcomes[r].shrunk_size, outcomes[r].shrink_error.c_str());
+    else
+      cr_expect(outcomes[r].shrunk_size == 0 && contains(outcomes[r].shrink_error, "minority"),
+                "rank %d: shrunk to %d: %s", r, outcomes[r].shrunk_size,
+                outcomes[r].shrink_error.c_str());
     const char other = r < 2 ? 'b' : 'a';
     const int first = r < 2 ? 2 : 0;
     for (int lost = first; lost < first + 2; ++lost)
@@ -283,6 +322,8 @@ Test(host_failure, a_killed_host_is_named_on_the_survivors_within_10_s) {
   const std::vector<Outcome> outcomes = run_with_fault(Fault::kHostKilled);
   for (int r = 0; r < 2; ++r) {
     check_failed_in_time(outcomes[r], r);
+    cr_expect(outcomes[r].shrunk_size == 2, "rank %d: shrunk to %d: %s", r, outcomes[r].shrunk_size,
+              outcomes[r].shrink_error.c_str());
     for (int lost = 2; lost < 4; ++lost)
       cr_expect(contains(outcomes[r].message, "rank " + std::to_string(lost) + " (host b)"),
                 "rank %d does not name killed rank %d: %s", r, lost, outcomes[r].message.c_str());
