@@ -35,17 +35,17 @@ fi
 
 shm_before=$(ls /dev/shm | sort)
 total_bad=0
-printf '%-62s %6s %6s %6s %8s\n' kind passed failed hung "median s"
+printf '%-62s %6s %6s %6s %9s\n' kind passed failed hung "median ms"
 for entry in "${kinds[@]}"; do
   binary=${entry%% *} test=${entry#* }
   name=${test#*/}
   passed=0 failed=0 hung=0 times=()
   for ((i = 1; i <= count; i++)); do
     log=$logs/$name.$i.log
-    start=$(date +%s.%N)
+    start=$(date +%s%N)
     timeout -s KILL "$limit" "$binary" --jobs 1 --filter "$test" > "$log" 2>&1
     rc=$?
-    times+=("$(echo "$(date +%s.%N) - $start" | bc)")
+    times+=("$((($(date +%s%N) - start) / 1000000))")
     case $rc in
       0) passed=$((passed + 1)); rm -f "$log" ;;
       137) hung=$((hung + 1)) ;;
@@ -53,7 +53,7 @@ for entry in "${kinds[@]}"; do
     esac
   done
   median=$(printf '%s\n' "${times[@]}" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
-  printf '%-62s %6d %6d %6d %8.2f\n' "$name" "$passed" "$failed" "$hung" "$median"
+  printf '%-62s %6d %6d %6d %9d\n' "$name" "$passed" "$failed" "$hung" "$median"
   total_bad=$((total_bad + failed + hung))
 done
 leftovers=$(comm -13 <(echo "$shm_before") <(ls /dev/shm | sort))

@@ -228,10 +228,11 @@ Test(elastic, a_stopped_rank_is_left_out_and_told_so_when_it_continues) {
           // Continued by rank 0 after the others shrank.
           ddl_comm_t shrunk = nullptr;
           ddl_result_t r = ddl_comm_shrink(comm, nullptr, 0, &shrunk);
-          RANK_CHECK(r == DDL_ERR_REMOTE && shrunk == nullptr &&
-                         contains(ddl_comm_last_error(comm), "declared rank 2 failed"),
-                     "the continued rank got %s: %s", ddl_result_string(r),
-                     ddl_comm_last_error(comm));
+          // The words depend on how far the others got meanwhile: "declared rank 2 failed"
+          // when their decision reached it; a minority of 1 when they had already left the
+          // old communicator (connections closed). Either way: an error, and no seat.
+          RANK_CHECK(r == DDL_ERR_REMOTE && shrunk == nullptr, "the continued rank got %s: %s",
+                     ddl_result_string(r), ddl_comm_last_error(comm));
           return 0;
         }
         ddl_result_t r = ddl_allreduce(&one, &sum, 1, DDL_FLOAT32, DDL_SUM, comm);
