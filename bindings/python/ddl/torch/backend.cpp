@@ -10,6 +10,7 @@
 // package already loaded, so that both use one copy of libddl and nothing here links to it.
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -86,6 +87,34 @@ class DdlBackend : public c10d::Backend {
   // The ddl.Communicator behind this backend (ddl.torch.shrink_group agrees on it).
   py::object communicator() const { return owner_; }
 
+  // torch.distributed.split_group (and DeviceMesh's sub-meshes where torch splits): every rank
+  // of this group calls it, `ranks` being the group ranks of its new group (in new-rank order),
+  // or of another group when it joins none. One ddl_comm_split (ddl.Communicator.split), no
+  // store rendezvous: a group's color is its lowest rank, a member's key its position.
+  bool supportsSplitting() const override { return true; }
+  // What torch copies for a split's child: the name and torch's default deadline (the child
+  // keeps ddl's own, inherited through ddl_comm_split, whatever this says).
+  c10::intrusive_ptr<Options> getBackendOptions() override {
+    return c10::make_intrusive<Options>("ddl");
+  }
+  c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& /*store*/,
+                                          const std::vector<int>& ranks,
+                                          const c10::intrusive_ptr<Options>& /*opts*/) override {
+    const auto me = std::find(ranks.begin(), ranks.end(), rank_);
+    const bool member = me != ranks.end();
+    const int color = member ? *std::min_element(ranks.begin(), ranks.end()) : -1;
+    const int key = member ? static_cast<int>(me - ranks.begin()) : 0;
+    py::gil_scoped_acquire gil;
+    py::object part;
+    try {
+      part = owner_.attr("split")(color, key);
+    } catch (py::error_already_set& e) {
+      C10_THROW_ERROR(DistBackendError, std::string("ddl backend: split: ") + e.what());
+    }
+    if (part.is_none()) return nullptr;
+    return adopt(part);
+  }
+
   // torch.distributed.shrink_group: a backend of the live ranks less ranks_to_exclude, made
   // by ddl.Communicator.shrink (ddl_comm_shrink). It revokes this group first whatever
   // shrink_flags says: SHRINK_ABORT's effect is ddl's default. Options are not overridable.
@@ -112,9 +141,14 @@ class DdlBackend : public c10d::Backend {
                                "died; shrink again excluding them (ddl.torch.shrink_group finds ",
                                "them)"));
     }
-    const uintptr_t handle = shrunk.attr("_handle").attr("value").cast<uintptr_t>();
-    return c10::make_intrusive<DdlBackend>(shrunk.attr("rank").cast<int>(), size, handle,
-                                           library_, shrunk);
+    return adopt(shrunk);
+  }
+
+  // A backend on a ddl.Communicator made from this one's (split, shrink), which it keeps alive.
+  c10::intrusive_ptr<c10d::Backend> adopt(py::object comm) const {
+    const uintptr_t handle = comm.attr("_handle").attr("value").cast<uintptr_t>();
+    return c10::make_intrusive<DdlBackend>(comm.attr("rank").cast<int>(),
+                                           comm.attr("size").cast<int>(), handle, library_, comm);
   }
 
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
