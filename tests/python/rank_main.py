@@ -10,6 +10,7 @@ import array
 import gc
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -475,6 +476,42 @@ def scenario_killed(comm):
     print("ok")
 
 
+def scenario_elastic(comm, grow_port):
+    """3 ranks: rank 1 dies; the others agree on it, shrink to 2, and grow back to 3 with a
+    new process (this script's "joiner", started by the shrunk group's rank 0)."""
+    me = comm.rank
+    assert comm.agree(0b110 | me, op="and") == 0b110 & 0b111 & 0b110  # AND of 6, 7, 6
+    assert comm.agree(1 << me, op="or") == 0b111
+    assert comm.failed_ranks() == []
+    comm.barrier()
+    if me == 1:
+        os.kill(os.getpid(), signal.SIGKILL)
+    try:
+        for _ in range(1000):
+            comm.allreduce(np.ones(10))
+        raise AssertionError("allreduces went on without the killed rank")
+    except ddl.Error as e:
+        assert "rank 1" in e.message, e.message
+    assert comm.agree(1 << me, op="or") == 0b101
+    assert comm.failed_ranks() == [1]
+    small = comm.shrink()
+    assert (small.size, small.rank) == (2, {0: 0, 2: 1}[me])
+    root = f"127.0.0.1:{grow_port}"
+    joiner = None
+    if small.rank == 0:
+        joiner = subprocess.Popen([sys.executable, __file__, "joiner", root],
+                                  env=dict(os.environ), stdin=subprocess.DEVNULL)
+    grown = small.grow(3, root)
+    assert (grown.size, grown.rank) == (3, small.rank)
+    total = grown.allreduce(np.array([float(grown.rank + 1)]))
+    assert total[0] == 6, total
+    grown.destroy()
+    small.destroy()
+    if joiner:
+        assert joiner.wait(timeout=60) == 0, "the joiner failed"
+    print("ok")
+
+
 def scenario_abort(comm):
     """abort() from another thread ends a blocked call at once (the call released the GIL:
     the aborting thread ran meanwhile)."""
@@ -550,6 +587,12 @@ def scenario_smoke(comm):
 
 def main():
     name, args = sys.argv[1], sys.argv[2:]
+    if name == "joiner":  # joins a grown communicator as its last rank (scenario_elastic)
+        comm = ddl.Communicator(3, 2, args[0], job_token=os.environ["DDL_JOB_TOKEN"])
+        total = comm.allreduce(np.array([3.0]))
+        assert total[0] == 6, total
+        comm.destroy()
+        return
     fn = globals()["scenario_" + name]
     if name == "explicit":
         fn(None)
