@@ -33,19 +33,48 @@ Test(abi, enum_values_are_pinned) {
   cr_assert_eq(DDL_FLOAT64, 9);
   cr_assert_eq(DDL_SUM, 0);
   cr_assert_eq(DDL_AVG, 4);
+  cr_assert_eq(DDL_AGREE_AND, 0);
+  cr_assert_eq(DDL_AGREE_OR, 1);
   cr_assert_eq(sizeof(ddl_result_t), sizeof(int));
   cr_assert_eq(sizeof(ddl_datatype_t), sizeof(int));
 }
 
 static const char *const kFunctions[] = {
-    "ddl_get_version",   "ddl_comm_init_from_env", "ddl_comm_init",      "ddl_comm_destroy",
-    "ddl_comm_abort",    "ddl_comm_rank",          "ddl_comm_size",      "ddl_allreduce",
-    "ddl_broadcast",     "ddl_allgather",          "ddl_reduce_scatter", "ddl_barrier",
-    "ddl_result_string", "ddl_comm_last_error",    "ddl_datatype_size",  "ddl_datatype_name",
-    "ddl_op_name",       "ddl_mem_alloc",          "ddl_mem_free",       "ddl_comm_split",
-    "ddl_iallreduce",    "ddl_ibroadcast",         "ddl_iallgather",     "ddl_ireduce_scatter",
-    "ddl_ibarrier",      "ddl_test",               "ddl_wait",           "ddl_request_free",
-    "ddl_group_start",   "ddl_group_end",
+    "ddl_get_version",
+    "ddl_comm_init_from_env",
+    "ddl_comm_init",
+    "ddl_comm_destroy",
+    "ddl_comm_abort",
+    "ddl_comm_rank",
+    "ddl_comm_size",
+    "ddl_allreduce",
+    "ddl_broadcast",
+    "ddl_allgather",
+    "ddl_reduce_scatter",
+    "ddl_barrier",
+    "ddl_result_string",
+    "ddl_comm_last_error",
+    "ddl_datatype_size",
+    "ddl_datatype_name",
+    "ddl_op_name",
+    "ddl_mem_alloc",
+    "ddl_mem_free",
+    "ddl_comm_split",
+    "ddl_iallreduce",
+    "ddl_ibroadcast",
+    "ddl_iallgather",
+    "ddl_ireduce_scatter",
+    "ddl_ibarrier",
+    "ddl_test",
+    "ddl_wait",
+    "ddl_request_free",
+    "ddl_group_start",
+    "ddl_group_end",
+    "ddl_comm_revoke",
+    "ddl_comm_agree",
+    "ddl_comm_failed_ranks",
+    "ddl_comm_shrink",
+    "ddl_comm_grow",
 };
 
 /* Stream-ordered collectives (CUDA), exported on every build. */
