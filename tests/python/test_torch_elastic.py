@@ -30,6 +30,7 @@ def scenario_shrink_excluding(torch, dist, rank):
 
 def scenario_shrink_after_kill(torch, dist, rank):
     import ddl.torch
+    from torch._C._distributed_c10d import ErrorType
     assert _sum_of(torch, dist, 1) == 4
     if rank == 1:
         os.kill(os.getpid(), signal.SIGKILL)
@@ -39,10 +40,14 @@ def scenario_shrink_after_kill(torch, dist, rank):
         raise AssertionError("the collectives went on without rank 1")
     except dist.DistBackendError as e:
         assert "rank 1" in str(e), str(e)
+    backend = dist.group.WORLD._get_backend(torch.device("cpu"))
+    assert backend.get_error() == ErrorType.REMOTE_ERROR  # Backend::getError
     ddl.torch.shrink_group()
     old_ranks = {0: 0, 2: 1, 3: 2}
     assert dist.get_world_size() == 3 and dist.get_rank() == old_ranks[rank]
     assert _sum_of(torch, dist, rank) == 5  # 0 + 2 + 3
+    new_backend = dist.group.WORLD._get_backend(torch.device("cpu"))
+    assert new_backend.get_error() == ErrorType.SUCCESS
 
 
 def scenario_split(torch, dist, rank):

@@ -84,6 +84,23 @@ class DdlBackend : public c10d::Backend {
 
   void abort() override { api_->comm_abort(comm_); }
 
+  // SUCCESS until a call failed in a way that leaves the group unusable (then shrink it).
+  c10d::ErrorType getError() override { return completer_->error(); }
+
+  // destroy_process_group: ends the Works in flight, then frees the ddl communicator at once
+  // rather than when Python lets go of this backend; later calls fail, naming a destroyed
+  // communicator.
+  void shutdown() override {
+    if (Py_IsInitialized() && PyGILState_Check()) {
+      py::gil_scoped_release nogil;  // a Work's callback may need the GIL to finish
+      completer_->stop();
+    } else {
+      completer_->stop();
+    }
+    py::gil_scoped_acquire gil;
+    owner_.attr("destroy")();
+  }
+
   // The ddl.Communicator behind this backend (ddl.torch.shrink_group agrees on it).
   py::object communicator() const { return owner_; }
 
@@ -554,6 +571,7 @@ class DdlBackend : public c10d::Backend {
     const int rc = api_->group_end();
     if (rc) {
       for (auto& part : w->parts) part->complete();  // their requests end with the group
+      completer_->note_failure(rc);
       C10_THROW_ERROR(DistBackendError, api_->message(rc, nullptr, "coalesced calls"));
     }
     return w;
@@ -701,6 +719,7 @@ class DdlBackend : public c10d::Backend {
   }
 
   [[noreturn]] void throw_failure(int rc, c10d::OpType type) {
+    completer_->note_failure(rc);
     C10_THROW_ERROR(DistBackendError,
                     api_->message(rc, comm_, c10d::opTypeToString(type).c_str()));
   }

@@ -99,6 +99,7 @@ class DdlWork : public c10d::Work {
   }
 
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
+  void note_failure(int rc);  // tells the backend (Completer::note_failure)
 
   std::vector<at::Tensor> result() override { return outputs_; }
 
@@ -121,6 +122,7 @@ class DdlWork : public c10d::Work {
         // The words of a failed ddl_wait are in this thread's last error (ddl.h).
         if (rc && failure.empty())
           failure = api_->message(rc, nullptr, c10d::opTypeToString(retrieveOpType()).c_str());
+        if (rc) note_failure(rc);
         api_->request_free(r);
       }
       requests.clear();
@@ -174,6 +176,24 @@ class Completer {
  public:
   ~Completer() { stop(); }
 
+  // The first failure that leaves the communicator unusable (a dead or silent peer, a
+  // deadline, the system), from a blocking call or a Work: what Backend::getError reports.
+  // Refused arguments change nothing and are not recorded.
+  void note_failure(int rc) {
+    if (rc == kRemote || rc == kTimeout || rc == kSystem || rc == kInternal) {
+      int none = 0;
+      failure_.compare_exchange_strong(none, rc);
+    }
+  }
+  c10d::ErrorType error() const {
+    switch (failure_.load()) {
+      case 0: return c10d::ErrorType::SUCCESS;
+      case kTimeout: return c10d::ErrorType::TIMEOUT;
+      case kRemote: return c10d::ErrorType::REMOTE_ERROR;
+      default: return c10d::ErrorType::COMM_ERROR;
+    }
+  }
+
   // False once stopped: the caller completes the Work itself.
   bool add(c10::intrusive_ptr<DdlWork> w) {
     std::lock_guard<std::mutex> g(mu_);
@@ -215,12 +235,19 @@ class Completer {
     }
   }
 
+  // ddl.h's result codes (never renumbered).
+  static constexpr int kSystem = 3, kInternal = 4, kRemote = 5, kTimeout = 6;
+  std::atomic<int> failure_{0};
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<c10::intrusive_ptr<DdlWork>> queue_;
   bool stopped_ = false;
   std::thread thread_;
 };
+
+inline void DdlWork::note_failure(int rc) {
+  if (completer_) completer_->note_failure(rc);
+}
 
 inline c10::intrusive_ptr<c10::ivalue::Future> DdlWork::getFuture() {
   if (!done_ && completer_ && !queued_.exchange(true)) {
