@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -47,19 +48,42 @@ int sh(const std::string &command) {
   return system((command + " >/dev/null 2>&1").c_str());
 }
 
-void teardown_hosts() {
-  if (g_prefix.empty()) return;
+// Removes the namespaces, ports and bridge of the test process whose prefix is `prefix`.
+void teardown_prefix(const std::string &prefix) {
   for (char h : {'a', 'b'}) {
-    sh("ip netns del " + ns(h));
-    sh("ip link del " + bridge_port(h));
+    sh("ip netns del " + prefix + "-" + h);
+    sh("ip link del " + prefix + h + "p");
   }
-  sh("ip link del " + g_prefix + "br");
+  sh("ip link del " + prefix + "br");
+}
+
+void teardown_hosts() {
+  if (!g_prefix.empty()) teardown_prefix(g_prefix);
+}
+
+// A test process killed before its teardown (a harness's timeout, a stress script's SIGKILL)
+// leaves its hosts behind: remove those of "dhf<pid>" processes that are gone.
+void remove_stale_hosts() {
+  FILE *list = popen("ip netns list 2>/dev/null", "r");
+  if (!list) return;
+  char line[256];
+  std::vector<std::string> stale;
+  while (fgets(line, sizeof line, list)) {
+    int pid = 0;
+    char host = 0;
+    if (sscanf(line, "dhf%d-%c", &pid, &host) == 2 && host == 'a' && pid > 0 && kill(pid, 0) != 0 &&
+        errno == ESRCH)
+      stale.push_back("dhf" + std::to_string(pid));
+  }
+  pclose(list);
+  for (const std::string &prefix : stale) teardown_prefix(prefix);
 }
 
 // Two namespaces, each with a veth to a bridge in this one, 10.79.0.1 and .2, 1 Gbit/s.
 // False (nothing left behind) when this machine does not allow it.
 bool setup_hosts() {
-  g_prefix = "dhf" + std::to_string(getpid() % 100000);
+  remove_stale_hosts();
+  g_prefix = "dhf" + std::to_string(getpid());  // at most 7 digits: names fit in 15
   teardown_hosts();
   const std::string br = g_prefix + "br";
   if (sh("ip link add " + br + " type bridge") != 0 || sh("ip link set " + br + " up") != 0)
