@@ -107,6 +107,26 @@ def run_ranks(nranks, scenario, *args, timeout=90, env=None, expect=None, main=R
     return results
 
 
+def run_ddlrun(nranks, command, timeout, keep_going=False):
+    """Runs `command` (a Python script and its arguments) as nranks processes under ddlrun,
+    torch's launcher variables cleared; fails the test on a hang or a non-zero exit (with the
+    output), skips without ddlrun. Returns the output."""
+    if not os.access(DDLRUN, os.X_OK):
+        pytest.skip(f"no ddlrun at {DDLRUN} (build ddl first)")
+    cmd = [DDLRUN, "-n", str(nranks)] + (["--keep-going"] if keep_going else []) + \
+        ["--", sys.executable, *command]
+    env = package_env(dict(os.environ))
+    for var in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(var, None)
+    try:
+        p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           stdin=subprocess.DEVNULL, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        pytest.fail(f"{' '.join(cmd)} hung:\n{e.stdout}")
+    assert p.returncode == 0, f"{' '.join(cmd)} failed:\n{p.stdout}"
+    return p.stdout
+
+
 def has_module(name):
     import importlib.util
     return importlib.util.find_spec(name) is not None

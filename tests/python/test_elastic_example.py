@@ -7,12 +7,10 @@ ends with the same parameters. Under a timeout.
 import json
 import os
 import re
-import subprocess
-import sys
 
 import pytest
 
-from conftest import DDLRUN, REPO, package_env
+from conftest import REPO, run_ddlrun
 
 EXAMPLE = os.path.join(REPO, "examples", "elastic_train.py")
 TOLERANCE = 1e-6  # the same sums in the same order: equal in practice
@@ -21,26 +19,14 @@ pytest.importorskip("torch", reason="torch is not installed in this Python")
 
 
 def train(tmp_path, name, *extra, keep_going=False):
-    if not os.access(DDLRUN, os.X_OK):
-        pytest.skip(f"no ddlrun at {DDLRUN} (build ddl first)")
     out = tmp_path / f"{name}.json"
-    cmd = [DDLRUN, "-n", "4"] + (["--keep-going"] if keep_going else []) + \
-        ["--", sys.executable, EXAMPLE, "--steps", "8", "--at-step", "3", "--json", str(out),
-         *extra]
-    env = package_env(dict(os.environ))
-    for var in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
-        env.pop(var, None)
-    try:
-        p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                           stdin=subprocess.DEVNULL, text=True, timeout=240)
-    except subprocess.TimeoutExpired as e:
-        pytest.fail(f"{' '.join(cmd)} hung:\n{e.stdout}")
-    assert p.returncode == 0, f"{' '.join(cmd)} failed:\n{p.stdout}"
-    sums = re.findall(r"param checksum ([-+0-9.eE]+)", p.stdout)
-    assert len(sums) == 3, p.stdout
-    assert len(set(sums)) == 1, f"survivors disagree on the parameters: {sums}\n{p.stdout}"
+    log = run_ddlrun(4, [EXAMPLE, "--steps", "8", "--at-step", "3", "--json", str(out), *extra],
+                     timeout=240, keep_going=keep_going)
+    sums = re.findall(r"param checksum ([-+0-9.eE]+)", log)
+    assert len(sums) == 3, log
+    assert len(set(sums)) == 1, f"survivors disagree on the parameters: {sums}\n{log}"
     with open(out) as f:
-        return json.load(f), p.stdout
+        return json.load(f), log
 
 
 # Not rank 0 here: under ddlrun (env://) torch's TCPStore lives in rank 0's process, and

@@ -7,7 +7,6 @@ scenario name; every job runs under a timeout.
 
 import os
 import signal
-import subprocess
 import sys
 
 
@@ -78,25 +77,13 @@ def worker(name):
 if __name__ != "__main__":
     import pytest
 
-    from conftest import DDLRUN, package_env
+    from conftest import run_ddlrun
 
     pytest.importorskip("torch", reason="torch is not installed in this Python")
 
     def run(name, keep_going=False):
-        if not os.access(DDLRUN, os.X_OK):
-            pytest.skip(f"no ddlrun at {DDLRUN} (build ddl first)")
-        cmd = [DDLRUN, "-n", "4"] + (["--keep-going"] if keep_going else []) + \
-            ["--", sys.executable, os.path.abspath(__file__), name]
-        env = package_env(dict(os.environ))
-        for var in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
-            env.pop(var, None)
-        try:
-            p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               stdin=subprocess.DEVNULL, text=True, timeout=180)
-        except subprocess.TimeoutExpired as e:
-            pytest.fail(f"{name} hung:\n{e.stdout}")
-        assert p.returncode == 0, f"{name} failed:\n{p.stdout}"
-        return p.stdout
+        return run_ddlrun(4, [os.path.abspath(__file__), name], timeout=180,
+                          keep_going=keep_going)
 
     def test_shrink_group_leaves_out_the_excluded_rank():
         assert run("shrink_excluding").count("shrink_excluding ok") == 4  # rank 3 too, untouched

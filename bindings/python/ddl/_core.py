@@ -10,6 +10,7 @@ import enum
 import threading
 
 from . import _library
+from ._elastic import ElasticMixin
 from ._buffers import as_buffer, check_same_dtype, resolve_pair
 
 # ddl_result_t, by value (names never change; values are never renumbered).
@@ -259,7 +260,7 @@ class Request:
 _LOG_LEVELS = {"error": 0, "warn": 1, "warning": 1, "info": 2, "debug": 3}
 
 
-class Communicator:
+class Communicator(ElasticMixin):
     """A ddl communicator: `Communicator(size, rank, root_addr, ...)` (ddl_comm_init) or
     `ddl.init()` (from the launcher's environment). Collective calls must be made by every
     rank in the same order. Not for concurrent use by several threads, except abort()."""
@@ -664,78 +665,6 @@ class Communicator:
             _raise_for(rc, handle)
         if not new:
             return None
-        return Communicator._from_handle(new)
-
-    # -- going on after a failure (ddl.h, "Fault tolerance")
-
-    def _elastic(self, name):
-        fn = getattr(self._fns, name, None)
-        if fn is None:
-            raise LibraryTooOldError(name)
-        return fn
-
-    def revoke(self):
-        """ddl_comm_revoke: every later call on this communicator fails, on every rank, so
-        that nobody waits out a deadline for ranks that went to shrink() instead."""
-        handle = self._live()
-        rc = self._elastic("ddl_comm_revoke")(handle)
-        if rc:
-            _raise_for(rc, handle)
-
-    def agree(self, value, op="and"):
-        """ddl_comm_agree: the bitwise AND (op="and") or OR ("or") of the 64-bit values of
-        the live ranks, the same on every one of them even when ranks die meanwhile. The
-        ranks found failed are in failed_ranks() afterwards (then only shrink() goes on)."""
-        handle = self._live()
-        ops = {"and": 0, "or": 1}
-        if op not in ops:
-            raise ValueError(f"agree: op {op!r} is not 'and' or 'or'")
-        v = ctypes.c_uint64(int(value) & (2**64 - 1))
-        rc = self._elastic("ddl_comm_agree")(handle, ops[op], ctypes.byref(v))
-        if rc:
-            _raise_for(rc, handle)
-        return v.value
-
-    def failed_ranks(self):
-        """The ranks of this communicator that the last agree() or shrink() agreed had
-        failed, ascending."""
-        handle = self._live()
-        fn = self._elastic("ddl_comm_failed_ranks")
-        count = ctypes.c_int()
-        rc = fn(handle, None, 0, ctypes.byref(count))
-        if rc:
-            _raise_for(rc, handle)
-        ranks = (ctypes.c_int * max(1, count.value))()
-        rc = fn(handle, ranks, count.value, ctypes.byref(count))
-        if rc:
-            _raise_for(rc, handle)
-        return list(ranks[:count.value])
-
-    def shrink(self, exclude=()):
-        """ddl_comm_shrink: a new Communicator of the live ranks, in their order here (ranks
-        in exclude are left out on purpose and must not call). Collective over the live
-        ranks; this one is revoked and can only be destroyed. Raises Error on a rank the
-        others declared failed, and on the minority side of a network partition."""
-        handle = self._live()
-        exclude = [int(r) for r in exclude]
-        array = (ctypes.c_int * max(1, len(exclude)))(*exclude)
-        new = ctypes.c_void_p()
-        rc = self._elastic("ddl_comm_shrink")(handle, array if exclude else None, len(exclude),
-                                             ctypes.byref(new))
-        if rc:
-            _raise_for(rc, handle)
-        return Communicator._from_handle(new)
-
-    def grow(self, size, root_addr):
-        """ddl_comm_grow: a Communicator of size ranks, this one's ranks first (same ranks),
-        then new processes that join with Communicator(size, rank, root_addr, job_token)
-        (the job's token). Rank 0 here serves the rendezvous at root_addr ("host:port")."""
-        handle = self._live()
-        new = ctypes.c_void_p()
-        rc = self._elastic("ddl_comm_grow")(handle, int(size), str(root_addr).encode(),
-                                           ctypes.byref(new))
-        if rc:
-            _raise_for(rc, handle)
         return Communicator._from_handle(new)
 
 
