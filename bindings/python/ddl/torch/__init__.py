@@ -99,7 +99,7 @@ def _extension_built_here():
     # loaded by another (C++ ABI), and torch's cache keys only on sources and flags. So is a
     # digest of every file of the backend: torch's cache does not see a change to a header.
     tag = torch.__version__.split("+")[0].replace(".", "_")
-    files = [os.path.join(here, name) for name in ("backend.cpp", "libddl_api.h", "work.h")]
+    files = [os.path.join(here, name) for name in ("backend.cpp", "libddl_api.h", "work.h", "membership.h")]
     digest = hashlib.sha256()
     for path in files:
         with open(path, "rb") as f:

@@ -32,23 +32,6 @@
 
 namespace ddl_torch {
 
-// A contiguous tensor ddl can use for t: t itself, or a contiguous copy (then `back` copies
-// the result into t when the collective has ended).
-at::Tensor contiguous_for(const at::Tensor& t, std::vector<std::function<void()>>& back,
-                          bool output) {
-  if (t.is_contiguous()) return t;
-  at::Tensor c = t.contiguous();
-  if (output) back.push_back([t, c]() mutable { t.copy_(c); });
-  return c;
-}
-
-std::function<void()> all_of(std::vector<std::function<void()>> steps) {
-  if (steps.empty()) return nullptr;
-  return [steps = std::move(steps)] {
-    for (auto& s : steps) s();
-  };
-}
-
 class DdlBackend : public c10d::Backend {
  public:
   DdlBackend(int rank, int size, uintptr_t comm, const std::string& library, py::object owner)
@@ -87,86 +70,21 @@ class DdlBackend : public c10d::Backend {
   // SUCCESS until a call failed in a way that leaves the group unusable (then shrink it).
   c10d::ErrorType getError() override { return completer_->error(); }
 
-  // destroy_process_group: ends the Works in flight, then frees the ddl communicator at once
-  // rather than when Python lets go of this backend; later calls fail, naming a destroyed
-  // communicator.
-  void shutdown() override {
-    if (Py_IsInitialized() && PyGILState_Check()) {
-      py::gil_scoped_release nogil;  // a Work's callback may need the GIL to finish
-      completer_->stop();
-    } else {
-      completer_->stop();
-    }
-    py::gil_scoped_acquire gil;
-    owner_.attr("destroy")();
-  }
-
+  // The group's life after a failure and its parts (membership.h): shutdown, split, shrink.
+  void shutdown() override;
   // The ddl.Communicator behind this backend (ddl.torch.shrink_group agrees on it).
   py::object communicator() const { return owner_; }
-
-  // torch.distributed.split_group (and DeviceMesh's sub-meshes where torch splits): every rank
-  // of this group calls it, `ranks` being the group ranks of its new group (in new-rank order),
-  // or of another group when it joins none. One ddl_comm_split (ddl.Communicator.split), no
-  // store rendezvous: a group's color is its lowest rank, a member's key its position.
   bool supportsSplitting() const override { return true; }
-  // What torch copies for a split's child: the name and torch's default deadline (the child
-  // keeps ddl's own, inherited through ddl_comm_split, whatever this says).
-  c10::intrusive_ptr<Options> getBackendOptions() override {
-    return c10::make_intrusive<Options>("ddl");
-  }
-  c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& /*store*/,
+  c10::intrusive_ptr<Options> getBackendOptions() override;
+  c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store,
                                           const std::vector<int>& ranks,
-                                          const c10::intrusive_ptr<Options>& /*opts*/) override {
-    const auto me = std::find(ranks.begin(), ranks.end(), rank_);
-    const bool member = me != ranks.end();
-    const int color = member ? *std::min_element(ranks.begin(), ranks.end()) : -1;
-    const int key = member ? static_cast<int>(me - ranks.begin()) : 0;
-    py::gil_scoped_acquire gil;
-    py::object part;
-    try {
-      part = owner_.attr("split")(color, key);
-    } catch (py::error_already_set& e) {
-      C10_THROW_ERROR(DistBackendError, std::string("ddl backend: split: ") + e.what());
-    }
-    if (part.is_none()) return nullptr;
-    return adopt(part);
-  }
-
-  // torch.distributed.shrink_group: a backend of the live ranks less ranks_to_exclude, made
-  // by ddl.Communicator.shrink (ddl_comm_shrink). It revokes this group first whatever
-  // shrink_flags says: SHRINK_ABORT's effect is ddl's default. Options are not overridable.
+                                          const c10::intrusive_ptr<Options>& opts) override;
   bool supportsShrinking() const override { return true; }
-  c10::intrusive_ptr<c10d::Backend> shrink(
-      const std::vector<int64_t>& ranks_to_exclude, int /*shrink_flags*/,
-      const c10::intrusive_ptr<Options>& /*opts_override*/) override {
-    py::gil_scoped_acquire gil;
-    py::object shrunk;
-    try {
-      shrunk = owner_.attr("shrink")(ranks_to_exclude);
-    } catch (py::error_already_set& e) {
-      C10_THROW_ERROR(DistBackendError, std::string("ddl backend: shrink: ") + e.what());
-    }
-    const int size = shrunk.attr("size").cast<int>();
-    const int expected = size_ - static_cast<int>(ranks_to_exclude.size());
-    if (size != expected) {
-      // torch numbers the new group by the ranks it excluded: more failed meanwhile.
-      const std::string failed = py::str(owner_.attr("failed_ranks")());
-      shrunk.attr("destroy")();
-      C10_THROW_ERROR(DistBackendError,
-                      c10::str("ddl backend: shrink: ", size_ - size, " ranks failed (", failed,
-                               "), not the ", ranks_to_exclude.size(), " excluded: more ranks ",
-                               "died; shrink again excluding them (ddl.torch.shrink_group finds ",
-                               "them)"));
-    }
-    return adopt(shrunk);
-  }
-
+  c10::intrusive_ptr<c10d::Backend> shrink(const std::vector<int64_t>& ranks_to_exclude,
+                                           int shrink_flags,
+                                           const c10::intrusive_ptr<Options>& opts) override;
   // A backend on a ddl.Communicator made from this one's (split, shrink), which it keeps alive.
-  c10::intrusive_ptr<c10d::Backend> adopt(py::object comm) const {
-    const uintptr_t handle = comm.attr("_handle").attr("value").cast<uintptr_t>();
-    return c10::make_intrusive<DdlBackend>(comm.attr("rank").cast<int>(),
-                                           comm.attr("size").cast<int>(), handle, library_, comm);
-  }
+  c10::intrusive_ptr<c10d::Backend> adopt(py::object comm) const;
 
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
                                            const c10d::AllreduceOptions& opts) override {
@@ -744,23 +662,6 @@ class DdlBackend : public c10d::Backend {
     TORCH_CHECK(peer >= 0 && peer < size_ && peer != rank_, "ddl backend: ", what, " peer ", peer,
                 " is not another rank of this group of ", size_, " (this is rank ", rank_, ")");
   }
-  // One flat tensor of `parts` laid end to end (a copy), for the list forms.
-  static at::Tensor flat_copy(const std::vector<at::Tensor>& parts) {
-    std::vector<at::Tensor> flat;
-    for (const auto& t : parts) flat.push_back(t.reshape({-1}));
-    return at::cat(flat);
-  }
-  // Copies the pieces of `flat` back into `outs`, in order, after the call.
-  static std::function<void()> scatter_back(std::vector<at::Tensor> outs, at::Tensor flat) {
-    return [outs, flat]() mutable {
-      int64_t at = 0;
-      for (auto& o : outs) {
-        o.copy_(flat.narrow(0, at, o.numel()).view(o.sizes()));
-        at += o.numel();
-      }
-    };
-  }
-
   Comm comm_;
   std::shared_ptr<const Api> api_;
   bool async_;
@@ -774,6 +675,8 @@ class DdlBackend : public c10d::Backend {
 };
 
 }  // namespace ddl_torch
+
+#include "membership.h"  // DdlBackend's shutdown, split and shrink
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "ddl's torch.distributed backend (see ddl/torch/__init__.py)";

@@ -1,11 +1,14 @@
 // libddl as the torch backend sees it: the C ABI's enum values and functions (resolved with
 // dlsym from the libddl the ddl package loaded, so nothing here links to it), and how torch's
-// tensors, dtypes and reduce ops map onto them. Included by backend.cpp only.
+// tensors, dtypes and reduce ops map onto them (with the small tensor helpers the calls share:
+// contiguous copies, flattening, copying back). Included by backend.cpp only.
 #pragma once
 
 #include <dlfcn.h>
 
+#include <functional>
 #include <string>
+#include <vector>
 
 #include <torch/csrc/distributed/c10d/Types.hpp>
 #include <torch/extension.h>
@@ -169,6 +172,40 @@ inline void check_cpu(const at::Tensor& t, const char* what) {
   TORCH_CHECK(t.device().is_cpu(), "ddl backend: ", what, " is on ", t.device(),
               "; the ddl backend takes CPU tensors");
   TORCH_CHECK(t.layout() == at::kStrided, "ddl backend: ", what, " must be a dense tensor");
+}
+
+// A contiguous tensor ddl can use for t: t itself, or a contiguous copy (then `back` copies
+// the result into t when the collective has ended).
+inline at::Tensor contiguous_for(const at::Tensor& t, std::vector<std::function<void()>>& back,
+                                bool output) {
+  if (t.is_contiguous()) return t;
+  at::Tensor c = t.contiguous();
+  if (output) back.push_back([t, c]() mutable { t.copy_(c); });
+  return c;
+}
+
+inline std::function<void()> all_of(std::vector<std::function<void()>> steps) {
+  if (steps.empty()) return nullptr;
+  return [steps = std::move(steps)] {
+    for (auto& s : steps) s();
+  };
+}
+
+// One flat tensor of `parts` laid end to end (a copy), for the list forms.
+inline at::Tensor flat_copy(const std::vector<at::Tensor>& parts) {
+  std::vector<at::Tensor> flat;
+  for (const auto& t : parts) flat.push_back(t.reshape({-1}));
+  return at::cat(flat);
+}
+// Copies the pieces of `flat` back into `outs`, in order, after the call.
+inline std::function<void()> scatter_back(std::vector<at::Tensor> outs, at::Tensor flat) {
+  return [outs, flat]() mutable {
+    int64_t at = 0;
+    for (auto& o : outs) {
+      o.copy_(flat.narrow(0, at, o.numel()).view(o.sizes()));
+      at += o.numel();
+    }
+  };
 }
 
 }  // namespace ddl_torch
