@@ -173,14 +173,44 @@ void accesses_of(const Step &step, bool in_place, std::vector<Access> *out) {
   }
 }
 
-bool conflict(const std::vector<Access> &a, const std::vector<Access> &b) {
-  for (const Access &x : a)
-    for (const Access &y : b)
-      if ((x.write || y.write) && x.space == y.space && x.begin < y.end && y.begin < x.end &&
-          x.begin < x.end)
-        return true;
-  return false;
-}
+// What the steps appended so far touch in the input and output (scratch is never shared
+// between appended schedules: each gets a fresh region), indexed by where each access begins,
+// so that a new step finds the earlier ones it conflicts with without walking them all (a
+// 4096-rank schedule has thousands of steps per rank).
+class TouchIndex {
+ public:
+  void add(const std::vector<Access> &accesses, uint32_t step) {
+    for (const Access &a : accesses) {
+      if (a.space == 2) continue;
+      by_begin_[a.space].emplace(a.begin, Touch{a.end, step, a.write});
+      longest_[a.space] = std::max(longest_[a.space], a.end - a.begin);
+    }
+  }
+
+  // The earlier steps that overlap one of `mine` with one of the two writing, ascending.
+  void conflicts(const std::vector<Access> &mine, std::vector<uint32_t> *out) const {
+    const size_t first = out->size();
+    for (const Access &x : mine) {
+      if (x.space == 2 || x.begin >= x.end) continue;
+      const auto &index = by_begin_[x.space];
+      // An access that begins more than the longest one's length before x cannot reach it.
+      const size_t from = x.begin > longest_[x.space] ? x.begin - longest_[x.space] : 0;
+      for (auto it = index.lower_bound(from); it != index.end() && it->first < x.end; ++it)
+        if ((x.write || it->second.write) && x.begin < it->second.end) out->push_back(it->second.step);
+    }
+    std::sort(out->begin() + static_cast<std::ptrdiff_t>(first), out->end());
+    out->erase(std::unique(out->begin() + static_cast<std::ptrdiff_t>(first), out->end()), out->end());
+  }
+
+ private:
+  struct Touch {
+    size_t end;
+    uint32_t step;
+    bool write;
+  };
+  std::multimap<size_t, Touch> by_begin_[2];
+  size_t longest_[2] = {0, 0};
+};
 
 // Walks the whole tree of groups and segments (every rank walks the same one, so that tag
 // slots are numbered alike everywhere) and appends the phases this rank takes part in.
@@ -307,7 +337,7 @@ class HierBuilder {
     if (!emit_) return;
     const uint32_t base = static_cast<uint32_t>(out_->steps.size());
     const size_t scratch_base = out_->scratch_count;
-    std::vector<Access> mine, theirs;
+    std::vector<Access> mine;
     for (Step step : sub.steps) {
       if (step.peer >= 0) step.peer = members[step.peer];
       for (Range *r : {&step.src, &step.dst, &step.tmp}) {
@@ -320,12 +350,14 @@ class HierBuilder {
       }
       for (uint32_t &d : step.deps) d += base;
       accesses_of(step, args_.in_place, &mine);
-      for (uint32_t e = 0; e < base; ++e) {
-        accesses_of(out_->steps[e], args_.in_place, &theirs);
-        if (conflict(mine, theirs)) step.deps.push_back(e);
-      }
+      touched_.conflicts(mine, &step.deps);
       add_step(out_, std::move(step));
       step_slot_.push_back(slot);
+    }
+    // Indexed once all are in: a schedule's steps are ordered among themselves already.
+    for (uint32_t e = base; e < out_->steps.size(); ++e) {
+      accesses_of(out_->steps[e], args_.in_place, &mine);
+      touched_.add(mine, e);
     }
     out_->scratch_count += sub.scratch_count;
   }
@@ -336,6 +368,7 @@ class HierBuilder {
   const size_t chunk_elems_;
   uint32_t next_slot_ = 0;
   std::vector<uint32_t> step_slot_;
+  TouchIndex touched_;
 };
 
 }  // namespace

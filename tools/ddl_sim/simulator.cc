@@ -1,0 +1,396 @@
+#include "tools/ddl_sim/simulator.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <queue>
+
+#include "lib/algorithms/registry.h"
+
+namespace ddl_sim {
+namespace {
+
+using ddl::Status;
+using ddl::StepKind;
+
+// One step, as small as the simulation needs it: a 4096-rank call has millions of steps.
+struct SimStep {
+  StepKind kind = StepKind::kCopy;
+  int32_t peer = -1;
+  uint32_t tag = 0;
+  uint32_t pending = 0;   // dependencies not yet done
+  uint32_t matched = 0;   // a send: the receiver's step
+  double bytes = 0;
+  double ready = -1;      // a receive: when it was ready (-1: not yet)
+  double arrival = -1;    // a receive: when its message arrived (-1: not yet sent)
+  bool done = false;
+};
+
+// Every rank's steps, and who waits on whom (compressed: rank r's step i unlocks
+// dependents[first[i]] .. dependents[first[i + 1]]).
+struct RankSteps {
+  std::vector<SimStep> steps;
+  std::vector<uint32_t> first, dependents;
+  // Receives by (peer, tag), for matching sends: sorted.
+  std::vector<std::pair<uint64_t, uint32_t>> receives;
+};
+
+uint64_t match_key(int peer, uint32_t tag) {
+  return (static_cast<uint64_t>(static_cast<uint32_t>(peer)) << 32) | tag;
+}
+
+RankSteps compact(const ddl::Schedule &schedule, size_t elem_size) {
+  RankSteps out;
+  const size_t n = schedule.steps.size();
+  out.steps.resize(n);
+  std::vector<uint32_t> count(n + 1, 0);
+  for (size_t i = 0; i < n; ++i) {
+    const ddl::Step &step = schedule.steps[i];
+    SimStep &s = out.steps[i];
+    s.kind = step.kind;
+    s.peer = step.peer;
+    s.tag = step.tag;
+    s.bytes = static_cast<double>(step.count) * static_cast<double>(elem_size);
+    s.pending = static_cast<uint32_t>(step.deps.size());
+    for (uint32_t d : step.deps) ++count[d + 1];
+    if (step.kind == StepKind::kRecv || step.kind == StepKind::kRecvReduce)
+      out.receives.emplace_back(match_key(step.peer, step.tag), static_cast<uint32_t>(i));
+  }
+  for (size_t i = 0; i < n; ++i) count[i + 1] += count[i];
+  out.first = count;
+  out.dependents.resize(count[n]);
+  for (size_t i = 0; i < n; ++i)
+    for (uint32_t d : schedule.steps[i].deps) out.dependents[count[d]++] = static_cast<uint32_t>(i);
+  std::sort(out.receives.begin(), out.receives.end());
+  return out;
+}
+
+struct Link {
+  double rate = 0;
+  double free_at = 0;
+  double busy = 0;
+  double bytes = 0;
+  Tier tier = Tier::kLocal;
+};
+
+// The cluster's links, numbered.
+class Fabric {
+ public:
+  explicit Fabric(const Cluster &c) : c_(c) {
+    const int n = c.nranks();
+    for (int r = 0; r < n; ++r) {
+      add(c.local_rate, Tier::kLocal);  // out of rank r: 2r
+      add(c.local_rate, Tier::kLocal);  // into rank r: 2r + 1
+    }
+    bus_base_ = links_.size();
+    if (c.local_bus_rate > 0)
+      for (int h = 0; h < c.hosts; ++h) add(c.local_bus_rate, Tier::kBus);
+    nic_base_ = links_.size();
+    const double nic = c.nic_rate * c.net_efficiency;
+    for (int i = 0; i < 2 * c.hosts * c.nics; ++i) add(nic, Tier::kNic);
+    leaf_base_ = links_.size();
+    if (c.leaves() > 1) {
+      const double uplink = c.hosts_per_leaf * nic / c.oversubscription;
+      for (int i = 0; i < 2 * c.leaves() * c.nics; ++i) add(uplink, Tier::kFabric);
+    }
+  }
+
+  // The links of a message from rank `from` to rank `to` (a peer copy's too), and its latency.
+  void path(int from, int to, std::vector<size_t> *links, double *latency) const {
+    links->clear();
+    const int hf = c_.host_of(from), ht = c_.host_of(to);
+    if (hf == ht) {
+      links->push_back(2 * static_cast<size_t>(from));
+      links->push_back(2 * static_cast<size_t>(to) + 1);
+      if (c_.local_bus_rate > 0) links->push_back(bus_base_ + static_cast<size_t>(hf));
+      *latency = c_.local_latency;
+      return;
+    }
+    const int rail_from = c_.local_of(from) % c_.nics, rail_to = c_.local_of(to) % c_.nics;
+    links->push_back(nic_base_ + 2 * static_cast<size_t>(hf * c_.nics + rail_from));
+    const int lf = c_.leaf_of(hf), lt = c_.leaf_of(ht);
+    if (lf != lt) {
+      // Up from the sender's leaf and down into the receiver's, on the sender's rail's plane.
+      links->push_back(leaf_base_ + 2 * static_cast<size_t>(rail_from * c_.leaves() + lf));
+      links->push_back(leaf_base_ + 2 * static_cast<size_t>(rail_from * c_.leaves() + lt) + 1);
+    }
+    links->push_back(nic_base_ + 2 * static_cast<size_t>(ht * c_.nics + rail_to) + 1);
+    *latency = c_.net_latency;
+  }
+
+  // Sends `bytes` along `links` no earlier than `earliest`; returns when the last byte is
+  // through. Each link is a queue of bytes served at its rate, first come first served: the
+  // message is through a link once the bytes queued before it and its own have passed, and
+  // through the path once it is through every link. A link does not wait for the others
+  // (the flows of a real network share a link rather than take turns on the whole path), so
+  // a message moves at its slowest link's rate, a congested receiver slows only what goes
+  // to it, and a shared uplink faster than the NICs under it adds no delay of its own.
+  double transfer(const std::vector<size_t> &links, double bytes, double earliest) {
+    double finish = earliest;
+    for (size_t l : links) {
+      Link &link = links_[l];
+      const double held = bytes / link.rate;
+      link.free_at = std::max(earliest, link.free_at) + held;
+      link.busy += held;
+      link.bytes += bytes;
+      finish = std::max(finish, link.free_at);
+    }
+    return finish;
+  }
+
+  void account(SimResult *result) const {
+    for (const Link &link : links_) {
+      TierUse &use = result->tiers[static_cast<int>(link.tier)];
+      use.busiest_seconds = std::max(use.busiest_seconds, link.busy);
+      use.bytes += link.bytes;
+    }
+  }
+
+ private:
+  void add(double rate, Tier tier) {
+    Link link;
+    link.rate = rate;
+    link.tier = tier;
+    links_.push_back(link);
+  }
+
+  const Cluster &c_;
+  std::vector<Link> links_;
+  size_t bus_base_ = 0, nic_base_ = 0, leaf_base_ = 0;
+};
+
+struct Event {
+  double time;
+  uint64_t order;  // ties: first scheduled first, so runs are deterministic
+  int32_t rank;
+  uint32_t step;
+  bool arrived;  // a receive's message is in and the receive was posted; else: a step is done
+  bool operator>(const Event &other) const {
+    return time != other.time ? time > other.time : order > other.order;
+  }
+};
+
+class Simulation {
+ public:
+  Simulation(const Cluster &cluster, std::vector<RankSteps> ranks)
+      : c_(cluster), fabric_(cluster), ranks_(std::move(ranks)), cpu_free_(ranks_.size(), 0),
+        cpu_busy_(ranks_.size(), 0), finish_(ranks_.size(), 0) {}
+
+  Status run(SimResult *result) {
+    for (size_t r = 0; r < ranks_.size(); ++r) {
+      Status s = match_sends(static_cast<int>(r));
+      if (!s.ok()) return s;
+    }
+    for (size_t r = 0; r < ranks_.size(); ++r)
+      for (uint32_t i = 0; i < ranks_[r].steps.size(); ++i)
+        if (ranks_[r].steps[i].pending == 0) start(static_cast<int>(r), i, 0.0);
+    while (!events_.empty()) {
+      const Event e = events_.top();
+      events_.pop();
+      if (e.arrived)
+        complete_receive(e.rank, e.step, e.time);
+      else
+        finish(e.rank, e.step, e.time);
+    }
+    double last = 0;
+    for (size_t r = 0; r < ranks_.size(); ++r) {
+      for (uint32_t i = 0; i < ranks_[r].steps.size(); ++i) {
+        const SimStep &s = ranks_[r].steps[i];
+        if (!s.done)
+          return ddl::internal_error(
+              "the schedules stall: rank %zu's step %u (%s peer %d tag %u) never ran", r, i,
+              kind_name(s.kind), s.peer, s.tag);
+      }
+      last = std::max(last, finish_[r]);
+      result->steps += ranks_[r].steps.size();
+    }
+    result->seconds = last + c_.call_overhead;
+    fabric_.account(result);
+    TierUse &compute = result->tiers[static_cast<int>(Tier::kCompute)];
+    compute.busiest_seconds = *std::max_element(cpu_busy_.begin(), cpu_busy_.end());
+    compute.bytes = compute_bytes_;
+    result->messages = messages_;
+    return Status::Ok();
+  }
+
+ private:
+  static const char *kind_name(StepKind kind) {
+    switch (kind) {
+      case StepKind::kSend:
+        return "send to";
+      case StepKind::kRecv:
+        return "receive from";
+      case StepKind::kRecvReduce:
+        return "receive-reduce from";
+      case StepKind::kPeerRead:
+        return "read from";
+      case StepKind::kPeerWrite:
+        return "write to";
+      default:
+        return "local";
+    }
+  }
+
+  // Finds each of rank r's sends the receive it feeds.
+  Status match_sends(int r) {
+    const int n = static_cast<int>(ranks_.size());
+    for (SimStep &s : ranks_[static_cast<size_t>(r)].steps) {
+      if (s.kind != StepKind::kSend) continue;
+      if (s.peer < 0 || s.peer >= n)
+        return ddl::invalid_argument("rank %d sends to rank %d of %d", r, s.peer, n);
+      const auto &receives = ranks_[static_cast<size_t>(s.peer)].receives;
+      const auto key = std::make_pair(match_key(r, s.tag), uint32_t{0});
+      const auto found = std::lower_bound(receives.begin(), receives.end(), key);
+      if (found == receives.end() || found->first != key.first)
+        return ddl::invalid_argument("rank %d's send to rank %d (tag %u) has no receive", r,
+                                     s.peer, s.tag);
+      s.matched = found->second;
+    }
+    return Status::Ok();
+  }
+
+  void push(double time, int rank, uint32_t step, bool arrived) {
+    events_.push(Event{time, order_++, rank, step, arrived});
+  }
+
+  // Holds rank r's CPU for `work` seconds from `earliest` on; returns when it is done.
+  double compute(int r, double earliest, double work) {
+    const double begin = std::max(earliest, cpu_free_[static_cast<size_t>(r)]);
+    cpu_free_[static_cast<size_t>(r)] = begin + work;
+    cpu_busy_[static_cast<size_t>(r)] += work;
+    return begin + work;
+  }
+
+  // Rank r's step i has its dependencies done at time t.
+  void start(int r, uint32_t i, double t) {
+    SimStep &s = ranks_[static_cast<size_t>(r)].steps[i];
+    switch (s.kind) {
+      case StepKind::kSend: {
+        const double posted = compute(r, t, c_.message_overhead);
+        double latency = 0;
+        fabric_.path(r, s.peer, &path_, &latency);
+        const double sent = fabric_.transfer(path_, s.bytes, posted);
+        ++messages_;
+        SimStep &receive = ranks_[static_cast<size_t>(s.peer)].steps[s.matched];
+        receive.arrival = sent + latency;
+        if (receive.ready >= 0)
+          push(std::max(receive.arrival, receive.ready), s.peer, s.matched, true);
+        push(sent, r, i, false);
+        return;
+      }
+      case StepKind::kRecv:
+      case StepKind::kRecvReduce:
+        s.ready = t;
+        if (s.arrival >= 0) push(std::max(s.arrival, t), r, i, true);
+        return;
+      case StepKind::kCopy:
+        compute_bytes_ += s.bytes;
+        push(compute(r, t, s.bytes / c_.copy_rate), r, i, false);
+        return;
+      case StepKind::kReduce:
+        compute_bytes_ += s.bytes;
+        push(compute(r, t, s.bytes / c_.reduce_rate), r, i, false);
+        return;
+      case StepKind::kPeerRead:
+      case StepKind::kPeerWrite: {
+        // The rank copies across the host itself: its CPU (or GPU) works at its port's rate
+        // while the bytes cross the host's links, where other copies may slow them.
+        double latency = 0;
+        const bool read = s.kind == StepKind::kPeerRead;
+        fabric_.path(read ? s.peer : r, read ? r : s.peer, &path_, &latency);
+        const double begin = std::max(t, cpu_free_[static_cast<size_t>(r)]);
+        compute(r, begin, s.bytes / c_.local_rate);
+        push(fabric_.transfer(path_, s.bytes, begin), r, i, false);
+        return;
+      }
+    }
+  }
+
+  // A receive whose message is in: the rank completes it (and reduces) when its CPU is free.
+  void complete_receive(int r, uint32_t i, double t) {
+    const SimStep &s = ranks_[static_cast<size_t>(r)].steps[i];
+    double work = c_.message_overhead;
+    if (s.kind == StepKind::kRecvReduce) {
+      work += s.bytes / c_.reduce_rate;
+      compute_bytes_ += s.bytes;
+    }
+    push(compute(r, t, work), r, i, false);
+  }
+
+  void finish(int r, uint32_t i, double t) {
+    RankSteps &rank = ranks_[static_cast<size_t>(r)];
+    rank.steps[i].done = true;
+    finish_[static_cast<size_t>(r)] = std::max(finish_[static_cast<size_t>(r)], t);
+    for (uint32_t k = rank.first[i]; k < rank.first[i + 1]; ++k) {
+      const uint32_t next = rank.dependents[k];
+      if (--rank.steps[next].pending == 0) start(r, next, t);
+    }
+  }
+
+  const Cluster &c_;
+  Fabric fabric_;
+  std::vector<RankSteps> ranks_;
+  std::vector<double> cpu_free_, cpu_busy_, finish_;
+  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
+  std::vector<size_t> path_;
+  uint64_t order_ = 0;
+  size_t messages_ = 0;
+  double compute_bytes_ = 0;
+};
+
+}  // namespace
+
+const char *tier_name(Tier tier) {
+  switch (tier) {
+    case Tier::kLocal:
+      return "local";
+    case Tier::kBus:
+      return "bus";
+    case Tier::kNic:
+      return "nic";
+    case Tier::kFabric:
+      return "fabric";
+    case Tier::kCompute:
+      return "compute";
+  }
+  return "?";
+}
+
+Status simulate_schedules(const Cluster &cluster, const std::vector<ddl::Schedule> &by_rank,
+                          size_t elem_size, SimResult *result) {
+  if (static_cast<int>(by_rank.size()) != cluster.nranks())
+    return ddl::invalid_argument("%zu schedules for a cluster of %d ranks", by_rank.size(),
+                                 cluster.nranks());
+  std::vector<RankSteps> ranks;
+  ranks.reserve(by_rank.size());
+  for (const ddl::Schedule &schedule : by_rank) ranks.push_back(compact(schedule, elem_size));
+  *result = SimResult();
+  if (!by_rank.empty()) result->algorithm = by_rank.front().algorithm;
+  return Simulation(cluster, std::move(ranks)).run(result);
+}
+
+Status simulate(const Cluster &cluster, const ddl::CollectiveArgs &args, SimResult *result) {
+  if (args.nranks != cluster.nranks())
+    return ddl::invalid_argument("a call of %d ranks on a cluster of %d", args.nranks,
+                                 cluster.nranks());
+  // Built and compacted one rank at a time: the full schedules of 4096 ranks would not
+  // need to exist at once.
+  std::vector<RankSteps> ranks;
+  ranks.reserve(static_cast<size_t>(args.nranks));
+  std::string algorithm, why;
+  for (int r = 0; r < args.nranks; ++r) {
+    ddl::CollectiveArgs mine = args;
+    mine.rank = r;
+    ddl::Schedule schedule;
+    Status s = ddl::build_schedule(mine, &schedule, r == 0 ? &why : nullptr);
+    if (!s.ok()) return s.prefix(ddl::strprintf("rank %d's schedule: ", r));
+    if (r == 0) algorithm = schedule.algorithm;
+    ranks.push_back(compact(schedule, args.elem_size));
+  }
+  *result = SimResult();
+  result->algorithm = algorithm;
+  result->why = why;
+  return Simulation(cluster, std::move(ranks)).run(result);
+}
+
+}  // namespace ddl_sim
