@@ -6,7 +6,10 @@
 
 #include "lib/algorithms/blocks.h"
 #include "lib/algorithms/registry.h"
+#include "lib/algorithms/recursive_doubling.h"
+#include "lib/algorithms/rhd.h"
 #include "lib/algorithms/ring.h"
+#include "lib/algorithms/tree.h"
 
 namespace ddl {
 namespace {
@@ -174,32 +177,39 @@ void accesses_of(const Step &step, bool in_place, std::vector<Access> *out) {
 }
 
 // What the steps appended so far touch in the input and output (scratch is never shared
-// between appended schedules: each gets a fresh region), indexed by where each access begins,
-// so that a new step finds the earlier ones it conflicts with without walking them all (a
-// 4096-rank schedule has thousands of steps per rank).
+// between appended schedules: each gets a fresh region), so that a new step finds the earlier
+// ones it conflicts with without walking them all (a 4096-rank schedule has thousands of steps
+// per rank). Accesses are kept by where they begin, in classes of similar length (powers of
+// two): in a class, one that begins more than the class's longest length before a range
+// cannot reach it, so a lookup visits little more than what overlaps.
 class TouchIndex {
  public:
   void add(const std::vector<Access> &accesses, uint32_t step) {
     for (const Access &a : accesses) {
       if (a.space == 2) continue;
-      by_begin_[a.space].emplace(a.begin, Touch{a.end, step, a.write});
-      longest_[a.space] = std::max(longest_[a.space], a.end - a.begin);
+      Class &c = classes_[a.space][length_class(a.end - a.begin)];
+      c.by_begin.emplace(a.begin, Touch{a.end, step, a.write});
+      c.longest = std::max(c.longest, a.end - a.begin);
     }
   }
 
-  // The earlier steps that overlap one of `mine` with one of the two writing, ascending.
+  // Appends the earlier steps that overlap one of `mine`, one of the two writing, ascending.
   void conflicts(const std::vector<Access> &mine, std::vector<uint32_t> *out) const {
     const size_t first = out->size();
     for (const Access &x : mine) {
       if (x.space == 2 || x.begin >= x.end) continue;
-      const auto &index = by_begin_[x.space];
-      // An access that begins more than the longest one's length before x cannot reach it.
-      const size_t from = x.begin > longest_[x.space] ? x.begin - longest_[x.space] : 0;
-      for (auto it = index.lower_bound(from); it != index.end() && it->first < x.end; ++it)
-        if ((x.write || it->second.write) && x.begin < it->second.end) out->push_back(it->second.step);
+      for (const auto &entry : classes_[x.space]) {
+        const Class &c = entry.second;
+        const size_t from = x.begin > c.longest ? x.begin - c.longest : 0;
+        for (auto it = c.by_begin.lower_bound(from); it != c.by_begin.end() && it->first < x.end;
+             ++it)
+          if ((x.write || it->second.write) && x.begin < it->second.end)
+            out->push_back(it->second.step);
+      }
     }
     std::sort(out->begin() + static_cast<std::ptrdiff_t>(first), out->end());
-    out->erase(std::unique(out->begin() + static_cast<std::ptrdiff_t>(first), out->end()), out->end());
+    out->erase(std::unique(out->begin() + static_cast<std::ptrdiff_t>(first), out->end()),
+               out->end());
   }
 
  private:
@@ -208,8 +218,16 @@ class TouchIndex {
     uint32_t step;
     bool write;
   };
-  std::multimap<size_t, Touch> by_begin_[2];
-  size_t longest_[2] = {0, 0};
+  struct Class {
+    std::multimap<size_t, Touch> by_begin;
+    size_t longest = 0;
+  };
+  static int length_class(size_t length) {
+    int c = 0;
+    while (length > 1) length >>= 1, ++c;
+    return c;
+  }
+  std::map<int, Class> classes_[2];
 };
 
 // Walks the whole tree of groups and segments (every rank walks the same one, so that tag
@@ -395,8 +413,16 @@ double hier_allreduce_cost(const CollectiveArgs &args) {
   // By single copy a byte moves once inside the host, not twice (into a cell, out of it).
   CostConstants host = kCostConstants;
   if (args.peer_memory) host.beta /= 2;
-  return ring_allreduce_cost(local, bytes, chunk, host) +
-         ring_allreduce_cost(args.hosts, bytes, chunk, kNetCostConstants);
+  // Among hosts hier runs what the models choose for one allreduce over them (leaf()): its
+  // cost is the cheapest of theirs, not always the ring's (a ring over 64 hosts pays 126
+  // network latencies where recursive doubling pays 6; ddl_sim's --check-models found the
+  // models choosing flat rd over hier for small calls at 16+ hosts because of that).
+  const double among_hosts =
+      std::min({ring_allreduce_cost(args.hosts, bytes, chunk, kNetCostConstants),
+                recursive_doubling_allreduce_cost(args.hosts, bytes, kNetCostConstants),
+                rhd_allreduce_cost(args.hosts, bytes, kNetCostConstants),
+                tree_allreduce_cost(args.hosts, bytes, kNetCostConstants)});
+  return ring_allreduce_cost(local, bytes, chunk, host) + among_hosts;
 }
 
 }  // namespace ddl

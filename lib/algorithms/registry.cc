@@ -33,16 +33,27 @@ double ring_cost(const CollectiveArgs &a) {
   return ring_allreduce_cost(a.nranks, bytes_of(a), chunk_bytes, constants_of(a));
 }
 
+// Recursive doubling and halving and the tree exchange with partners far apart in rank
+// order: in their rounds with the most bytes every rank of a host talks to another host at
+// once, so the host's link carries its L ranks' bytes, not one's (the ring, in rank order,
+// crosses each host boundary once). Without this the models chose flat rhd over hier at 16+
+// hosts of 4 ranks, which ddl_sim projects 3x slower at 64 MB (tools/ddl_sim/README.md).
+CostConstants shared_link_constants(const CollectiveArgs &a) {
+  CostConstants c = constants_of(a);
+  if (a.hosts > 1 && !a.tiers.empty()) c.beta *= fastest_tier_groups(a).largest;
+  return c;
+}
+
 double rd_cost(const CollectiveArgs &a) {
-  return recursive_doubling_allreduce_cost(a.nranks, bytes_of(a), constants_of(a));
+  return recursive_doubling_allreduce_cost(a.nranks, bytes_of(a), shared_link_constants(a));
 }
 
 double rhd_cost(const CollectiveArgs &a) {
-  return rhd_allreduce_cost(a.nranks, bytes_of(a), constants_of(a));
+  return rhd_allreduce_cost(a.nranks, bytes_of(a), shared_link_constants(a));
 }
 
 double tree_cost(const CollectiveArgs &a) {
-  return tree_allreduce_cost(a.nranks, bytes_of(a), constants_of(a));
+  return tree_allreduce_cost(a.nranks, bytes_of(a), shared_link_constants(a));
 }
 
 // Collectives with one algorithm need no model.
