@@ -6,10 +6,7 @@
 
 #include "lib/algorithms/blocks.h"
 #include "lib/algorithms/registry.h"
-#include "lib/algorithms/recursive_doubling.h"
-#include "lib/algorithms/rhd.h"
 #include "lib/algorithms/ring.h"
-#include "lib/algorithms/tree.h"
 
 namespace ddl {
 namespace {
@@ -413,16 +410,8 @@ double hier_allreduce_cost(const CollectiveArgs &args) {
   // By single copy a byte moves once inside the host, not twice (into a cell, out of it).
   CostConstants host = kCostConstants;
   if (args.peer_memory) host.beta /= 2;
-  // Among hosts hier runs what the models choose for one allreduce over them (leaf()): its
-  // cost is the cheapest of theirs, not always the ring's (a ring over 64 hosts pays 126
-  // network latencies where recursive doubling pays 6; ddl_sim's --check-models found the
-  // models choosing flat rd over hier for small calls at 16+ hosts because of that).
-  const double among_hosts =
-      std::min({ring_allreduce_cost(args.hosts, bytes, chunk, kNetCostConstants),
-                recursive_doubling_allreduce_cost(args.hosts, bytes, kNetCostConstants),
-                rhd_allreduce_cost(args.hosts, bytes, kNetCostConstants),
-                tree_allreduce_cost(args.hosts, bytes, kNetCostConstants)});
-  return ring_allreduce_cost(local, bytes, chunk, host) + among_hosts;
+  return ring_allreduce_cost(local, bytes, chunk, host) +
+         ring_allreduce_cost(args.hosts, bytes, chunk, kNetCostConstants);
 }
 
 }  // namespace ddl
