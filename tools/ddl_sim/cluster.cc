@@ -161,6 +161,20 @@ const std::map<std::string, Key> &keys() {
       {"copy_rate", DDL_SIM_RATE(copy_rate)},
       {"message_overhead", DDL_SIM_TIME(message_overhead)},
       {"call_overhead", DDL_SIM_TIME(call_overhead)},
+      {"net_cpu_rate",
+       {"a rate like 2GB, or 0 for none",
+        [](const std::string &v, Cluster *c) {
+          if (v == "0") return c->net_cpu_rate = 0, true;
+          return parse_rate(v, &c->net_cpu_rate);
+        },
+        [](const Cluster &c) { return c.net_cpu_rate > 0 ? rate_text(c.net_cpu_rate) : "0"; }}},
+      {"machine_cores",
+       {"a number of cores, or 0 for one per rank",
+        [](const std::string &v, Cluster *c) {
+          if (v == "0") return c->machine_cores = 0, true;
+          return parse_count(v, &c->machine_cores);
+        },
+        [](const Cluster &c) { return std::to_string(c.machine_cores); }}},
       {"chunk_bytes",
        {"a size like 512K",
         [](const std::string &v, Cluster *c) {

@@ -16,7 +16,9 @@
 //               `hosts_per_leaf` hosts whose uplinks carry 1/`oversubscription` of their
 //               hosts' NIC rate, one plane per rail (rail-optimized)
 //   ranks' CPU  `reduce_rate` bytes per second reduced (one operand's bytes), `copy_rate` for
-//   or GPU      local copies, `message_overhead` per message handled, `call_overhead` per call
+//   or GPU      local copies, `message_overhead` per message handled, `call_overhead` per call,
+//               `net_cpu_rate` bytes per second through the network stack (TCP), and, for
+//               emulated hosts on one machine, `machine_cores` cores that every rank shares
 #pragma once
 
 #include <string>
@@ -53,6 +55,12 @@ struct Cluster {
   double copy_rate = 10e9;
   double message_overhead = 0.2e-6;
   double call_overhead = 0;
+  // Bytes per second a rank's CPU copies through the network stack, on each side of a message
+  // between hosts (TCP's copies into and out of the kernel; 0: none, as with RDMA).
+  double net_cpu_rate = 0;
+  // Cores all the ranks of the cluster share (0: each rank has its own): emulated hosts on
+  // one machine, where every rank's work competes for the same few cores.
+  int machine_cores = 0;
   size_t chunk_bytes = 512 * 1024;  // the library's default pipelining chunk (DDL_CHUNK_BYTES)
 
   int nranks() const { return hosts * ranks_per_host; }

@@ -174,7 +174,8 @@ class Simulation {
  public:
   Simulation(const Cluster &cluster, std::vector<RankSteps> ranks)
       : c_(cluster), fabric_(cluster), ranks_(std::move(ranks)), cpu_free_(ranks_.size(), 0),
-        cpu_busy_(ranks_.size(), 0), finish_(ranks_.size(), 0) {}
+        cpu_busy_(ranks_.size(), 0), finish_(ranks_.size(), 0),
+        cores_(static_cast<size_t>(cluster.machine_cores), 0.0) {}
 
   Status run(SimResult *result) {
     for (size_t r = 0; r < ranks_.size(); ++r) {
@@ -253,12 +254,24 @@ class Simulation {
     events_.push(Event{time, order_++, rank, step, arrived});
   }
 
-  // Holds rank r's CPU for `work` seconds from `earliest` on; returns when it is done.
+  // Holds rank r's CPU for `work` seconds from `earliest` on (and one of the machine's
+  // shared cores, when the cluster has them); returns when it is done.
   double compute(int r, double earliest, double work) {
-    const double begin = std::max(earliest, cpu_free_[static_cast<size_t>(r)]);
+    double begin = std::max(earliest, cpu_free_[static_cast<size_t>(r)]);
+    if (!cores_.empty() && work > 0) {
+      auto core = std::min_element(cores_.begin(), cores_.end());
+      begin = std::max(begin, *core);
+      *core = begin + work;
+    }
     cpu_free_[static_cast<size_t>(r)] = begin + work;
     cpu_busy_[static_cast<size_t>(r)] += work;
     return begin + work;
+  }
+
+  // The CPU time of a message's bytes through the network stack, on either side.
+  double stack_seconds(int from, int to, double bytes) const {
+    if (c_.net_cpu_rate <= 0 || c_.host_of(from) == c_.host_of(to)) return 0;
+    return bytes / c_.net_cpu_rate;
   }
 
   // Rank r's step i has its dependencies done at time t.
@@ -269,7 +282,9 @@ class Simulation {
         const double posted = compute(r, t, c_.message_overhead);
         double latency = 0;
         fabric_.path(r, s.peer, &path_, &latency);
-        const double sent = fabric_.transfer(path_, s.bytes, posted);
+        // The stack copies the bytes out as the link takes them: the later of the two.
+        const double copied = compute(r, posted, stack_seconds(r, s.peer, s.bytes));
+        const double sent = std::max(copied, fabric_.transfer(path_, s.bytes, posted));
         ++messages_;
         SimStep &receive = ranks_[static_cast<size_t>(s.peer)].steps[s.matched];
         receive.arrival = sent + latency;
@@ -309,7 +324,7 @@ class Simulation {
   // A receive whose message is in: the rank completes it (and reduces) when its CPU is free.
   void complete_receive(int r, uint32_t i, double t) {
     const SimStep &s = ranks_[static_cast<size_t>(r)].steps[i];
-    double work = c_.message_overhead;
+    double work = c_.message_overhead + stack_seconds(s.peer, r, s.bytes);
     if (s.kind == StepKind::kRecvReduce) {
       work += s.bytes / c_.reduce_rate;
       compute_bytes_ += s.bytes;
@@ -331,6 +346,7 @@ class Simulation {
   Fabric fabric_;
   std::vector<RankSteps> ranks_;
   std::vector<double> cpu_free_, cpu_busy_, finish_;
+  std::vector<double> cores_;  // when each shared core is free (none: a core per rank)
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
   std::vector<size_t> path_;
   uint64_t order_ = 0;

@@ -1,0 +1,212 @@
+// ddl_sim's simulator against what can be computed by hand: a ring over equal links, links
+// shared by concurrent messages, the GOAL export against the schedule it came from, and
+// schedules that cannot run.
+#include <criterion/criterion.h>
+
+#include <cmath>
+#include <map>
+#include <sstream>
+#include <string>
+
+#include "lib/algorithms/registry.h"
+#include "tools/ddl_sim/cluster.h"
+#include "tools/ddl_sim/efficiency.h"
+#include "tools/ddl_sim/goal.h"
+#include "tools/ddl_sim/simulator.h"
+
+using namespace ddl;
+using namespace ddl_sim;
+
+namespace {
+
+// p hosts of one rank each on one switch: links of rate B, latency alpha, no CPU costs.
+Cluster flat_cluster(int hosts, int ranks_per_host, double rate, double alpha) {
+  Cluster c;
+  c.name = "test";
+  c.hosts = hosts;
+  c.ranks_per_host = ranks_per_host;
+  c.nic_rate = rate;
+  c.net_latency = alpha;
+  c.net_efficiency = 1;
+  c.reduce_rate = c.copy_rate = 1e18;
+  c.message_overhead = c.call_overhead = 0;
+  c.chunk_bytes = size_t{1} << 30;  // one chunk per block: the closed form's steps
+  return c;
+}
+
+void expect_near(double got, double want, double tolerance, const char *what) {
+  cr_assert(std::fabs(got - want) <= tolerance * want, "%s: simulated %.3f us, expected %.3f us",
+            what, got * 1e6, want * 1e6);
+}
+
+std::vector<Schedule> schedules_of(const CollectiveArgs &args) {
+  std::vector<Schedule> out(static_cast<size_t>(args.nranks));
+  for (int r = 0; r < args.nranks; ++r) {
+    CollectiveArgs mine = args;
+    mine.rank = r;
+    cr_assert(build_schedule(mine, &out[static_cast<size_t>(r)]).ok());
+  }
+  return out;
+}
+
+}  // namespace
+
+Test(sim, ring_allreduce_matches_the_closed_form) {
+  const double rate = 1.25e9, alpha = 10e-6;
+  for (int p : {2, 3, 4, 8, 16}) {
+    const Cluster c = flat_cluster(p, 1, rate, alpha);
+    const size_t count = size_t{1} << 22;  // 16 MB of float32
+    CollectiveArgs args = collective_args(c, Collective::kAllreduce, count, 4, "ring");
+    SimResult r;
+    Status s = simulate(c, args, &r);
+    cr_assert(s.ok(), "%s", s.message().c_str());
+    cr_assert_str_eq(r.algorithm.c_str(), "ring");
+    const double n = 4.0 * count;
+    // 2(p-1) steps, each a block of n/p bytes over one link, one after the other.
+    const double want = 2.0 * (p - 1) / p * n / rate + 2.0 * (p - 1) * alpha;
+    expect_near(r.seconds, want, 0.01, ("ring of " + std::to_string(p)).c_str());
+    // The NICs were busy for the bytes they carried: the bandwidth term.
+    expect_near(r.tiers[static_cast<int>(Tier::kNic)].busiest_seconds,
+                2.0 * (p - 1) / p * n / rate, 0.01, "busiest NIC");
+  }
+}
+
+namespace {
+
+// Ranks 0..k-1 of host 0 each send `count` elements to rank (k + i) on host 1.
+std::vector<Schedule> k_senders(int k, int ranks_per_host, size_t count) {
+  std::vector<Schedule> by_rank(static_cast<size_t>(2 * ranks_per_host));
+  for (int i = 0; i < k; ++i) {
+    const int to = ranks_per_host + i;
+    add_step(&by_rank[static_cast<size_t>(i)], send_step(to, 1, input_at(0), count, {}));
+    add_step(&by_rank[static_cast<size_t>(to)], recv_step(i, 1, output_at(0), count, {}));
+  }
+  return by_rank;
+}
+
+}  // namespace
+
+Test(sim, messages_on_one_link_share_it) {
+  const double rate = 1e9, alpha = 5e-6;
+  const size_t count = 1 << 20;
+  const double one = 4.0 * count / rate;
+  for (int k : {1, 2, 4}) {
+    // One NIC: k messages take k times as long. As many NICs as senders (rails): as one.
+    for (int nics : {1, 4}) {
+      Cluster c = flat_cluster(2, 4, rate, alpha);
+      c.nics = nics;
+      SimResult r;
+      Status s = simulate_schedules(c, k_senders(k, 4, count), 4, &r);
+      cr_assert(s.ok(), "%s", s.message().c_str());
+      const double want = (nics == 1 ? k : 1) * one + alpha;
+      expect_near(r.seconds, want, 1e-6,
+                  (std::to_string(k) + " senders, " + std::to_string(nics) + " NICs").c_str());
+    }
+  }
+}
+
+Test(sim, an_oversubscribed_uplink_slows_what_crosses_leaves) {
+  // 4 hosts, 2 per leaf, uplinks at half their hosts' rate (2:1): two messages from leaf 0 to
+  // leaf 1 share an uplink of one NIC's rate, so they take twice one message's time; within
+  // a leaf they do not touch it.
+  Cluster c = flat_cluster(4, 1, 1e9, 0);
+  c.fat_tree = true;
+  c.hosts_per_leaf = 2;
+  c.oversubscription = 2;
+  const size_t count = 1 << 20;
+  auto pairs = [&](int first_to) {
+    std::vector<Schedule> by_rank(4);
+    for (int i = 0; i < 2; ++i) {
+      add_step(&by_rank[static_cast<size_t>(i)], send_step(first_to + i, 1, input_at(0), count, {}));
+      add_step(&by_rank[static_cast<size_t>(first_to + i)],
+               recv_step(i, 1, output_at(0), count, {}));
+    }
+    return by_rank;
+  };
+  SimResult across, within;
+  cr_assert(simulate_schedules(c, pairs(2), 4, &across).ok());
+  const double one = 4.0 * count / 1e9;
+  expect_near(across.seconds, 2 * one, 1e-6, "two messages across leaves");
+  cr_assert(across.tiers[static_cast<int>(Tier::kFabric)].bytes > 0);
+  // Within leaf 0 (ranks 0 -> 1 only: one pair).
+  std::vector<Schedule> by_rank(4);
+  add_step(&by_rank[0], send_step(1, 1, input_at(0), count, {}));
+  add_step(&by_rank[1], recv_step(0, 1, output_at(0), count, {}));
+  cr_assert(simulate_schedules(c, by_rank, 4, &within).ok());
+  expect_near(within.seconds, one, 1e-6, "one message within a leaf");
+  cr_assert_eq(within.tiers[static_cast<int>(Tier::kFabric)].bytes, 0);
+}
+
+Test(sim, schedules_that_cannot_run_are_errors) {
+  const Cluster c = flat_cluster(2, 1, 1e9, 1e-6);
+  std::vector<Schedule> by_rank(2);
+  add_step(&by_rank[1], recv_step(0, 7, output_at(0), 10, {}));  // nobody sends it
+  SimResult r;
+  Status s = simulate_schedules(c, by_rank, 4, &r);
+  cr_assert(!s.ok());
+  cr_assert(s.message().find("rank 1") != std::string::npos, "%s", s.message().c_str());
+  by_rank.assign(2, Schedule());
+  add_step(&by_rank[0], send_step(1, 7, input_at(0), 10, {}));  // nobody receives it
+  s = simulate_schedules(c, by_rank, 4, &r);
+  cr_assert(!s.ok());
+  cr_assert(s.message().find("no receive") != std::string::npos, "%s", s.message().c_str());
+}
+
+Test(sim, goal_export_lists_every_step_of_the_schedule) {
+  Cluster c = flat_cluster(2, 2, 1e9, 1e-6);
+  c.single_copy = true;
+  const CollectiveArgs args = collective_args(c, Collective::kAllreduce, 4096, 4, "hier");
+  const std::vector<Schedule> by_rank = schedules_of(args);
+  std::ostringstream text;
+  write_goal(c, by_rank, 4, text);
+  // Parse it back: per rank, the sends "to P tag T" and receives "from P tag T" with bytes.
+  std::istringstream in(text.str());
+  std::string line;
+  std::getline(in, line);
+  cr_assert_str_eq(line.c_str(), "num_ranks 4");
+  int rank = -1;
+  std::map<std::string, long> sends, receives;  // "from->to tag" -> bytes
+  std::map<int, size_t> operations;
+  while (std::getline(in, line)) {
+    if (line.rfind("rank ", 0) == 0) rank = std::stoi(line.substr(5));
+    long bytes = 0;
+    int peer = 0;
+    unsigned tag = 0;
+    char label[32];
+    if (std::sscanf(line.c_str(), "%31[^:]: send %ldb to %d tag %u", label, &bytes, &peer, &tag) == 4)
+      sends[std::to_string(rank) + "->" + std::to_string(peer) + " " + std::to_string(tag)] = bytes;
+    else if (std::sscanf(line.c_str(), "%31[^:]: recv %ldb from %d tag %u", label, &bytes, &peer,
+                         &tag) == 4)
+      receives[std::to_string(peer) + "->" + std::to_string(rank) + " " + std::to_string(tag)] = bytes;
+    if (line.find(": ") != std::string::npos && line.find("requires") == std::string::npos)
+      ++operations[rank];
+  }
+  cr_assert(!sends.empty());
+  cr_assert(sends == receives, "every send meets a receive of its size");
+  for (int r = 0; r < 4; ++r) {
+    size_t messages = 0, steps = by_rank[static_cast<size_t>(r)].steps.size(), reduces = 0;
+    for (const Step &step : by_rank[static_cast<size_t>(r)].steps) {
+      if (is_message(step.kind)) ++messages;
+      if (step.kind == StepKind::kRecvReduce) ++reduces;
+    }
+    cr_assert(messages > 0);
+    cr_assert_eq(operations[r], steps + reduces, "rank %d: %zu operations for %zu steps", r,
+                 operations[r], steps);
+  }
+}
+
+Test(sim, ddp_overlap_hides_what_fits_in_the_backward_pass) {
+  TrainingJob job;
+  job.parameters = 100e6 / 4;  // 100 MB of float32: 4 buckets of 25 MB
+  job.elem_size = 4;
+  job.bucket_bytes = 25e6;
+  job.compute_seconds = 0.3;  // backward 0.2 s, a bucket ready every 50 ms
+  // 10 ms per bucket: all but the last hidden.
+  StepProjection p = project_step(job, [](double) { return 0.01; });
+  cr_assert_eq(p.buckets, 4);
+  expect_near(p.step_seconds, 0.31, 1e-9, "step");
+  // 80 ms per bucket: they queue: 0.1 + 0.05 + 4 * 0.08.
+  p = project_step(job, [](double) { return 0.08; });
+  expect_near(p.step_seconds, 0.15 + 4 * 0.08, 1e-9, "step with queued buckets");
+  expect_near(p.efficiency, 0.3 / (0.15 + 4 * 0.08), 1e-9, "efficiency");
+}
