@@ -66,8 +66,8 @@ Test(sim, ring_allreduce_matches_the_closed_form) {
     const double want = 2.0 * (p - 1) / p * n / rate + 2.0 * (p - 1) * alpha;
     expect_near(r.seconds, want, 0.01, ("ring of " + std::to_string(p)).c_str());
     // The NICs were busy for the bytes they carried: the bandwidth term.
-    expect_near(r.tiers[static_cast<int>(Tier::kNic)].busiest_seconds,
-                2.0 * (p - 1) / p * n / rate, 0.01, "busiest NIC");
+    expect_near(r.tiers[static_cast<int>(Tier::kNic)].busiest_seconds, 2.0 * (p - 1) / p * n / rate,
+                0.01, "busiest NIC");
   }
 }
 
@@ -117,7 +117,8 @@ Test(sim, an_oversubscribed_uplink_slows_what_crosses_leaves) {
   auto pairs = [&](int first_to) {
     std::vector<Schedule> by_rank(4);
     for (int i = 0; i < 2; ++i) {
-      add_step(&by_rank[static_cast<size_t>(i)], send_step(first_to + i, 1, input_at(0), count, {}));
+      add_step(&by_rank[static_cast<size_t>(i)],
+               send_step(first_to + i, 1, input_at(0), count, {}));
       add_step(&by_rank[static_cast<size_t>(first_to + i)],
                recv_step(i, 1, output_at(0), count, {}));
     }
@@ -173,11 +174,13 @@ Test(sim, goal_export_lists_every_step_of_the_schedule) {
     int peer = 0;
     unsigned tag = 0;
     char label[32];
-    if (std::sscanf(line.c_str(), "%31[^:]: send %ldb to %d tag %u", label, &bytes, &peer, &tag) == 4)
+    if (std::sscanf(line.c_str(), "%31[^:]: send %ldb to %d tag %u", label, &bytes, &peer, &tag) ==
+        4)
       sends[std::to_string(rank) + "->" + std::to_string(peer) + " " + std::to_string(tag)] = bytes;
     else if (std::sscanf(line.c_str(), "%31[^:]: recv %ldb from %d tag %u", label, &bytes, &peer,
                          &tag) == 4)
-      receives[std::to_string(peer) + "->" + std::to_string(rank) + " " + std::to_string(tag)] = bytes;
+      receives[std::to_string(peer) + "->" + std::to_string(rank) + " " + std::to_string(tag)] =
+          bytes;
     if (line.find(": ") != std::string::npos && line.find("requires") == std::string::npos)
       ++operations[rank];
   }

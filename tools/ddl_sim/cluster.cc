@@ -37,12 +37,10 @@ bool parse_rate(const std::string &text, double *rate) {
   double number = 0;
   std::string unit;
   if (!split_number(text, &number, &unit)) return false;
-  if (unit.size() > 2 && unit.compare(unit.size() - 2, 2, "/s") == 0)
-    unit.resize(unit.size() - 2);
+  if (unit.size() > 2 && unit.compare(unit.size() - 2, 2, "/s") == 0) unit.resize(unit.size() - 2);
   static const std::map<std::string, double> units = {
-      {"bit", 1 / 8.0}, {"Kbit", 1e3 / 8}, {"Mbit", 1e6 / 8}, {"Gbit", 1e9 / 8},
-      {"Tbit", 1e12 / 8}, {"B", 1},        {"KB", 1e3},       {"MB", 1e6},
-      {"GB", 1e9},      {"TB", 1e12}};
+      {"bit", 1 / 8.0}, {"Kbit", 1e3 / 8}, {"Mbit", 1e6 / 8}, {"Gbit", 1e9 / 8}, {"Tbit", 1e12 / 8},
+      {"B", 1},         {"KB", 1e3},       {"MB", 1e6},       {"GB", 1e9},       {"TB", 1e12}};
   const auto found = units.find(unit);
   if (found == units.end()) return false;
   *rate = number * found->second;
@@ -96,29 +94,30 @@ std::string time_text(double seconds) {
   return ddl::strprintf("%gus", seconds * 1e6);
 }
 
-#define DDL_SIM_RATE(field)                                                         \
-  Key {                                                                             \
-    "a rate like 100Gbit or 12.5GB",                                                \
+#define DDL_SIM_RATE(field)                                                        \
+  Key {                                                                            \
+    "a rate like 100Gbit or 12.5GB",                                               \
         [](const std::string &v, Cluster *c) { return parse_rate(v, &c->field); }, \
-        [](const Cluster &c) { return rate_text(c.field); }                         \
+        [](const Cluster &c) { return rate_text(c.field); }                        \
   }
-#define DDL_SIM_TIME(field)                                                         \
-  Key {                                                                             \
-    "a time like 1.5us or 20ms",                                                    \
+#define DDL_SIM_TIME(field)                                                        \
+  Key {                                                                            \
+    "a time like 1.5us or 20ms",                                                   \
         [](const std::string &v, Cluster *c) { return parse_time(v, &c->field); }, \
-        [](const Cluster &c) { return time_text(c.field); }                         \
+        [](const Cluster &c) { return time_text(c.field); }                        \
   }
-#define DDL_SIM_COUNT(field)                                                         \
-  Key {                                                                              \
-    "a whole number >= 1",                                                           \
+#define DDL_SIM_COUNT(field)                                                        \
+  Key {                                                                             \
+    "a whole number >= 1",                                                          \
         [](const std::string &v, Cluster *c) { return parse_count(v, &c->field); }, \
-        [](const Cluster &c) { return std::to_string(c.field); }                     \
+        [](const Cluster &c) { return std::to_string(c.field); }                    \
   }
 
 const std::map<std::string, Key> &keys() {
   static const std::map<std::string, Key> table = {
-      {"name", {"a name", [](const std::string &v, Cluster *c) { return c->name = v, !v.empty(); },
-                [](const Cluster &c) { return c.name; }}},
+      {"name",
+       {"a name", [](const std::string &v, Cluster *c) { return c->name = v, !v.empty(); },
+        [](const Cluster &c) { return c.name; }}},
       {"hosts", DDL_SIM_COUNT(hosts)},
       {"ranks_per_host", DDL_SIM_COUNT(ranks_per_host)},
       {"local_rate", DDL_SIM_RATE(local_rate)},
@@ -131,7 +130,8 @@ const std::map<std::string, Key> &keys() {
         [](const Cluster &c) { return c.local_bus_rate > 0 ? rate_text(c.local_bus_rate) : "0"; }}},
       {"local_latency", DDL_SIM_TIME(local_latency)},
       {"single_copy",
-       {"yes or no", [](const std::string &v, Cluster *c) { return parse_yes_no(v, &c->single_copy); },
+       {"yes or no",
+        [](const std::string &v, Cluster *c) { return parse_yes_no(v, &c->single_copy); },
         [](const Cluster &c) { return std::string(c.single_copy ? "yes" : "no"); }}},
       {"nics", DDL_SIM_COUNT(nics)},
       {"nic_rate", DDL_SIM_RATE(nic_rate)},
@@ -219,7 +219,8 @@ Status load_cluster(const std::string &path, Cluster *cluster) {
     if (equals == std::string::npos)
       return ddl::invalid_argument("%s:%d: expected 'key = value', got '%s'", path.c_str(), number,
                                    line.c_str());
-    Status s = set_cluster_key(trim(line.substr(0, equals)), trim(line.substr(equals + 1)), cluster);
+    Status s =
+        set_cluster_key(trim(line.substr(0, equals)), trim(line.substr(equals + 1)), cluster);
     if (!s.ok()) return s.prefix(ddl::strprintf("%s:%d: ", path.c_str(), number));
   }
   if (cluster->name.empty()) cluster->name = path;
@@ -228,13 +229,12 @@ Status load_cluster(const std::string &path, Cluster *cluster) {
 
 std::string describe_cluster(const Cluster &cluster) {
   std::string out;
-  for (const auto &entry : keys())
-    out += entry.first + " = " + entry.second.get(cluster) + "\n";
+  for (const auto &entry : keys()) out += entry.first + " = " + entry.second.get(cluster) + "\n";
   return out;
 }
 
-ddl::CollectiveArgs collective_args(const Cluster &cluster, ddl::Collective collective, size_t count,
-                                    size_t elem_size, const std::string &algorithm) {
+ddl::CollectiveArgs collective_args(const Cluster &cluster, ddl::Collective collective,
+                                    size_t count, size_t elem_size, const std::string &algorithm) {
   ddl::CollectiveArgs args;
   args.collective = collective;
   args.nranks = cluster.nranks();

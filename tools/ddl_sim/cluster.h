@@ -81,7 +81,7 @@ std::string describe_cluster(const Cluster &cluster);
 
 // What the library would hand a schedule builder on this cluster for a call (as args_of in
 // lib/core/collectives.cc does): tiers by host, single copy inside hosts, the chunk.
-ddl::CollectiveArgs collective_args(const Cluster &cluster, ddl::Collective collective, size_t count,
-                                    size_t elem_size, const std::string &algorithm);
+ddl::CollectiveArgs collective_args(const Cluster &cluster, ddl::Collective collective,
+                                    size_t count, size_t elem_size, const std::string &algorithm);
 
 }  // namespace ddl_sim

@@ -25,7 +25,7 @@ struct TrainingJob {
 
 struct StepProjection {
   double step_seconds = 0;
-  double exposed_seconds = 0;  // communication not hidden behind the backward pass
+  double exposed_seconds = 0;    // communication not hidden behind the backward pass
   double allreduce_seconds = 0;  // all the buckets' allreduces, one after the other
   int buckets = 0;
   double efficiency = 1;

@@ -99,9 +99,9 @@ int run_efficiency(const Options &o) {
     ddl::Status failed;
     const StepProjection p = project_step(job, [&](double bytes) {
       SimResult r;
-      ddl::CollectiveArgs args = collective_args(
-          cluster, ddl::Collective::kAllreduce,
-          static_cast<size_t>(bytes) / o.elem_size, o.elem_size, o.algorithm);
+      ddl::CollectiveArgs args =
+          collective_args(cluster, ddl::Collective::kAllreduce,
+                          static_cast<size_t>(bytes) / o.elem_size, o.elem_size, o.algorithm);
       if (cluster.nranks() == 1) return 0.0;
       ddl::Status s = simulate(cluster, args, &r);
       if (!s.ok()) failed = s;

@@ -6,8 +6,8 @@
 #include <cstdlib>
 #include <sstream>
 
-#include "lib/common/datatype.h"
 #include "lib/algorithms/registry.h"
+#include "lib/common/datatype.h"
 #include "lib/common/params.h"
 
 namespace ddl_sim {
@@ -71,10 +71,14 @@ bool parse_parameters(const std::string &text, double *value) {
   char *end = nullptr;
   double v = std::strtod(text.c_str(), &end);
   const std::string unit = end ? end : "";
-  if (unit == "K") v *= 1e3;
-  else if (unit == "M") v *= 1e6;
-  else if (unit == "B" || unit == "G") v *= 1e9;
-  else if (!unit.empty()) return false;
+  if (unit == "K")
+    v *= 1e3;
+  else if (unit == "M")
+    v *= 1e6;
+  else if (unit == "B" || unit == "G")
+    v *= 1e9;
+  else if (!unit.empty())
+    return false;
   if (end == text.c_str() || !(v >= 1)) return false;
   *value = v;
   return true;
@@ -120,7 +124,18 @@ double bus_factor(ddl::Collective collective, int nranks) {
 }
 
 bool parse_options(int argc, char **argv, Options *options, std::string *error) {
-  enum Long { kCluster = 256, kSet, kCheck, kEfficiency, kParams, kCompute, kBucket, kScale, kGoal, kDescribe };
+  enum Long {
+    kCluster = 256,
+    kSet,
+    kCheck,
+    kEfficiency,
+    kParams,
+    kCompute,
+    kBucket,
+    kScale,
+    kGoal,
+    kDescribe
+  };
   static const option longs[] = {
       {"cluster", required_argument, nullptr, kCluster},
       {"set", required_argument, nullptr, kSet},
@@ -164,7 +179,9 @@ bool parse_options(int argc, char **argv, Options *options, std::string *error) 
       case 'N':
       case 'g':
         if (!ddl::parse_int(arg, 1, 1 << 16, &number))
-          return *error = std::string("-") + static_cast<char>(opt) + " wants a count, not '" + arg + "'", false;
+          return *error = std::string("-") + static_cast<char>(opt) + " wants a count, not '" +
+                          arg + "'",
+                 false;
         (opt == 'N' ? hosts : ranks_per_host) = static_cast<int>(number);
         break;
       case 'C':
@@ -184,7 +201,9 @@ bool parse_options(int argc, char **argv, Options *options, std::string *error) 
       case 'b':
       case 'e':
         if (!parse_size(arg, opt == 'b' ? &options->min_bytes : &options->max_bytes))
-          return *error = std::string("-") + static_cast<char>(opt) + " wants a size like 64M, not '" + arg + "'", false;
+          return *error = std::string("-") + static_cast<char>(opt) +
+                          " wants a size like 64M, not '" + arg + "'",
+                 false;
         break;
       case 'f':
         if (!parse_positive(arg, &options->factor) || options->factor <= 1)
@@ -233,11 +252,15 @@ bool parse_options(int argc, char **argv, Options *options, std::string *error) 
         error->clear();
         return false;
       default:
-        return *error = std::string("unknown or incomplete option ") + argv[optind - 1] + " (--help lists them)", false;
+        return *error = std::string("unknown or incomplete option ") + argv[optind - 1] +
+                        " (--help lists them)",
+               false;
     }
   }
-  if (optind < argc) return *error = std::string("unexpected argument '") + argv[optind] + "'", false;
-  if (cluster_path.empty()) return *error = "--cluster FILE is required (tools/ddl_sim/clusters/)", false;
+  if (optind < argc)
+    return *error = std::string("unexpected argument '") + argv[optind] + "'", false;
+  if (cluster_path.empty())
+    return *error = "--cluster FILE is required (tools/ddl_sim/clusters/)", false;
   ddl::Status s = load_cluster(cluster_path, &options->cluster);
   for (size_t i = 0; s.ok() && i < sets.size(); ++i) {
     const size_t equals = sets[i].find('=');
@@ -248,8 +271,7 @@ bool parse_options(int argc, char **argv, Options *options, std::string *error) 
   if (!s.ok()) return *error = s.message(), false;
   if (hosts) options->cluster.hosts = hosts;
   if (ranks_per_host) options->cluster.ranks_per_host = ranks_per_host;
-  if (options->min_bytes > options->max_bytes)
-    return *error = "-b is larger than -e", false;
+  if (options->min_bytes > options->max_bytes) return *error = "-b is larger than -e", false;
   if (options->host_counts.empty()) options->host_counts.push_back(options->cluster.hosts);
   if (!ddl::known_algorithm(options->algorithm))
     return *error = "-a: unknown algorithm '" + options->algorithm + "'", false;

@@ -56,23 +56,27 @@ void Report::header(FILE *out) const {
                                            c.oversubscription)
                                 .c_str()
                           : "one switch");
-  std::fprintf(out, "# busy: share of the call's time the busiest NIC / fabric uplink / local port "
-                    "/ rank compute was busy; bound: the slowest tier's bandwidth bound\n");
-  std::fprintf(out, "%12s %12s %8s %-8s %11s %8s %8s %11s %7s  %5s %5s %5s %5s\n", "size",
-               "count", "type", "algo", "time(us)", "algbw", "busbw", "bound(us)", "of bnd",
-               "nic", "fabr", "local", "comp");
+  std::fprintf(out,
+               "# busy: share of the call's time the busiest NIC / fabric uplink / local port "
+               "/ rank compute was busy; bound: the slowest tier's bandwidth bound\n");
+  std::fprintf(out, "%12s %12s %8s %-8s %11s %8s %8s %11s %7s  %5s %5s %5s %5s\n", "size", "count",
+               "type", "algo", "time(us)", "algbw", "busbw", "bound(us)", "of bnd", "nic", "fabr",
+               "local", "comp");
 }
 
 void Report::row(FILE *out, size_t bytes, size_t count, const SimResult &r) {
-  const double bound = tier_bound_seconds(cluster_, options_.collective, static_cast<double>(bytes));
+  const double bound =
+      tier_bound_seconds(cluster_, options_.collective, static_cast<double>(bytes));
   rows_.push_back(Row{bytes, count, r, bound});
   const double algbw = algbw_gbs(bytes, r.seconds);
-  std::fprintf(out, "%12zu %12zu %8s %-8s %11.2f %8.2f %8.2f %11.2f %6.1f%%  %4.0f%% %4.0f%% %4.0f%% %4.0f%%\n",
-               bytes, count, options_.dtype.c_str(), r.algorithm.c_str(), r.seconds * 1e6, algbw,
-               algbw * bus_factor(options_.collective, cluster_.nranks()), bound * 1e6,
-               r.seconds > 0 ? 100 * bound / r.seconds : 0, busy_percent(r, Tier::kNic),
-               busy_percent(r, Tier::kFabric), busy_percent(r, Tier::kLocal),
-               busy_percent(r, Tier::kCompute));
+  std::fprintf(
+      out,
+      "%12zu %12zu %8s %-8s %11.2f %8.2f %8.2f %11.2f %6.1f%%  %4.0f%% %4.0f%% %4.0f%% %4.0f%%\n",
+      bytes, count, options_.dtype.c_str(), r.algorithm.c_str(), r.seconds * 1e6, algbw,
+      algbw * bus_factor(options_.collective, cluster_.nranks()), bound * 1e6,
+      r.seconds > 0 ? 100 * bound / r.seconds : 0, busy_percent(r, Tier::kNic),
+      busy_percent(r, Tier::kFabric), busy_percent(r, Tier::kLocal),
+      busy_percent(r, Tier::kCompute));
 }
 
 bool Report::write_json(const std::string &path) const {
@@ -86,7 +90,8 @@ bool Report::write_json(const std::string &path) const {
                ddl::collective_name(options_.collective), n, factor);
   std::fprintf(out, "  \"hosts\": %d,\n  \"ranks_per_host\": %d,\n", cluster_.hosts,
                cluster_.ranks_per_host);
-  std::fprintf(out, "  \"iters\": 0,\n  \"warmup_iters\": 0,\n  \"check\": false,\n  \"results\": [");
+  std::fprintf(out,
+               "  \"iters\": 0,\n  \"warmup_iters\": 0,\n  \"check\": false,\n  \"results\": [");
   double busbw_sum = 0;
   for (size_t i = 0; i < rows_.size(); ++i) {
     const Row &row = rows_[i];
@@ -100,10 +105,9 @@ bool Report::write_json(const std::string &path) const {
                  row.result.algorithm.c_str(), row.result.seconds * 1e6, algbw, algbw * factor,
                  row.bound * 1e6);
     for (int t = 0; t < kTiers; ++t)
-      std::fprintf(out, "%s\"%s\": %.4f", t ? ", " : "", tier_name(static_cast<Tier>(t)),
-                   row.result.seconds > 0
-                       ? row.result.tiers[t].busiest_seconds / row.result.seconds
-                       : 0.0);
+      std::fprintf(
+          out, "%s\"%s\": %.4f", t ? ", " : "", tier_name(static_cast<Tier>(t)),
+          row.result.seconds > 0 ? row.result.tiers[t].busiest_seconds / row.result.seconds : 0.0);
     std::fprintf(out, "}}");
   }
   std::fprintf(out, "\n  ],\n  \"out_of_bounds\": 0,\n  \"avg_busbw_gbs\": %.6f\n}\n",

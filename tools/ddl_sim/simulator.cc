@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <limits>
 #include <queue>
+#include <thread>
 
 #include "lib/algorithms/registry.h"
 
@@ -18,11 +19,11 @@ struct SimStep {
   StepKind kind = StepKind::kCopy;
   int32_t peer = -1;
   uint32_t tag = 0;
-  uint32_t pending = 0;   // dependencies not yet done
-  uint32_t matched = 0;   // a send: the receiver's step
+  uint32_t pending = 0;  // dependencies not yet done
+  uint32_t matched = 0;  // a send: the receiver's step
   double bytes = 0;
-  double ready = -1;      // a receive: when it was ready (-1: not yet)
-  double arrival = -1;    // a receive: when its message arrived (-1: not yet sent)
+  double ready = -1;    // a receive: when it was ready (-1: not yet)
+  double arrival = -1;  // a receive: when its message arrived (-1: not yet sent)
   bool done = false;
 };
 
@@ -173,8 +174,12 @@ struct Event {
 class Simulation {
  public:
   Simulation(const Cluster &cluster, std::vector<RankSteps> ranks)
-      : c_(cluster), fabric_(cluster), ranks_(std::move(ranks)), cpu_free_(ranks_.size(), 0),
-        cpu_busy_(ranks_.size(), 0), finish_(ranks_.size(), 0),
+      : c_(cluster),
+        fabric_(cluster),
+        ranks_(std::move(ranks)),
+        cpu_free_(ranks_.size(), 0),
+        cpu_busy_(ranks_.size(), 0),
+        finish_(ranks_.size(), 0),
         cores_(static_cast<size_t>(cluster.machine_cores), 0.0) {}
 
   Status run(SimResult *result) {
@@ -243,8 +248,8 @@ class Simulation {
       const auto key = std::make_pair(match_key(r, s.tag), uint32_t{0});
       const auto found = std::lower_bound(receives.begin(), receives.end(), key);
       if (found == receives.end() || found->first != key.first)
-        return ddl::invalid_argument("rank %d's send to rank %d (tag %u) has no receive", r,
-                                     s.peer, s.tag);
+        return ddl::invalid_argument("rank %d's send to rank %d (tag %u) has no receive", r, s.peer,
+                                     s.tag);
       s.matched = found->second;
     }
     return Status::Ok();
@@ -389,20 +394,30 @@ Status simulate(const Cluster &cluster, const ddl::CollectiveArgs &args, SimResu
   if (args.nranks != cluster.nranks())
     return ddl::invalid_argument("a call of %d ranks on a cluster of %d", args.nranks,
                                  cluster.nranks());
-  // Built and compacted one rank at a time: the full schedules of 4096 ranks would not
-  // need to exist at once.
-  std::vector<RankSteps> ranks;
-  ranks.reserve(static_cast<size_t>(args.nranks));
+  // Built and compacted one rank at a time (the full schedules of 4096 ranks need not exist
+  // at once), by as many threads as there are cores: building is most of a large projection.
+  const size_t n = static_cast<size_t>(args.nranks);
+  std::vector<RankSteps> ranks(n);
+  std::vector<Status> failures(n, Status::Ok());
   std::string algorithm, why;
-  for (int r = 0; r < args.nranks; ++r) {
-    ddl::CollectiveArgs mine = args;
-    mine.rank = r;
-    ddl::Schedule schedule;
-    Status s = ddl::build_schedule(mine, &schedule, r == 0 ? &why : nullptr);
-    if (!s.ok()) return s.prefix(ddl::strprintf("rank %d's schedule: ", r));
-    if (r == 0) algorithm = schedule.algorithm;
-    ranks.push_back(compact(schedule, args.elem_size));
-  }
+  auto build_ranks = [&](size_t first, size_t step) {
+    for (size_t r = first; r < n; r += step) {
+      ddl::CollectiveArgs mine = args;
+      mine.rank = static_cast<int>(r);
+      ddl::Schedule schedule;
+      failures[r] = ddl::build_schedule(mine, &schedule, r == 0 ? &why : nullptr);
+      if (r == 0) algorithm = schedule.algorithm;
+      ranks[r] = compact(schedule, args.elem_size);
+    }
+  };
+  const size_t threads =
+      std::max<size_t>(1, std::min<size_t>(std::thread::hardware_concurrency(), n / 64));
+  std::vector<std::thread> workers;
+  for (size_t t = 1; t < threads; ++t) workers.emplace_back(build_ranks, t, threads);
+  build_ranks(0, threads);
+  for (std::thread &worker : workers) worker.join();
+  for (size_t r = 0; r < n; ++r)
+    if (!failures[r].ok()) return failures[r].prefix(ddl::strprintf("rank %zu's schedule: ", r));
   *result = SimResult();
   result->algorithm = algorithm;
   result->why = why;
