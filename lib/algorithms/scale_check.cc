@@ -1,0 +1,332 @@
+#include "lib/algorithms/scale_check.h"
+
+#include <algorithm>
+#include <deque>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "lib/algorithms/registry.h"
+
+namespace ddl {
+namespace {
+
+// An element that holds nothing yet. Contributions are odd, sums of them almost never 0.
+constexpr uint64_t kUndefined = 0;
+
+uint64_t contribution(int rank, uint64_t index) {
+  uint64_t x = (static_cast<uint64_t>(rank) << 40) ^ index ^ 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return (x ^ (x >> 31)) | 1;
+}
+
+struct Memory {
+  std::vector<uint64_t> input, output, scratch;
+  std::vector<uint64_t> &of(BufferId id) {
+    return id == BufferId::kInput ? input : id == BufferId::kOutput ? output : scratch;
+  }
+};
+
+const char *buffer_name(BufferId id) {
+  return id == BufferId::kInput ? "input" : id == BufferId::kOutput ? "output" : "scratch";
+}
+
+// One rank's receives (or sends), by (peer, tag), sorted: what matches a message.
+using MatchIndex = std::vector<std::pair<uint64_t, uint32_t>>;
+uint64_t match_key(int peer, uint32_t tag) {
+  return (static_cast<uint64_t>(static_cast<uint32_t>(peer)) << 32) | tag;
+}
+
+class ScaleCheck {
+ public:
+  ScaleCheck(const CollectiveArgs &args, std::vector<Schedule> by_rank)
+      : args_(args),
+        n_(args.nranks),
+        schedules_(std::move(by_rank)),
+        memory_(schedules_.size()),
+        state_(schedules_.size()),
+        pending_(schedules_.size()),
+        dependents_(schedules_.size()),
+        receives_(schedules_.size()),
+        sends_(schedules_.size()) {}
+
+  Status run() {
+    for (int r = 0; r < n_; ++r) DDL_RETURN_IF_ERROR(index_rank(r));
+    for (int r = 0; r < n_; ++r) initial_memory(r);
+    for (int r = 0; r < n_; ++r)
+      for (uint32_t i = 0; i < schedules_[r].steps.size(); ++i)
+        if (pending_[r][i] == 0) ready_.emplace_back(r, i);
+    while (!ready_.empty()) {
+      const auto [r, i] = ready_.front();
+      ready_.pop_front();
+      DDL_RETURN_IF_ERROR(start(r, i));
+    }
+    for (int r = 0; r < n_; ++r)
+      for (uint32_t i = 0; i < schedules_[r].steps.size(); ++i)
+        if (state_[r][i] != kDone)
+          return internal_error(
+              "%s never runs: the schedules deadlock (or wait for a message "
+              "nobody sends)",
+              where(r, i).c_str());
+    return check_outputs();
+  }
+
+ private:
+  enum : uint8_t { kWaiting, kReady, kDone };
+
+  std::string where(int r, uint32_t i) const {
+    const Step &s = schedules_[r].steps[i];
+    return strprintf("%s %s, %d ranks: rank %d step %u (peer %d tag %u count %zu)",
+                     collective_name(args_.collective), schedules_[r].algorithm.c_str(), n_, r, i,
+                     s.peer, s.tag, s.count);
+  }
+
+  // Structure, and who waits on whom.
+  Status index_rank(int r) {
+    const Schedule &s = schedules_[r];
+    const uint32_t steps = static_cast<uint32_t>(s.steps.size());
+    pending_[r].assign(steps, 0);
+    state_[r].assign(steps, kWaiting);
+    dependents_[r].assign(steps, {});
+    for (uint32_t i = 0; i < steps; ++i) {
+      const Step &step = s.steps[i];
+      for (uint32_t d : step.deps) {
+        if (d >= i)
+          return internal_error("%s depends on step %u, not before it", where(r, i).c_str(), d);
+        dependents_[r][d].push_back(i);
+      }
+      pending_[r][i] = static_cast<uint32_t>(step.deps.size());
+      const bool peer_step = is_message(step.kind) || is_peer_memory(step.kind);
+      if (peer_step && (step.peer < 0 || step.peer >= n_ || step.peer == r))
+        return internal_error("%s names no other rank", where(r, i).c_str());
+      if (is_message(step.kind) && step.tag > kMaxStepTag)
+        return internal_error("%s: tag above the transport's %u", where(r, i).c_str(), kMaxStepTag);
+      if (step.kind == StepKind::kSend) sends_[r].emplace_back(match_key(step.peer, step.tag), i);
+      if (step.kind == StepKind::kRecv || step.kind == StepKind::kRecvReduce)
+        receives_[r].emplace_back(match_key(step.peer, step.tag), i);
+    }
+    for (MatchIndex *index : {&sends_[r], &receives_[r]}) {
+      std::sort(index->begin(), index->end());
+      for (size_t k = 1; k < index->size(); ++k)
+        if ((*index)[k].first == (*index)[k - 1].first)
+          return internal_error("%s: a second message of this tag with that peer",
+                                where(r, (*index)[k].second).c_str());
+    }
+    return Status::Ok();
+  }
+
+  void initial_memory(int r) {
+    const Schedule &s = schedules_[r];
+    Memory &m = memory_[r];
+    m.input.assign(s.input_count, kUndefined);
+    m.output.assign(s.output_count, kUndefined);
+    m.scratch.assign(s.scratch_count, kUndefined);
+    if (args_.collective == Collective::kBroadcast) {
+      if (r == args_.root)
+        for (size_t i = 0; i < s.output_count; ++i) m.output[i] = contribution(r, i);
+      return;
+    }
+    const size_t base = args_.collective == Collective::kAllgather ? r * args_.count : 0;
+    for (size_t i = 0; i < s.input_count; ++i) m.input[i] = contribution(r, base + i);
+  }
+
+  // The elements a range names, checked against its buffer (`owner`'s, for peer memory).
+  Status span(int owner, Range range, size_t count, int r, uint32_t i, uint64_t **out) {
+    std::vector<uint64_t> &buffer = memory_[owner].of(range.buffer);
+    if (range.offset > buffer.size() || count > buffer.size() - range.offset)
+      return internal_error("%s: %s range %zu..%zu of rank %d outside its %zu elements",
+                            where(r, i).c_str(), buffer_name(range.buffer), range.offset,
+                            range.offset + count, owner, buffer.size());
+    *out = buffer.data() + range.offset;
+    return Status::Ok();
+  }
+
+  // dst = a + b, elementwise; both operands must hold something.
+  Status add(uint64_t *dst, const uint64_t *a, const uint64_t *b, size_t count, int r, uint32_t i) {
+    for (size_t k = 0; k < count; ++k) {
+      if (a[k] == kUndefined || b[k] == kUndefined)
+        return internal_error("%s reduces undefined element %zu", where(r, i).c_str(), k);
+      dst[k] = a[k] + b[k];
+    }
+    return Status::Ok();
+  }
+
+  Status start(int r, uint32_t i) {
+    const Step &s = schedules_[r].steps[i];
+    uint64_t *src = nullptr, *dst = nullptr, *tmp = nullptr;
+    switch (s.kind) {
+      case StepKind::kSend:
+      case StepKind::kRecv:
+      case StepKind::kRecvReduce: {
+        // Rendezvous: the message moves once both sides are ready.
+        const bool sending = s.kind == StepKind::kSend;
+        const MatchIndex &other = sending ? receives_[s.peer] : sends_[s.peer];
+        const uint64_t key = match_key(r, s.tag);
+        const auto found = std::lower_bound(other.begin(), other.end(), std::make_pair(key, 0u));
+        if (found == other.end() || found->first != key)
+          return internal_error("%s: rank %d has no matching %s", where(r, i).c_str(), s.peer,
+                                sending ? "receive" : "send");
+        state_[r][i] = kReady;
+        if (state_[s.peer][found->second] != kReady) return Status::Ok();
+        return sending ? transfer(r, i, s.peer, found->second)
+                       : transfer(s.peer, found->second, r, i);
+      }
+      case StepKind::kCopy:
+        DDL_RETURN_IF_ERROR(span(r, s.src, s.count, r, i, &src));
+        DDL_RETURN_IF_ERROR(span(r, s.dst, s.count, r, i, &dst));
+        std::copy(src, src + s.count, dst);
+        break;
+      case StepKind::kReduce:
+        DDL_RETURN_IF_ERROR(span(r, s.src, s.count, r, i, &src));
+        DDL_RETURN_IF_ERROR(span(r, s.tmp, s.count, r, i, &tmp));
+        DDL_RETURN_IF_ERROR(span(r, s.dst, s.count, r, i, &dst));
+        DDL_RETURN_IF_ERROR(add(dst, tmp, src, s.count, r, i));
+        break;
+      case StepKind::kPeerRead:
+        DDL_RETURN_IF_ERROR(
+            span(s.peer, Range{BufferId::kInput, s.src.offset}, s.count, r, i, &src));
+        DDL_RETURN_IF_ERROR(span(r, s.dst, s.count, r, i, &dst));
+        std::copy(src, src + s.count, dst);
+        break;
+      case StepKind::kPeerWrite:
+        DDL_RETURN_IF_ERROR(span(r, s.src, s.count, r, i, &src));
+        DDL_RETURN_IF_ERROR(
+            span(s.peer, Range{BufferId::kOutput, s.dst.offset}, s.count, r, i, &dst));
+        std::copy(src, src + s.count, dst);
+        break;
+    }
+    complete(r, i);
+    return Status::Ok();
+  }
+
+  Status transfer(int from, uint32_t send, int to, uint32_t receive) {
+    const Step &s = schedules_[from].steps[send], &t = schedules_[to].steps[receive];
+    if (s.count != t.count)
+      return internal_error("%s sends %zu elements, %s expects %zu", where(from, send).c_str(),
+                            s.count, where(to, receive).c_str(), t.count);
+    uint64_t *src = nullptr, *dst = nullptr;
+    DDL_RETURN_IF_ERROR(span(from, s.src, s.count, from, send, &src));
+    if (t.kind == StepKind::kRecv) {
+      DDL_RETURN_IF_ERROR(span(to, t.dst, t.count, to, receive, &dst));
+      std::copy(src, src + s.count, dst);
+    } else {
+      uint64_t *tmp = nullptr, *operand = nullptr;
+      DDL_RETURN_IF_ERROR(span(to, t.tmp, t.count, to, receive, &tmp));
+      DDL_RETURN_IF_ERROR(span(to, t.src, t.count, to, receive, &operand));
+      DDL_RETURN_IF_ERROR(span(to, t.dst, t.count, to, receive, &dst));
+      std::copy(src, src + s.count, tmp);
+      DDL_RETURN_IF_ERROR(add(dst, tmp, operand, t.count, to, receive));
+    }
+    complete(from, send);
+    complete(to, receive);
+    return Status::Ok();
+  }
+
+  void complete(int r, uint32_t i) {
+    state_[r][i] = kDone;
+    for (uint32_t next : dependents_[r][i])
+      if (--pending_[r][next] == 0) ready_.emplace_back(r, next);
+  }
+
+  Status check_outputs() {
+    const size_t count = args_.count;
+    const Collective c = args_.collective;
+    // Sums of every rank's contribution per input index, for the reducing collectives.
+    std::vector<uint64_t> sums;
+    if (reduces(c)) {
+      sums.assign(c == Collective::kReduceScatter ? count * n_ : count, 0);
+      for (int r = 0; r < n_; ++r)
+        for (size_t k = 0; k < sums.size(); ++k) sums[k] += contribution(r, k);
+    }
+    for (int r = 0; r < n_; ++r) {
+      const std::vector<uint64_t> &out = memory_[r].output;
+      auto expect = [&](size_t at, uint64_t want, const char *what) -> Status {
+        if (at < out.size() && out[at] == want) return Status::Ok();
+        return internal_error("%s %s, %d ranks: rank %d's output element %zu is not %s",
+                              collective_name(c), schedules_[r].algorithm.c_str(), n_, r, at, what);
+      };
+      for (size_t k = 0; k < out.size(); ++k) {
+        Status s = Status::Ok();
+        switch (c) {
+          case Collective::kAllreduce:
+            s = expect(k, sums[k], "every rank's sum");
+            break;
+          case Collective::kReduce:
+            if (r == args_.root) s = expect(k, sums[k], "every rank's sum");
+            break;
+          case Collective::kReduceScatter:
+            s = expect(k, sums[r * count + k], "every rank's sum of its block");
+            break;
+          case Collective::kAllgather:
+            s = expect(k, contribution(static_cast<int>(k / count), k), "its owner's element");
+            break;
+          case Collective::kBroadcast:
+            s = expect(k, contribution(args_.root, k), "the root's element");
+            break;
+          case Collective::kAlltoall:  // block j from rank j: its element r * count + k % count
+            s = expect(k, contribution(static_cast<int>(k / count), r * count + k % count),
+                       "the sender's element for this rank");
+            break;
+          case Collective::kGather:
+            if (r == args_.root)
+              s = expect(k, contribution(static_cast<int>(k / count), k % count),
+                         "the sender's element");
+            break;
+          case Collective::kScatter:
+            s = expect(k, contribution(args_.root, r * count + k), "the root's element for it");
+            break;
+          default:
+            break;
+        }
+        if (!s.ok()) return s;
+      }
+    }
+    return Status::Ok();
+  }
+
+  const CollectiveArgs &args_;
+  const int n_;
+  std::vector<Schedule> schedules_;
+  std::vector<Memory> memory_;
+  std::vector<std::vector<uint8_t>> state_;
+  std::vector<std::vector<uint32_t>> pending_;
+  std::vector<std::vector<std::vector<uint32_t>>> dependents_;
+  std::vector<MatchIndex> receives_, sends_;
+  std::deque<std::pair<int, uint32_t>> ready_;
+};
+
+}  // namespace
+
+Status check_schedules_at_scale(const CollectiveArgs &args, std::vector<Schedule> by_rank) {
+  if (args.in_place || per_peer_counts(args.collective) || is_point_to_point(args.collective))
+    return invalid_argument("the scale check takes out-of-place calls with one count");
+  if (by_rank.size() != static_cast<size_t>(args.nranks))
+    return invalid_argument("%zu schedules for %d ranks", by_rank.size(), args.nranks);
+  return ScaleCheck(args, std::move(by_rank)).run();
+}
+
+Status check_schedules_at_scale(const CollectiveArgs &args) {
+  const size_t n = static_cast<size_t>(args.nranks);
+  std::vector<Schedule> by_rank(n);
+  std::vector<Status> failures(n, Status::Ok());
+  // Built on every core: at 4096 ranks building is much of the check.
+  auto build = [&](size_t first, size_t step) {
+    for (size_t r = first; r < n; r += step) {
+      CollectiveArgs mine = args;
+      mine.rank = static_cast<int>(r);
+      failures[r] = build_schedule(mine, &by_rank[r]);
+    }
+  };
+  const size_t threads =
+      std::max<size_t>(1, std::min<size_t>(std::thread::hardware_concurrency(), n / 64));
+  std::vector<std::thread> workers;
+  for (size_t t = 1; t < threads; ++t) workers.emplace_back(build, t, threads);
+  build(0, threads);
+  for (std::thread &worker : workers) worker.join();
+  for (size_t r = 0; r < n; ++r)
+    if (!failures[r].ok()) return failures[r].prefix(strprintf("rank %zu's schedule: ", r));
+  return check_schedules_at_scale(args, std::move(by_rank));
+}
+
+}  // namespace ddl
