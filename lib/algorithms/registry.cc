@@ -38,9 +38,16 @@ double ring_cost(const CollectiveArgs &a) {
 // once, so the host's link carries its L ranks' bytes, not one's (the ring, in rank order,
 // crosses each host boundary once). Without this the models chose flat rhd over hier at 16+
 // hosts of 4 ranks, which ddl_sim projects 3x slower at 64 MB (tools/ddl_sim/README.md).
+// Calls below 64 KB are left as they were: their messages do not fill a link together, and
+// on 2 cores the emulated hosts measure hier slower there than what the models chose before
+// (3x2 at 2 KB: 540 us against the tree's 150-230; 4x2 at 32 KB: 1.35-1.46 ms against rd's
+// 1.16).
+constexpr double kSharedLinkBytes = 64.0 * 1024;
+
 CostConstants shared_link_constants(const CollectiveArgs &a) {
   CostConstants c = constants_of(a);
-  if (a.hosts > 1 && !a.tiers.empty()) c.beta *= fastest_tier_groups(a).largest;
+  if (a.hosts > 1 && !a.tiers.empty() && bytes_of(a) >= kSharedLinkBytes)
+    c.beta *= fastest_tier_groups(a).largest;
   return c;
 }
 
