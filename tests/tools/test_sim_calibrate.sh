@@ -51,7 +51,7 @@ import json, math, sys
 report, meas = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
 want = {"1x2": "fitted", "2x1": "fitted", "3x1": "held out"}
 colls = ["allreduce", "allgather"]
-keys = ["local_rate", "local_latency", "net_latency", "net_efficiency", "message_overhead",
+keys = ["local_rate", "local_latency", "net_latency", "net_efficiency", "net_cpu_rate", "message_overhead",
         "call_overhead", "reduce_rate"]
 bad = []
 finite = lambda x: isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
