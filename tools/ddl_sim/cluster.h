@@ -17,7 +17,8 @@
 //               hosts' NIC rate, one plane per rail (rail-optimized)
 //   ranks' CPU  `reduce_rate` bytes per second reduced (one operand's bytes), `copy_rate` for
 //   or GPU      local copies, `message_overhead` per message handled, `call_overhead` per call,
-//               `net_cpu_rate` bytes per second through the network stack (TCP), and, for
+//               `net_cpu_rate` bytes per second through the network stack (TCP); `gpu = yes`:
+//               reductions and copies on the GPU, beside the CPU's messages; and, for
 //               emulated hosts on one machine, `machine_cores` cores that every rank shares
 #pragma once
 
@@ -53,6 +54,9 @@ struct Cluster {
   // Each rank.
   double reduce_rate = 10e9;
   double copy_rate = 10e9;
+  // The ranks are GPUs: reductions and copies run on the GPU, beside the CPU that posts and
+  // completes messages (else one CPU does both, one thing at a time).
+  bool gpu = false;
   double message_overhead = 0.2e-6;
   double call_overhead = 0;
   // Bytes per second a rank's CPU copies through the network stack, on each side of a message

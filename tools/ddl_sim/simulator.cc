@@ -177,8 +177,8 @@ class Simulation {
       : c_(cluster),
         fabric_(cluster),
         ranks_(std::move(ranks)),
-        cpu_free_(ranks_.size(), 0),
-        cpu_busy_(ranks_.size(), 0),
+        free_{std::vector<double>(ranks_.size(), 0), std::vector<double>(ranks_.size(), 0)},
+        busy_{std::vector<double>(ranks_.size(), 0), std::vector<double>(ranks_.size(), 0)},
         finish_(ranks_.size(), 0),
         cores_(static_cast<size_t>(cluster.machine_cores), 0.0) {}
 
@@ -213,7 +213,9 @@ class Simulation {
     result->seconds = last + c_.call_overhead;
     fabric_.account(result);
     TierUse &compute = result->tiers[static_cast<int>(Tier::kCompute)];
-    compute.busiest_seconds = *std::max_element(cpu_busy_.begin(), cpu_busy_.end());
+    for (const std::vector<double> &unit : busy_)
+      compute.busiest_seconds =
+          std::max(compute.busiest_seconds, *std::max_element(unit.begin(), unit.end()));
     compute.bytes = compute_bytes_;
     result->messages = messages_;
     return Status::Ok();
@@ -259,17 +261,24 @@ class Simulation {
     events_.push(Event{time, order_++, rank, step, arrived});
   }
 
-  // Holds rank r's CPU for `work` seconds from `earliest` on (and one of the machine's
-  // shared cores, when the cluster has them); returns when it is done.
-  double compute(int r, double earliest, double work) {
-    double begin = std::max(earliest, cpu_free_[static_cast<size_t>(r)]);
-    if (!cores_.empty() && work > 0) {
+  // What a rank's work runs on: its CPU posts and completes messages; reductions and copies
+  // run on its GPU when the ranks are GPUs (beside the CPU), else on the same CPU.
+  enum Unit { kCpu = 0, kDevice = 1 };
+
+  // Holds rank r's `unit` for `work` seconds from `earliest` on (and one of the machine's
+  // shared cores, when the cluster has them and the work is the CPU's); returns when it is
+  // done.
+  double compute(int r, double earliest, double work, Unit unit = kCpu) {
+    const int u = c_.gpu ? unit : kCpu;
+    double &free = free_[u][static_cast<size_t>(r)];
+    double begin = std::max(earliest, free);
+    if (u == kCpu && !cores_.empty() && work > 0) {
       auto core = std::min_element(cores_.begin(), cores_.end());
       begin = std::max(begin, *core);
       *core = begin + work;
     }
-    cpu_free_[static_cast<size_t>(r)] = begin + work;
-    cpu_busy_[static_cast<size_t>(r)] += work;
+    free = begin + work;
+    busy_[u][static_cast<size_t>(r)] += work;
     return begin + work;
   }
 
@@ -305,11 +314,11 @@ class Simulation {
         return;
       case StepKind::kCopy:
         compute_bytes_ += s.bytes;
-        push(compute(r, t, s.bytes / c_.copy_rate), r, i, false);
+        push(compute(r, t, s.bytes / c_.copy_rate, kDevice), r, i, false);
         return;
       case StepKind::kReduce:
         compute_bytes_ += s.bytes;
-        push(compute(r, t, s.bytes / c_.reduce_rate), r, i, false);
+        push(compute(r, t, s.bytes / c_.reduce_rate, kDevice), r, i, false);
         return;
       case StepKind::kPeerRead:
       case StepKind::kPeerWrite: {
@@ -318,9 +327,9 @@ class Simulation {
         double latency = 0;
         const bool read = s.kind == StepKind::kPeerRead;
         fabric_.path(read ? s.peer : r, read ? r : s.peer, &path_, &latency);
-        const double begin = std::max(t, cpu_free_[static_cast<size_t>(r)]);
-        compute(r, begin, s.bytes / c_.local_rate);
-        push(fabric_.transfer(path_, s.bytes, begin), r, i, false);
+        const double done = compute(r, t, s.bytes / c_.local_rate, kDevice);
+        const double begin = done - s.bytes / c_.local_rate;
+        push(std::max(done, fabric_.transfer(path_, s.bytes, begin)), r, i, false);
         return;
       }
     }
@@ -329,12 +338,12 @@ class Simulation {
   // A receive whose message is in: the rank completes it (and reduces) when its CPU is free.
   void complete_receive(int r, uint32_t i, double t) {
     const SimStep &s = ranks_[static_cast<size_t>(r)].steps[i];
-    double work = c_.message_overhead + stack_seconds(s.peer, r, s.bytes);
+    double done = compute(r, t, c_.message_overhead + stack_seconds(s.peer, r, s.bytes));
     if (s.kind == StepKind::kRecvReduce) {
-      work += s.bytes / c_.reduce_rate;
+      done = compute(r, done, s.bytes / c_.reduce_rate, kDevice);
       compute_bytes_ += s.bytes;
     }
-    push(compute(r, t, work), r, i, false);
+    push(done, r, i, false);
   }
 
   void finish(int r, uint32_t i, double t) {
@@ -350,7 +359,8 @@ class Simulation {
   const Cluster &c_;
   Fabric fabric_;
   std::vector<RankSteps> ranks_;
-  std::vector<double> cpu_free_, cpu_busy_, finish_;
+  std::vector<double> free_[2], busy_[2];  // per unit (Unit), per rank
+  std::vector<double> finish_;
   std::vector<double> cores_;  // when each shared core is free (none: a core per rank)
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
   std::vector<size_t> path_;
