@@ -179,25 +179,18 @@ class DdlBackend : public c10d::Backend {
         [&](Req* q) { return api_->iallgather(s, r, n, type, comm_, q); });
   }
 
-  // all_gather_into_tensor: output holds size * input.numel() elements, in rank order.
-  c10::intrusive_ptr<c10d::Work> all_gather_single(at::Tensor& output, at::Tensor& input,
-                                                   const c10d::AllgatherOptions& opts) override {
-    std::vector<at::Tensor> outs{output}, ins{input};
-    return gather_tensors(outs, ins, opts, c10d::OpType::_ALLGATHER_BASE);
-  }
+  // all_gather_into_tensor: output holds size * input.numel() elements, in rank order. The
+  // names torch has had since 2.x (newer torch forwards all_gather_single and
+  // all_gather_single_coalesced to them), so that one source builds against every torch.
   c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
                                                  const c10d::AllgatherOptions& opts) override {
-    return all_gather_single(output, input, opts);
-  }
-  c10::intrusive_ptr<c10d::Work> all_gather_single_coalesced(
-      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
-      const c10d::AllgatherOptions& opts) override {
-    return gather_tensors(outputs, inputs, opts, c10d::OpType::ALLGATHER_INTO_TENSOR_COALESCED);
+    std::vector<at::Tensor> outs{output}, ins{input};
+    return gather_tensors(outs, ins, opts, c10d::OpType::_ALLGATHER_BASE);
   }
   c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
       std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
       const c10d::AllgatherOptions& opts) override {
-    return all_gather_single_coalesced(outputs, inputs, opts);
+    return gather_tensors(outputs, inputs, opts, c10d::OpType::ALLGATHER_COALESCED);
   }
 
   // The list form: inputs[0] holds one tensor per rank; rank r gets the reduction of the r-th.
@@ -221,26 +214,17 @@ class DdlBackend : public c10d::Backend {
     return scatter_tensors(outs, flats, opts, c10d::OpType::REDUCE_SCATTER, true);
   }
 
-  // reduce_scatter_tensor: input holds size * output.numel() elements.
-  c10::intrusive_ptr<c10d::Work> reduce_scatter_single(
+  // reduce_scatter_tensor: input holds size * output.numel() elements. The names every torch
+  // 2.x has (newer torch forwards reduce_scatter_single(_coalesced) to them).
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
       at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) override {
     std::vector<at::Tensor> outs{output}, ins{input};
     return scatter_tensors(outs, ins, opts, c10d::OpType::_REDUCE_SCATTER_BASE, false);
   }
-  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
-      at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) override {
-    return reduce_scatter_single(output, input, opts);
-  }
-  c10::intrusive_ptr<c10d::Work> reduce_scatter_single_coalesced(
-      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
-      const c10d::ReduceScatterOptions& opts) override {
-    return scatter_tensors(outputs, inputs, opts,
-                           c10d::OpType::REDUCE_SCATTER_TENSOR_COALESCED, false);
-  }
   c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(
       std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
       const c10d::ReduceScatterOptions& opts) override {
-    return reduce_scatter_single_coalesced(outputs, inputs, opts);
+    return scatter_tensors(outputs, inputs, opts, c10d::OpType::_REDUCE_SCATTER_BASE, false);
   }
 
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override {
@@ -254,10 +238,10 @@ class DdlBackend : public c10d::Backend {
   // all_to_all_single: blocks of `input` to each rank by inputSplitSizes (equal when empty),
   // received by outputSplitSizes; equal blocks go to ddl_alltoall, uneven ones (MoE's token
   // routing) to ddl_alltoallv.
-  c10::intrusive_ptr<c10d::Work> all_to_all_single(at::Tensor& output, at::Tensor& input,
-                                                   std::vector<int64_t>& outputSplitSizes,
-                                                   std::vector<int64_t>& inputSplitSizes,
-                                                   const c10d::AllToAllOptions& opts) override {
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                               std::vector<int64_t>& outputSplitSizes,
+                                               std::vector<int64_t>& inputSplitSizes,
+                                               const c10d::AllToAllOptions& opts) override {
     need(api_->alltoall && api_->ialltoall && api_->ialltoallv, "alltoall");
     check_cpu(input, "all_to_all_single's input");
     check_cpu(output, "all_to_all_single's output");
@@ -319,12 +303,6 @@ class DdlBackend : public c10d::Backend {
                                   recv_counts.data(), recv_displs.data(), dt, comm_, q);
         });
   }
-  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
-                                               std::vector<int64_t>& outputSplitSizes,
-                                               std::vector<int64_t>& inputSplitSizes,
-                                               const c10d::AllToAllOptions& opts) override {
-    return all_to_all_single(output, input, outputSplitSizes, inputSplitSizes, opts);
-  }
   // The list form: tensor i of inputs to rank i, tensor i of outputs from rank i (any sizes).
   c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs,
                                           std::vector<at::Tensor>& inputs,
@@ -339,7 +317,7 @@ class DdlBackend : public c10d::Backend {
                                in.options());
     c10d::AllToAllOptions async_opts = opts;
     async_opts.asyncOp = true;  // a Work to hang the copy-out on
-    auto work = all_to_all_single(out, in, out_splits, in_splits, async_opts);
+    auto work = alltoall_base(out, in, out_splits, in_splits, async_opts);
     auto* w = dynamic_cast<DdlWork*>(work.get());
     TORCH_CHECK(w, "ddl backend: all_to_all: internal error (no ddl Work)");
     w->after = scatter_back(outputs, out);  // the flat copy is contiguous: nothing else to do

@@ -159,7 +159,7 @@ inline int ddl_op(const c10d::ReduceOp& op, const at::Tensor& t) {
 // PREMUL_SUM's factor applied to a copy of input (or to input itself when in_place).
 inline at::Tensor premultiplied(const c10d::ReduceOp& op, const at::Tensor& input, bool in_place) {
   if (op.op_ != c10d::ReduceOp::PREMUL_SUM) return input;
-  auto* s = dynamic_cast<c10d::PreMulSumSupplement*>(op.supplement_.get());
+  auto* s = dynamic_cast<c10d::NCCLPreMulSumSupplement*>(op.supplement_.get());
   TORCH_CHECK(s, "ddl backend: PREMUL_SUM without its factor");
   if (s->tensor_factor.defined()) {
     auto f = s->tensor_factor.to(input.device(), input.scalar_type());
