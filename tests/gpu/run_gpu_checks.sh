@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# ddl on a real GPU: every check and timing of issue 25 in one run, for a machine with an
-# NVIDIA GPU, PyTorch with CUDA and a ddl build whose kernels were built (DDL_CUDA_KERNELS).
+# ddl on a real GPU: every check and timing of issues 25 and 33 in one run (the C ABI on device
+# buffers, then the torch backend on CUDA tensors), for a machine with an NVIDIA GPU, PyTorch
+# with CUDA, a C++ compiler (the torch backend is built there, against its torch) and a ddl
+# build whose kernels were built (DDL_CUDA_KERNELS).
 #
 #   tests/gpu/run_gpu_checks.sh BUILD_DIR [LOG_DIR]
 #
@@ -41,6 +43,16 @@ step() {
 
 ddlrun=$build/bin/ddlrun
 perf=("$build/bin/ddl_perf" -b 8 -e 128M -f 4 -c 1 -n 10 -w 3)
+# The torch backend on CUDA tensors (torch_rank.py), built once before its ranks start.
+export PYTHONPATH=$root/bindings/python${PYTHONPATH:+:$PYTHONPATH}
+torch_rank=("$python" "$here/torch_rank.py")
+step torch_build 300 "$python" -c "import ddl.torch; ddl.torch.extension(); print('built')"
+step torch_collectives_2ranks 180 "$ddlrun" -n 2 -- "${torch_rank[@]}" collectives
+step torch_ddp_2ranks 120 "$ddlrun" -n 2 -- "${torch_rank[@]}" ddp
+step torch_overlap_2ranks 120 "$ddlrun" -n 2 -- "${torch_rank[@]}" overlap
+step torch_fsdp_2ranks 120 "$ddlrun" -n 2 -- "${torch_rank[@]}" fsdp
+step torch_collectives_1rank 120 "$ddlrun" -n 1 -- "${torch_rank[@]}" collectives
+step torch_collectives_4ranks 240 "$ddlrun" -n 4 -- "${torch_rank[@]}" collectives
 step kernels 150 "$build/tests/device/test_device_kernels_gpu" --verbose
 step reduce_bandwidth 60 "$build/bench/kernels/device_reduce_bench" 64 256 1024
 step check_2ranks_ipc 120 "$ddlrun" -n 2 -- "$python" "$here/gpu_rank.py" check

@@ -1,7 +1,10 @@
 """torch.distributed backend "ddl": `import ddl.torch`, then
 `torch.distributed.init_process_group("ddl")`.
 
-CPU tensors only. Supported: all_reduce (SUM, PRODUCT, MIN, MAX, AVG, PREMUL_SUM), broadcast,
+CPU and CUDA tensors (CUDA ones as ProcessGroupNCCL orders them: on a side stream that
+waits for the caller's current stream, the Work's wait() making the caller's stream wait;
+alltoall, reduce, gather, scatter, send and recv staged through pinned host memory; see
+device_path.h). Supported: all_reduce (SUM, PRODUCT, MIN, MAX, AVG, PREMUL_SUM), broadcast,
 all_gather, all_gather_into_tensor, reduce_scatter, reduce_scatter_tensor, barrier, their
 coalesced forms (allreduce_coalesced, all_gather_into_tensor / reduce_scatter_tensor under
 _coalescing_manager) and new_group; all_to_all_single (even or uneven split sizes, zeros
@@ -99,7 +102,8 @@ def _extension_built_here():
     # loaded by another (C++ ABI), and torch's cache keys only on sources and flags. So is a
     # digest of every file of the backend: torch's cache does not see a change to a header.
     tag = torch.__version__.split("+")[0].replace(".", "_")
-    files = [os.path.join(here, name) for name in ("backend.cpp", "libddl_api.h", "work.h", "membership.h")]
+    files = [os.path.join(here, name) for name in
+             ("backend.cpp", "libddl_api.h", "work.h", "membership.h", "device_path.h")]
     digest = hashlib.sha256()
     for path in files:
         with open(path, "rb") as f:
@@ -297,7 +301,9 @@ def _slurm_first_host(nodelist):
 def _register():
     if "ddl" in dist.Backend.backend_list:
         return
-    dist.Backend.register_backend(BACKEND, _create_backend, devices=["cpu"])
+    # One backend object serves both: CUDA tensors take libddl's stream-ordered calls or are
+    # staged through pinned host memory (device_path.h).
+    dist.Backend.register_backend(BACKEND, _create_backend, devices=["cpu", "cuda"])
 
 
 _env_from_launcher()

@@ -27,6 +27,7 @@
 #include <torch/csrc/distributed/c10d/Work.hpp>
 #include <torch/extension.h>
 
+#include "device_path.h"
 #include "libddl_api.h"
 #include "work.h"
 
@@ -95,7 +96,7 @@ class DdlBackend : public c10d::Backend {
       return allreduce_coalesced(tensors, copts);
     }
     at::Tensor& t = tensors[0];
-    check_cpu(t, "allreduce's tensor");
+    check_tensor(t, "allreduce's tensor");
     std::vector<std::function<void()>> back;
     at::Tensor buf = contiguous_for(t, back, true);
     premultiplied(opts.reduceOp, buf, true);
@@ -105,7 +106,8 @@ class DdlBackend : public c10d::Backend {
     return run(
         c10d::OpType::ALLREDUCE, opts.asyncOp, tensors, {buf}, all_of(std::move(back)),
         [&] { return api_->allreduce(p, p, n, type, op, comm_); },
-        [&](Req* r) { return api_->iallreduce(p, p, n, type, op, comm_, r); });
+        [&](Req* r) { return api_->iallreduce(p, p, n, type, op, comm_, r); },
+        [&](void* st) { return api_->allreduce_stream(p, p, n, type, op, comm_, st); });
   }
 
   c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
@@ -114,8 +116,9 @@ class DdlBackend : public c10d::Backend {
     std::vector<std::function<void()>> back;
     std::vector<at::Tensor> keep;
     std::vector<std::function<int(Req*)>> calls;
+    std::vector<std::function<int(void*)>> on_stream;
     for (auto& t : tensors) {
-      check_cpu(t, "allreduce_coalesced's tensor");
+      check_tensor(t, "allreduce_coalesced's tensor");
       at::Tensor buf = contiguous_for(t, back, true);
       premultiplied(opts.reduceOp, buf, true);
       int type = ddl_type(buf), op = ddl_op(opts.reduceOp, buf);
@@ -123,9 +126,11 @@ class DdlBackend : public c10d::Backend {
       size_t n = buf.numel();
       keep.push_back(buf);
       calls.push_back([=](Req* r) { return api_->iallreduce(p, p, n, type, op, comm_, r); });
+      on_stream.push_back(
+          [=](void* st) { return api_->allreduce_stream(p, p, n, type, op, comm_, st); });
     }
     return run_group(c10d::OpType::ALLREDUCE_COALESCED, opts.asyncOp, tensors, keep,
-                     all_of(std::move(back)), calls);
+                     all_of(std::move(back)), calls, on_stream);
   }
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
@@ -133,7 +138,7 @@ class DdlBackend : public c10d::Backend {
     TORCH_CHECK(tensors.size() == 1 && opts.rootTensor == 0,
                 "ddl backend: broadcast takes one tensor per process");
     at::Tensor& t = tensors[0];
-    check_cpu(t, "broadcast's tensor");
+    check_tensor(t, "broadcast's tensor");
     TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < size_, "ddl backend: broadcast root ",
                 opts.rootRank, " is not a rank of this group of ", size_);
     std::vector<std::function<void()>> back;
@@ -144,7 +149,8 @@ class DdlBackend : public c10d::Backend {
     return run(
         c10d::OpType::BROADCAST, opts.asyncOp, tensors, {buf}, all_of(std::move(back)),
         [&] { return api_->broadcast(p, n, type, root, comm_); },
-        [&](Req* r) { return api_->ibroadcast(p, n, type, root, comm_, r); });
+        [&](Req* r) { return api_->ibroadcast(p, n, type, root, comm_, r); },
+        [&](void* st) { return api_->broadcast_stream(p, n, type, root, comm_, st); });
   }
 
   // The list form: every rank's tensor into its own output tensor, through one flat buffer.
@@ -154,12 +160,12 @@ class DdlBackend : public c10d::Backend {
     TORCH_CHECK(inputs.size() == 1 && outputs.size() == 1,
                 "ddl backend: allgather takes one tensor per process");
     at::Tensor in = inputs[0];
-    check_cpu(in, "allgather's input");
+    check_tensor(in, "allgather's input");
     auto& outs = outputs[0];
     TORCH_CHECK(static_cast<int>(outs.size()) == size_, "ddl backend: allgather needs ", size_,
                 " output tensors, got ", outs.size());
     for (auto& o : outs) {
-      check_cpu(o, "allgather's output");
+      check_tensor(o, "allgather's output");
       TORCH_CHECK(o.numel() == in.numel() && o.scalar_type() == in.scalar_type(),
                   "ddl backend: allgather's outputs must match the input's size and dtype");
     }
@@ -176,7 +182,8 @@ class DdlBackend : public c10d::Backend {
     return run(
         c10d::OpType::ALLGATHER, opts.asyncOp, outs, {in, flat}, copy_out,
         [&] { return api_->allgather(s, r, n, type, comm_); },
-        [&](Req* q) { return api_->iallgather(s, r, n, type, comm_, q); });
+        [&](Req* q) { return api_->iallgather(s, r, n, type, comm_, q); },
+        [&](void* st) { return api_->allgather_stream(s, r, n, type, comm_, st); });
   }
 
   // all_gather_into_tensor: output holds size * input.numel() elements, in rank order. The
@@ -204,7 +211,7 @@ class DdlBackend : public c10d::Backend {
                 size_, " input tensors, got ", ins.size());
     std::vector<at::Tensor> flat_parts;
     for (auto& t : ins) {
-      check_cpu(t, "reduce_scatter's input");
+      check_tensor(t, "reduce_scatter's input");
       TORCH_CHECK(t.numel() == outputs[0].numel() && t.scalar_type() == outputs[0].scalar_type(),
                   "ddl backend: reduce_scatter's inputs must match the output's size and dtype");
       flat_parts.push_back(t.reshape({-1}));
@@ -242,9 +249,17 @@ class DdlBackend : public c10d::Backend {
                                                std::vector<int64_t>& outputSplitSizes,
                                                std::vector<int64_t>& inputSplitSizes,
                                                const c10d::AllToAllOptions& opts) override {
+    if (on_device(input) || on_device(output)) {
+      Staging staging;
+      staging.stage(input, true, false);
+      staging.stage(output, false, true);
+      return staged(staging, [&] {
+        return alltoall_base(output, input, outputSplitSizes, inputSplitSizes, opts);
+      });
+    }
     need(api_->alltoall && api_->ialltoall && api_->ialltoallv, "alltoall");
-    check_cpu(input, "all_to_all_single's input");
-    check_cpu(output, "all_to_all_single's output");
+    check_tensor(input, "all_to_all_single's input");
+    check_tensor(output, "all_to_all_single's output");
     TORCH_CHECK(input.scalar_type() == output.scalar_type(),
                 "ddl backend: all_to_all_single's input and output differ in dtype");
     // Splits are along dim 0: a row holds `row` elements.
@@ -310,8 +325,8 @@ class DdlBackend : public c10d::Backend {
     TORCH_CHECK(static_cast<int>(inputs.size()) == size_ && static_cast<int>(outputs.size()) == size_,
                 "ddl backend: all_to_all needs ", size_, " input and output tensors");
     std::vector<int64_t> in_splits, out_splits;
-    for (auto& t : inputs) check_cpu(t, "all_to_all's input"), in_splits.push_back(t.numel());
-    for (auto& t : outputs) check_cpu(t, "all_to_all's output"), out_splits.push_back(t.numel());
+    for (auto& t : inputs) check_tensor(t, "all_to_all's input"), in_splits.push_back(t.numel());
+    for (auto& t : outputs) check_tensor(t, "all_to_all's output"), out_splits.push_back(t.numel());
     at::Tensor in = flat_copy(inputs);
     at::Tensor out = at::empty({std::accumulate(out_splits.begin(), out_splits.end(), int64_t{0})},
                                in.options());
@@ -320,7 +335,7 @@ class DdlBackend : public c10d::Backend {
     auto work = alltoall_base(out, in, out_splits, in_splits, async_opts);
     auto* w = dynamic_cast<DdlWork*>(work.get());
     TORCH_CHECK(w, "ddl backend: all_to_all: internal error (no ddl Work)");
-    w->after = scatter_back(outputs, out);  // the flat copy is contiguous: nothing else to do
+    w->after = all_of({std::move(w->after), scatter_back(outputs, out)});  // the flat copy is contiguous: nothing else to do
     if (!opts.asyncOp && !coalescing_) {
       w->wait(std::chrono::milliseconds(0));
       return {};
@@ -330,12 +345,17 @@ class DdlBackend : public c10d::Backend {
   // ddl matches sends and receives per pair in order (NCCL's rule), without tags.
   c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dstRank,
                                       int tag) override {
+    if (!tensors.empty() && on_device(tensors[0])) {
+      Staging staging;
+      staging.stage(tensors, true, false);
+      return staged(staging, [&] { return send(tensors, dstRank, tag); });
+    }
     need(api_->isend != nullptr, "send");
     TORCH_CHECK(tensors.size() == 1, "ddl backend: send takes one tensor");
     TORCH_CHECK(tag == 0, "ddl backend: send with tag ", tag, ": ddl matches the messages of two ",
                 "ranks in the order they were sent and has no tags; pass tag 0");
     check_peer(dstRank, "send");
-    check_cpu(tensors[0], "send's tensor");
+    check_tensor(tensors[0], "send's tensor");
     at::Tensor t = tensors[0].contiguous();
     const void* p = t.data_ptr();
     const size_t n = t.numel();
@@ -345,12 +365,17 @@ class DdlBackend : public c10d::Backend {
   }
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int srcRank,
                                       int tag) override {
+    if (!tensors.empty() && on_device(tensors[0])) {
+      Staging staging;
+      staging.stage(tensors, false, true);
+      return staged(staging, [&] { return recv(tensors, srcRank, tag); });
+    }
     need(api_->irecv != nullptr, "recv");
     TORCH_CHECK(tensors.size() == 1, "ddl backend: recv takes one tensor");
     TORCH_CHECK(tag == 0, "ddl backend: recv with tag ", tag, ": ddl matches the messages of two ",
                 "ranks in the order they were sent and has no tags; pass tag 0");
     check_peer(srcRank, "recv");
-    check_cpu(tensors[0], "recv's tensor");
+    check_tensor(tensors[0], "recv's tensor");
     std::vector<std::function<void()>> back;
     at::Tensor t = contiguous_for(tensors[0], back, true);
     void* p = t.data_ptr();
@@ -366,12 +391,17 @@ class DdlBackend : public c10d::Backend {
   }
   c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors,
                                         const c10d::ReduceOptions& opts) override {
+    if (!tensors.empty() && on_device(tensors[0])) {
+      Staging staging;
+      staging.stage(tensors, true, true);
+      return staged(staging, [&] { return reduce(tensors, opts); });
+    }
     need(api_->reduce && api_->ireduce, "reduce");
     TORCH_CHECK(tensors.size() == 1 && opts.rootTensor == 0,
                 "ddl backend: reduce takes one tensor per process");
     check_root(opts.rootRank, "reduce");
     at::Tensor& t = tensors[0];
-    check_cpu(t, "reduce's tensor");
+    check_tensor(t, "reduce's tensor");
     std::vector<std::function<void()>> back;
     at::Tensor buf = contiguous_for(t, back, true);
     // torch's reduce leaves the non-roots' tensors unspecified; PREMUL_SUM scales a copy there.
@@ -388,11 +418,17 @@ class DdlBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
                                         std::vector<at::Tensor>& inputs,
                                         const c10d::GatherOptions& opts) override {
+    if (!inputs.empty() && on_device(inputs[0])) {
+      Staging staging;
+      staging.stage(inputs, true, false);
+      for (auto& o : outputs) staging.stage(o, false, true);
+      return staged(staging, [&] { return gather(outputs, inputs, opts); });
+    }
     need(api_->gather && api_->igather, "gather");
     TORCH_CHECK(inputs.size() == 1, "ddl backend: gather takes one input tensor per process");
     check_root(opts.rootRank, "gather");
     at::Tensor in = inputs[0].contiguous();
-    check_cpu(in, "gather's input");
+    check_tensor(in, "gather's input");
     const int root = opts.rootRank, dt = ddl_type(in);
     const size_t n = in.numel();
     at::Tensor flat;
@@ -401,7 +437,7 @@ class DdlBackend : public c10d::Backend {
       TORCH_CHECK(outputs.size() == 1 && static_cast<int>(outputs[0].size()) == size_,
                   "ddl backend: gather's root needs ", size_, " output tensors");
       for (auto& o : outputs[0]) {
-        check_cpu(o, "gather's output");
+        check_tensor(o, "gather's output");
         TORCH_CHECK(o.numel() == in.numel() && o.scalar_type() == in.scalar_type(),
                     "ddl backend: gather's outputs must match the input's size and dtype");
       }
@@ -420,10 +456,16 @@ class DdlBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
                                          std::vector<std::vector<at::Tensor>>& inputs,
                                          const c10d::ScatterOptions& opts) override {
+    if (!outputs.empty() && on_device(outputs[0])) {
+      Staging staging;
+      staging.stage(outputs, false, true);
+      for (auto& i : inputs) staging.stage(i, true, false);
+      return staged(staging, [&] { return scatter(outputs, inputs, opts); });
+    }
     need(api_->scatter && api_->iscatter, "scatter");
     TORCH_CHECK(outputs.size() == 1, "ddl backend: scatter takes one output tensor per process");
     check_root(opts.rootRank, "scatter");
-    check_cpu(outputs[0], "scatter's output");
+    check_tensor(outputs[0], "scatter's output");
     std::vector<std::function<void()>> back;
     at::Tensor out = contiguous_for(outputs[0], back, true);
     const int root = opts.rootRank, dt = ddl_type(out);
@@ -433,7 +475,7 @@ class DdlBackend : public c10d::Backend {
       TORCH_CHECK(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == size_,
                   "ddl backend: scatter's root needs ", size_, " input tensors");
       for (auto& t : inputs[0]) {
-        check_cpu(t, "scatter's input");
+        check_tensor(t, "scatter's input");
         TORCH_CHECK(t.numel() == out.numel() && t.scalar_type() == out.scalar_type(),
                     "ddl backend: scatter's inputs must match the output's size and dtype");
       }
@@ -464,22 +506,33 @@ class DdlBackend : public c10d::Backend {
                                           std::vector<at::Tensor>(), completer_);
     w->parts = std::move(coalesced_);
     coalesced_.clear();
+    // Stream-ordered calls ran at once, in order on their side stream: the last one's end
+    // is all of theirs.
+    c10::intrusive_ptr<DeviceWork> on_stream = std::move(coalesced_on_stream_);
+    coalesced_on_stream_.reset();
     const int rc = api_->group_end();
     if (rc) {
       for (auto& part : w->parts) part->complete();  // their requests end with the group
       completer_->note_failure(rc);
       C10_THROW_ERROR(DistBackendError, api_->message(rc, nullptr, "coalesced calls"));
     }
+    if (on_stream && w->parts.empty()) return on_stream;
+    if (on_stream) w->after = [on_stream] { on_stream->synchronize_host(); };
     return w;
   }
 
  private:
   // Runs one collective: blocking when the caller waits at once (opts.asyncOp false, as
   // dist.all_reduce(t) sets it), else nonblocking with a Work that owns the request.
+  // CUDA tensors go to `on_stream` instead (device_path.h).
   template <class Blocking, class Nonblocking>
   c10::intrusive_ptr<c10d::Work> run(c10d::OpType type, bool async, std::vector<at::Tensor> outputs,
                                      std::vector<at::Tensor> keep, std::function<void()> after,
-                                     Blocking blocking, Nonblocking nonblocking) {
+                                     Blocking blocking, Nonblocking nonblocking,
+                                     std::function<int(void*)> on_stream = nullptr) {
+    if (const at::Tensor* t = first_on_device(keep))
+      return run_on_stream(type, async, t->device(), std::move(outputs), std::move(keep),
+                           std::move(after), on_stream);
     if (coalescing_) async = true;  // recorded in the group: its results come at the end
     if (!async || !async_) {
       int rc = blocking();
@@ -506,7 +559,17 @@ class DdlBackend : public c10d::Backend {
                                            std::vector<at::Tensor> outputs,
                                            std::vector<at::Tensor> keep,
                                            std::function<void()> after,
-                                           const std::vector<std::function<int(Req*)>>& calls) {
+                                           const std::vector<std::function<int(Req*)>>& calls,
+                                           const std::vector<std::function<int(void*)>>& on_stream) {
+    if (const at::Tensor* t = first_on_device(keep)) {
+      // One after the other on the side stream: the stream orders them.
+      return run_on_stream(type, async, t->device(), std::move(outputs), std::move(keep),
+                           std::move(after), [&on_stream](void* st) {
+                             for (auto& call : on_stream)
+                               if (int rc = call(st)) return rc;
+                             return 0;
+                           });
+    }
     TORCH_CHECK(async_, "ddl backend: coalesced collectives need a libddl with nonblocking "
                         "collectives and groups (ddl_group_start); rebuild ddl");
     auto w = c10::make_intrusive<DdlWork>(rank_, type, api_, std::move(outputs), completer_);
@@ -544,6 +607,60 @@ class DdlBackend : public c10d::Backend {
     return w;
   }
 
+  // A collective on CUDA tensors, stream-ordered (device_path.h). Blocking (asyncOp false):
+  // the caller's current stream waits for it and no Work is returned, as run's blocking form.
+  c10::intrusive_ptr<c10d::Work> run_on_stream(c10d::OpType type, bool async,
+                                               const c10::Device& device,
+                                               std::vector<at::Tensor> outputs,
+                                               std::vector<at::Tensor> keep,
+                                               std::function<void()> after,
+                                               const std::function<int(void*)>& call) {
+    TORCH_CHECK(call && api_->stream_calls(), "ddl backend: ", c10d::opTypeToString(type),
+                " on ", device, " tensors needs a libddl with stream-ordered calls "
+                "(ddl_allreduce_stream); rebuild ddl from a current checkout");
+    for (const auto* list : {&keep, &outputs})
+      for (const auto& t : *list)
+        TORCH_CHECK(!t.defined() || t.device() == device, "ddl backend: ",
+                    c10d::opTypeToString(type), " mixes tensors on ", device, " and on ",
+                    t.device(), ": pass every tensor of one call on one device");
+    c10::intrusive_ptr<DeviceWork> w;
+    const int rc =
+        run_on_side_stream(streams_, rank_, type, device, outputs, keep, after, call, &w);
+    if (rc) throw_failure(rc, type);
+    if (coalescing_) {
+      coalesced_on_stream_ = w;
+      return w;
+    }
+    if (!async) {
+      w->order_caller();
+      return {};
+    }
+    return w;
+  }
+
+  // A call libddl has no device path for, on CUDA tensors: `host_call` (this backend's own
+  // call again, on the pinned host copies that `staging` swapped in) runs as for CPU tensors;
+  // the results are copied back when it ends.
+  template <class HostCall>
+  c10::intrusive_ptr<c10d::Work> staged(Staging& staging, HostCall host_call) {
+    c10::intrusive_ptr<c10d::Work> w;
+    try {
+      w = host_call();
+    } catch (...) {
+      staging.restore();
+      throw;
+    }
+    staging.restore();
+    auto* d = dynamic_cast<DdlWork*>(w.get());
+    if (!d || d->finished()) {
+      staging.copy_back()();
+      return w;
+    }
+    d->after = all_of({std::move(d->after), staging.copy_back()});
+    d->set_outputs(staging.originals());
+    return w;
+  }
+
   c10::intrusive_ptr<c10d::Work> gather_tensors(std::vector<at::Tensor>& outputs,
                                                 std::vector<at::Tensor>& inputs,
                                                 const c10d::AllgatherOptions& opts,
@@ -553,10 +670,11 @@ class DdlBackend : public c10d::Backend {
     std::vector<std::function<void()>> back;
     std::vector<at::Tensor> keep;
     std::vector<std::function<int(Req*)>> calls;
+    std::vector<std::function<int(void*)>> on_stream;
     std::function<int()> single;
     for (size_t i = 0; i < inputs.size(); ++i) {
-      check_cpu(inputs[i], "all_gather_into_tensor's input");
-      check_cpu(outputs[i], "all_gather_into_tensor's output");
+      check_tensor(inputs[i], "all_gather_into_tensor's input");
+      check_tensor(outputs[i], "all_gather_into_tensor's output");
       TORCH_CHECK(outputs[i].numel() == inputs[i].numel() * size_ &&
                       outputs[i].scalar_type() == inputs[i].scalar_type(),
                   "ddl backend: all_gather_into_tensor's output must hold ", size_,
@@ -572,10 +690,12 @@ class DdlBackend : public c10d::Backend {
       int dt = ddl_type(in);
       calls.push_back([=](Req* q) { return api_->iallgather(s, r, n, dt, comm_, q); });
       single = [=] { return api_->allgather(s, r, n, dt, comm_); };
+      on_stream.push_back([=](void* st) { return api_->allgather_stream(s, r, n, dt, comm_, st); });
     }
     if (calls.size() == 1)
-      return run(type, opts.asyncOp, outputs, keep, all_of(std::move(back)), single, calls[0]);
-    return run_group(type, opts.asyncOp, outputs, keep, all_of(std::move(back)), calls);
+      return run(type, opts.asyncOp, outputs, keep, all_of(std::move(back)), single, calls[0],
+                 on_stream[0]);
+    return run_group(type, opts.asyncOp, outputs, keep, all_of(std::move(back)), calls, on_stream);
   }
 
   c10::intrusive_ptr<c10d::Work> scatter_tensors(std::vector<at::Tensor>& outputs,
@@ -587,10 +707,11 @@ class DdlBackend : public c10d::Backend {
     std::vector<std::function<void()>> back;
     std::vector<at::Tensor> keep;
     std::vector<std::function<int(Req*)>> calls;
+    std::vector<std::function<int(void*)>> on_stream;
     std::function<int()> single;
     for (size_t i = 0; i < inputs.size(); ++i) {
-      check_cpu(inputs[i], "reduce_scatter_tensor's input");
-      check_cpu(outputs[i], "reduce_scatter_tensor's output");
+      check_tensor(inputs[i], "reduce_scatter_tensor's input");
+      check_tensor(outputs[i], "reduce_scatter_tensor's output");
       TORCH_CHECK(inputs[i].numel() == outputs[i].numel() * size_ &&
                       outputs[i].scalar_type() == inputs[i].scalar_type(),
                   "ddl backend: reduce_scatter_tensor's input must hold ", size_,
@@ -608,10 +729,13 @@ class DdlBackend : public c10d::Backend {
       int dt = ddl_type(in), op = ddl_op(opts.reduceOp, in);
       calls.push_back([=](Req* q) { return api_->ireduce_scatter(s, r, n, dt, op, comm_, q); });
       single = [=] { return api_->reduce_scatter(s, r, n, dt, op, comm_); };
+      on_stream.push_back(
+          [=](void* st) { return api_->reduce_scatter_stream(s, r, n, dt, op, comm_, st); });
     }
     if (calls.size() == 1)
-      return run(type, opts.asyncOp, outputs, keep, all_of(std::move(back)), single, calls[0]);
-    return run_group(type, opts.asyncOp, outputs, keep, all_of(std::move(back)), calls);
+      return run(type, opts.asyncOp, outputs, keep, all_of(std::move(back)), single, calls[0],
+                 on_stream[0]);
+    return run_group(type, opts.asyncOp, outputs, keep, all_of(std::move(back)), calls, on_stream);
   }
 
   [[noreturn]] void throw_failure(int rc, c10d::OpType type) {
@@ -650,6 +774,8 @@ class DdlBackend : public c10d::Backend {
   // its Work kept here for the Work endCoalescing returns.
   bool coalescing_ = false;
   std::vector<c10::intrusive_ptr<DdlWork>> coalesced_;
+  c10::intrusive_ptr<DeviceWork> coalesced_on_stream_;  // the last stream-ordered call in it
+  SideStreams streams_;
 };
 
 }  // namespace ddl_torch

@@ -6,6 +6,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <functional>
 #include <string>
 #include <vector>
@@ -60,6 +61,15 @@ struct Api {
   int (*iscatter)(const void*, void*, size_t, int, int, Comm, Req*) = nullptr;
   int (*isend)(const void*, size_t, int, int, Comm, Req*) = nullptr;
   int (*irecv)(void*, size_t, int, int, Comm, Req*) = nullptr;
+  // Stream-ordered calls (CUDA tensors; device_path.h); the last argument is a cudaStream_t.
+  int (*allreduce_stream)(const void*, void*, size_t, int, int, Comm, void*) = nullptr;
+  int (*broadcast_stream)(void*, size_t, int, int, Comm, void*) = nullptr;
+  int (*allgather_stream)(const void*, void*, size_t, int, Comm, void*) = nullptr;
+  int (*reduce_scatter_stream)(const void*, void*, size_t, int, int, Comm, void*) = nullptr;
+
+  bool stream_calls() const {
+    return allreduce_stream && broadcast_stream && allgather_stream && reduce_scatter_stream;
+  }
 
   bool nonblocking() const {
     return iallreduce && ibroadcast && iallgather && ireduce_scatter && ibarrier && test && wait &&
@@ -109,6 +119,10 @@ struct Api {
     maybe(a.iscatter, "ddl_iscatter");
     maybe(a.isend, "ddl_isend");
     maybe(a.irecv, "ddl_irecv");
+    maybe(a.allreduce_stream, "ddl_allreduce_stream");
+    maybe(a.broadcast_stream, "ddl_broadcast_stream");
+    maybe(a.allgather_stream, "ddl_allgather_stream");
+    maybe(a.reduce_scatter_stream, "ddl_reduce_scatter_stream");
     return a;
   }
 
@@ -168,9 +182,10 @@ inline at::Tensor premultiplied(const c10d::ReduceOp& op, const at::Tensor& inpu
   return in_place ? input.mul_(s->double_factor) : input.mul(s->double_factor);
 }
 
-inline void check_cpu(const at::Tensor& t, const char* what) {
-  TORCH_CHECK(t.device().is_cpu(), "ddl backend: ", what, " is on ", t.device(),
-              "; the ddl backend takes CPU tensors");
+// CPU and CUDA tensors are taken (CUDA ones as device_path.h says); dense ones only.
+inline void check_tensor(const at::Tensor& t, const char* what) {
+  TORCH_CHECK(t.device().is_cpu() || t.device().is_cuda(), "ddl backend: ", what, " is on ",
+              t.device(), "; the ddl backend takes CPU and CUDA tensors");
   TORCH_CHECK(t.layout() == at::kStrided, "ddl backend: ", what, " must be a dense tensor");
 }
 
@@ -185,6 +200,8 @@ inline at::Tensor contiguous_for(const at::Tensor& t, std::vector<std::function<
 }
 
 inline std::function<void()> all_of(std::vector<std::function<void()>> steps) {
+  steps.erase(std::remove_if(steps.begin(), steps.end(), [](const auto& s) { return !s; }),
+              steps.end());
   if (steps.empty()) return nullptr;
   return [steps = std::move(steps)] {
     for (auto& s : steps) s();

@@ -102,6 +102,9 @@ class DdlWork : public c10d::Work {
   void note_failure(int rc);  // tells the backend (Completer::note_failure)
 
   std::vector<at::Tensor> result() override { return outputs_; }
+  // The caller's tensors, when the call ran on copies of them (device_path.h's Staging).
+  void set_outputs(std::vector<at::Tensor> outputs) { outputs_ = std::move(outputs); }
+  bool finished() const { return done_; }
 
   // Waits for every request (in this thread, without the GIL), frees them, runs `after` and
   // completes the Future. Safe to call from several threads; the first one does the work.
