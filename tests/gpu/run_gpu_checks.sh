@@ -50,6 +50,8 @@ step torch_build 300 "$python" -c "import ddl.torch; ddl.torch.extension(); prin
 step torch_collectives_2ranks 180 "$ddlrun" -n 2 -- "${torch_rank[@]}" collectives
 step torch_ddp_2ranks 120 "$ddlrun" -n 2 -- "${torch_rank[@]}" ddp
 step torch_overlap_2ranks 120 "$ddlrun" -n 2 -- "${torch_rank[@]}" overlap
+step torch_latency_1rank 60 "$ddlrun" -n 1 -- "${torch_rank[@]}" latency
+step torch_latency_2ranks 60 "$ddlrun" -n 2 -- "${torch_rank[@]}" latency
 step torch_fsdp_2ranks 120 "$ddlrun" -n 2 -- "${torch_rank[@]}" fsdp
 step torch_collectives_1rank 120 "$ddlrun" -n 1 -- "${torch_rank[@]}" collectives
 step torch_collectives_4ranks 240 "$ddlrun" -n 4 -- "${torch_rank[@]}" collectives

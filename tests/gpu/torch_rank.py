@@ -10,8 +10,9 @@ tests/gpu/run_gpu_checks.sh under ddlrun (every rank on GPU 0, as ranks sharing 
                gradient accumulation), 20 steps, against a single-process CPU run of the same
                global batches: parameters equal within float32 tolerance.
   fsdp         FSDP2 (fully_shard) on a CUDA model, 10 steps, against the same CPU run.
-  overlap      a 64 MB all_reduce (async_op, on ddl's side stream) beside a chain of matmuls
-               on the caller's stream, against each alone (medians of 5 rounds): one line.
+  overlap      a 64 MB all_reduce (async_op, on ddl's side stream) with matmuls queued behind
+               it on the caller's stream, against each alone (medians of 5 rounds).
+  latency      µs per dist.all_reduce of 8 B .. 64 KB CUDA tensors; at one rank also NCCL's.
 
 Exit status 0 when every check passed; a failed check raises with what it was doing.
 """
@@ -248,37 +249,86 @@ def check_training(kind):
     return worst
 
 
+def synchronize():
+    if DEV.type == "cuda":
+        torch.cuda.synchronize()
+
+
 def median_time(fn, rounds=5):
+    """Milliseconds: the median of `rounds` runs of fn, each started together on every rank
+    and ended when the device has finished."""
     times = []
     for _ in range(rounds):
-        torch.cuda.synchronize()
+        synchronize()
         dist.barrier()
         t0 = time.perf_counter()
         fn()
-        torch.cuda.synchronize()
+        synchronize()
         times.append(time.perf_counter() - t0)
     return sorted(times)[len(times) // 2] * 1e3
 
 
 def check_overlap():
+    """A 64 MB all_reduce issued with async_op, then compute queued behind it on the caller's
+    stream (as backward goes on after DDP issues a bucket), then the Work waited: against
+    each alone, with as many matmuls as take about as long as the all_reduce. Also how long
+    the host spends inside the all_reduce call (a stream-ordered call that does not block the
+    host returns long before the collective ends)."""
     grad = torch.ones(16 << 20, device=DEV)  # 64 MB of float32
-    a = torch.randn(4096, 4096, device=DEV)
-
-    def matmuls():
-        for _ in range(8):
-            a @ a
+    a = torch.randn(2048, 2048, device=DEV)
 
     def allreduce():
         dist.all_reduce(grad, async_op=True).wait()
 
-    def both():
-        matmuls()  # queued on the caller's stream; the host goes on at once
-        allreduce()
+    allreduce()
+    (a @ a).sum().item()
+    t_ar = median_time(allreduce)
+    t_one = median_time(lambda: [a @ a for _ in range(10)]) / 10
+    count = max(1, round(t_ar / t_one))
 
-    for fn in (matmuls, allreduce, both):
-        fn()  # warm up
-    t_mm, t_ar, t_both = (median_time(f) for f in (matmuls, allreduce, both))
-    return t_mm, t_ar, t_both
+    def matmuls():
+        for _ in range(count):
+            a @ a
+
+    in_call = []
+
+    def both():
+        t0 = time.perf_counter()
+        work = dist.all_reduce(grad, async_op=True)
+        in_call.append(time.perf_counter() - t0)
+        matmuls()
+        work.wait()
+
+    both()
+    t_mm, t_both = median_time(matmuls), median_time(both)
+    return t_mm, t_ar, t_both, count, sorted(in_call)[len(in_call) // 2] * 1e3
+
+
+def latency():
+    """µs per dist.all_reduce of a CUDA tensor (float32 sum, in place, blocking as
+    dist.all_reduce(t) is; median of 5 batches of 200), on ddl and, at one rank, on NCCL
+    (NCCL refuses two ranks on one GPU)."""
+    groups = [("ddl", None)]
+    if dist.get_world_size() == 1 and DEV.type == "cuda":
+        groups.append(("nccl", dist.new_group(backend="nccl")))
+    rows = []
+    for size in (8, 512, 4096, 65536):
+        x = torch.ones(size // 4, device=DEV)
+        row = [size]
+        for _, group in groups:
+            for _ in range(20):
+                dist.all_reduce(x, group=group)
+
+            def batch(group=group):
+                for _ in range(200):
+                    dist.all_reduce(x, group=group)
+
+            row.append(median_time(batch) * 1e3 / 200)
+        rows.append(row)
+    names = [name for name, _ in groups]
+    lines = ["   bytes " + " ".join(f"{n:>8}" for n in names)]
+    lines += [f"{r[0]:>8} " + " ".join(f"{t:8.1f}" for t in r[1:]) for r in rows]
+    return "\n".join(lines)
 
 
 def main():
@@ -295,14 +345,17 @@ def main():
         worst = check_training(scenario)
         line = f"{scenario} on {DEV} equal to the CPU run (worst relative error {worst:.1e})"
     elif scenario == "overlap":
-        t_mm, t_ar, t_both = check_overlap()
-        line = (f"overlap: matmuls {t_mm:.2f} ms, 64 MB all_reduce {t_ar:.2f} ms, both "
-                f"{t_both:.2f} ms = {t_both / max(t_mm, t_ar):.2f}x the longer alone "
-                f"(MPS {'on' if os.environ.get('CUDA_MPS_PIPE_DIRECTORY') else 'off'})")
+        t_mm, t_ar, t_both, count, in_call = check_overlap()
+        line = (f"64 MB all_reduce {t_ar:.2f} ms, {count} matmuls after it {t_mm:.2f} ms, "
+                f"both {t_both:.2f} ms = {t_both / max(t_mm, t_ar):.2f}x the longer alone; "
+                f"the host spent {in_call:.2f} ms in the all_reduce call (MPS "
+                f"{'on' if os.environ.get('CUDA_MPS_PIPE_DIRECTORY') else 'off'})")
+    elif scenario == "latency":
+        line = f"µs per all_reduce of a {DEV.type} tensor:\n" + latency()
     else:
         raise SystemExit(f"torch_rank.py: unknown scenario {scenario!r}")
     if r == 0:
-        print(f"torch {scenario}: {n} rank(s), {line}, in {time.perf_counter() - t0:.1f} s",
+        print(f"torch {scenario}: {n} rank(s) in {time.perf_counter() - t0:.1f} s: {line}",
               flush=True)
     dist.destroy_process_group()
 
