@@ -608,7 +608,7 @@ class DdlBackend : public c10d::Backend {
   }
 
   // A collective on CUDA tensors, stream-ordered (device_path.h). Blocking (asyncOp false):
-  // the caller's current stream waits for it and no Work is returned, as run's blocking form.
+  // on the caller's current stream, and no Work is returned, as run's blocking form.
   c10::intrusive_ptr<c10d::Work> run_on_stream(c10d::OpType type, bool async,
                                                const c10::Device& device,
                                                std::vector<at::Tensor> outputs,
@@ -623,18 +623,16 @@ class DdlBackend : public c10d::Backend {
         TORCH_CHECK(!t.defined() || t.device() == device, "ddl backend: ",
                     c10d::opTypeToString(type), " mixes tensors on ", device, " and on ",
                     t.device(), ": pass every tensor of one call on one device");
+    if (!async && !coalescing_) {
+      const int rc = run_on_caller_stream(device, after, call);
+      if (rc) throw_failure(rc, type);
+      return {};
+    }
     c10::intrusive_ptr<DeviceWork> w;
     const int rc =
         run_on_side_stream(streams_, rank_, type, device, outputs, keep, after, call, &w);
     if (rc) throw_failure(rc, type);
-    if (coalescing_) {
-      coalesced_on_stream_ = w;
-      return w;
-    }
-    if (!async) {
-      w->order_caller();
-      return {};
-    }
+    if (coalescing_) coalesced_on_stream_ = w;
     return w;
   }
 

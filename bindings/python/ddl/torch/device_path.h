@@ -6,9 +6,12 @@
 //
 // Two ways, as ProcessGroupNCCL and gloo do for what each supports:
 // - Stream-ordered (allreduce, broadcast, allgather, reduce_scatter: the calls libddl takes
-//   device memory for): each runs through libddl's *_stream call on a side stream of the
-//   tensor's device that first waits for the caller's current stream, so that it sees what the
-//   caller queued before it; an event recorded after it is the Work: wait() makes the caller's
+//   device memory for): each runs through libddl's *_stream call. A blocking one
+//   (dist.all_reduce(t)) runs on the caller's current stream itself, which later work on it
+//   then follows, with no event of ours. An asynchronous one (async_op=True, DDP's buckets)
+//   runs on a side stream of the tensor's device that first waits for the caller's current
+//   stream, so that it sees what the caller queued before it; an event recorded after it is
+//   the Work: wait() makes the caller's
 //   current stream wait for it (the host goes on), synchronize() blocks the host, and
 //   isCompleted() polls it. Its tensors are recorded on the side stream in the caching
 //   allocator, so that their memory is not handed out again before the side stream has passed
@@ -22,6 +25,7 @@
 
 #include <map>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include <ATen/core/ivalue.h>
@@ -52,16 +56,10 @@ class DeviceWork : public c10d::Work {
   DeviceWork(int rank, c10d::OpType type, const c10::Stream& side, std::vector<at::Tensor> outputs)
       : c10d::Work(rank, type),
         device_(side.device()),
+        side_(side),
         end_(side.device_type()),
-        outputs_(std::move(outputs)),
-        future_(c10::make_intrusive<c10::ivalue::Future>(
-            c10::ListType::create(c10::TensorType::get()), std::vector<c10::Device>{device_})) {
+        outputs_(std::move(outputs)) {
     end_.record(side);
-    // A device-aware Future records its own events on the current stream when completed:
-    // make that the side stream, so that then() callbacks and waiters (DDP's comm hooks)
-    // wait for the collective, not for whatever the caller's stream holds.
-    c10::StreamGuard on_side(side);
-    future_->markCompleted(c10::IValue(outputs_));
   }
 
   bool isCompleted() override { return end_.query(); }
@@ -72,17 +70,30 @@ class DeviceWork : public c10d::Work {
     return true;
   }
   void synchronize() override { end_.synchronize(); }
-  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+  // Made when first asked for (DDP's comm hooks ask; most callers never do): a device-aware
+  // Future records its own events on the current stream when completed, so the side stream
+  // is made current for that, and then() callbacks and waiters wait for the collective (and
+  // for anything queued on the side stream since, which only orders more).
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override {
+    std::lock_guard<std::mutex> g(future_mu_);
+    if (!future_) {
+      future_ = c10::make_intrusive<c10::ivalue::Future>(
+          c10::ListType::create(c10::TensorType::get()), std::vector<c10::Device>{device_});
+      c10::StreamGuard on_side(side_);
+      future_->markCompleted(c10::IValue(outputs_));
+    }
+    return future_;
+  }
   std::vector<at::Tensor> result() override { return outputs_; }
 
-  // Makes the caller's current stream wait for the collective (a blocking call's end).
-  void order_caller() { wait(std::chrono::milliseconds(0)); }
   void synchronize_host() const { end_.synchronize(); }
 
  private:
   c10::Device device_;
+  c10::Stream side_;
   c10::Event end_;
   std::vector<at::Tensor> outputs_;
+  std::mutex future_mu_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 
@@ -104,10 +115,21 @@ class SideStreams {
   std::map<c10::DeviceIndex, c10::Stream> streams_;
 };
 
-// Runs `call(stream)` (a libddl *_stream call) on the side stream of `device`, after the
-// caller's current stream's work; then `after` (copies into the caller's tensors) on the
-// side stream too. Returns libddl's result and, on success, the Work (whose end is recorded
-// after `after`).
+// A blocking call (asyncOp false: the caller waits at once): `call(stream)` (a libddl
+// *_stream call) and then `after` on the caller's current stream itself, which then is
+// ordered after the collective as a side stream's Work would make it, without the events.
+inline int run_on_caller_stream(const c10::Device& device, const std::function<void()>& after,
+                                const std::function<int(void*)>& call) {
+  c10::DeviceGuard on_this_device(device);
+  c10::impl::VirtualGuardImpl impl(device.type());
+  const int rc = call(impl.getStream(device).native_handle());
+  if (rc == 0 && after) after();
+  return rc;
+}
+
+// Runs `call(stream)` on the side stream of `device`, after the caller's current stream's
+// work; then `after` (copies into the caller's tensors) on the side stream too. Returns
+// libddl's result and, on success, the Work (whose end is recorded after `after`).
 inline int run_on_side_stream(SideStreams& streams, int rank, c10d::OpType type,
                               const c10::Device& device, const std::vector<at::Tensor>& outputs,
                               const std::vector<at::Tensor>& keep,
