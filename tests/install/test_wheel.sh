@@ -38,12 +38,12 @@ if ! "$python" -m pip wheel --quiet --no-deps -w "$tmp/wheels" "$root/bindings/p
 fi
 wheel=$(ls "$tmp"/wheels/ddl-*.whl)
 echo "built $(basename "$wheel") ($(du -k "$wheel" | cut -f1) KB) in $((SECONDS - t0)) s"
+# Listed once: `zipfile -l | grep -q` fails under pipefail when grep stops reading early.
+members=$("$python" -m zipfile -l "$wheel")
 for member in ddl/libddl.so.0 ddl/bin/ddlrun ddl/bin/ddl_perf ddl/torch/_build_info.py; do
-  "$python" -m zipfile -l "$wheel" | grep -q " *$member " ||
-    "$python" -m zipfile -l "$wheel" | grep -q "^$member" || fail "the wheel lacks $member"
+  grep -q -e " *$member " -e "^$member" <<< "$members" || fail "the wheel lacks $member"
 done
-"$python" -m zipfile -l "$wheel" | grep -q "ddl/torch/_torch_backend" ||
-  fail "the wheel lacks the torch backend"
+grep -q "ddl/torch/_torch_backend" <<< "$members" || fail "the wheel lacks the torch backend"
 
 echo "=== a fresh venv elsewhere: torch only, then the wheel"
 base=$("$python" -c "import sys; print(getattr(sys, '_base_executable', sys.executable))")
