@@ -100,6 +100,11 @@ def check_collectives():
             dist.all_to_all_single(recv, send)
             expect(recv, torch.cat([inputs(j, count, dtype, salt=r) for j in range(n)]),
                    f"all_to_all_single {what}")
+            outs = [torch.empty(count + j, dtype=dtype, device=DEV) for j in range(n)]
+            dist.all_to_all(outs, [dev(inputs(r, count + r, dtype, salt=j), dtype)
+                                   for j in range(n)])
+            expect(torch.cat(outs), torch.cat([inputs(j, count + j, dtype, salt=r)
+                                               for j in range(n)]), f"all_to_all {what}")
             x = dev(mine, dtype)
             dist.reduce(x, dst=0)
             if r == 0:
@@ -113,7 +118,7 @@ def check_collectives():
             dist.scatter(got, [dev(inputs(j, count, dtype, salt=7), dtype) for j in range(n)]
                          if r == 0 else None, src=0)
             expect(got, inputs(r, count, dtype, salt=7), f"scatter {what}")
-            checked += 4
+            checked += 5
             if n > 1:
                 got = torch.empty(count, dtype=dtype, device=DEV)
                 ops = [dist.P2POp(dist.isend, dev(mine, dtype), (r + 1) % n),
