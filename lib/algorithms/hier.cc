@@ -260,9 +260,13 @@ class HierBuilder {
       if (single_copy && group.size() > 1 && range.count > 0) out_->peer_memory = true;
     if (shared_work) {
       const int n = static_cast<int>(groups[mine].size());
+      const bool top = level == 0;
+      const uint32_t first = static_cast<uint32_t>(out_->steps.size());
       append(single_copy ? group_peer_reduce_scatter(n, index, range.count, chunk_elems_)
                          : group_reduce_scatter(n, index, range.count, chunk_elems_),
-             groups[mine], range, src, rs_slot);
+             groups[mine], range, src, rs_slot, top && emit_ ? piece_gate_ : -1);
+      if (top && emit_ && out_->steps.size() > first)
+        piece_gate_ = static_cast<int64_t>(out_->steps.size()) - 1;
     } else if (mine >= 0) {
       own_copy(range, src);
     }
@@ -348,7 +352,7 @@ class HierBuilder {
   // input `src` and its output the output, both at `range`, its scratch a fresh region. Each
   // step also waits for every earlier step that touches the same memory.
   void append(const Schedule &sub, const std::vector<int> &members, Extent range, BufferId src,
-              uint32_t slot) {
+              uint32_t slot, int64_t gate = -1) {
     if (!emit_) return;
     const uint32_t base = static_cast<uint32_t>(out_->steps.size());
     const size_t scratch_base = out_->scratch_count;
@@ -364,6 +368,7 @@ class HierBuilder {
         }
       }
       for (uint32_t &d : step.deps) d += base;
+      if (gate >= 0) step.deps.push_back(static_cast<uint32_t>(gate));
       accesses_of(step, args_.in_place, &mine);
       touched_.conflicts(mine, &step.deps);
       add_step(out_, std::move(step));
@@ -382,6 +387,10 @@ class HierBuilder {
   const bool emit_;
   const size_t chunk_elems_;
   uint32_t next_slot_ = 0;
+  // The last step of this rank's reduce-scatter of the previous piece in the fastest tier:
+  // the next piece's waits for it (an order for the pipeline, not for the data), or the
+  // pieces would all share the host's links at once and reach the network together.
+  int64_t piece_gate_ = -1;
   std::vector<uint32_t> step_slot_;
   TouchIndex touched_;
 };
@@ -395,23 +404,97 @@ void build_hier_allreduce(const CollectiveArgs &args, Schedule *schedule) {
   // Messages of different phases between the same two ranks need different tags: a phase's
   // own tags are interleaved with its slot (tag * slots + slot), slots numbered alike on
   // every rank by a first walk.
+  // Pieces: each a whole hier of its own elements (its own tags), the fastest tier's
+  // reduce-scatters one after the other (HierBuilder::piece_gate_), so that piece k crosses
+  // the network while piece k+1 is reduced inside the hosts and piece k-1 gathered back.
+  const int count = hier_pieces(args);
+  const BlockSplit pieces(args.count, count);
   HierBuilder count_slots(args, schedule, false);
-  count_slots.node(everyone, 0, Extent{0, args.count}, BufferId::kInput);
+  for (int p = 0; p < count; ++p) count_slots.node(everyone, 0, pieces.block(p), BufferId::kInput);
   HierBuilder builder(args, schedule, true);
-  builder.node(everyone, 0, Extent{0, args.count}, BufferId::kInput);
+  for (int p = 0; p < count; ++p) builder.node(everyone, 0, pieces.block(p), BufferId::kInput);
   builder.finish_tags(count_slots.slots_used());
+}
+
+namespace {
+
+// One tier's cost model split in two: what does not depend on the bytes (its messages'
+// latencies) and what does; and how many messages one rank handles in it.
+struct TierCost {
+  double latency = 0, bandwidth = 0, messages = 0;
+  double total() const { return latency + bandwidth; }
+};
+
+// A ring allreduce's model at `bytes`, split (the model at no bytes is the latency part).
+TierCost ring_tier(int nranks, double bytes, double chunk, const CostConstants &c) {
+  TierCost t;
+  t.latency = ring_allreduce_cost(nranks, 0, chunk, c);
+  t.bandwidth = ring_allreduce_cost(nranks, bytes, chunk, c) - t.latency;
+  t.messages = t.latency / c.alpha;
+  return t;
+}
+
+// hier's two tiers for all `args.count` elements: the fastest tier's reduce-scatter and
+// allgather (the ring model with the local constants; by single copy a byte moves once
+// inside the host, not twice: into a cell, out of it, and no message is sent), and the
+// allreduce among hosts (the ring model with the network constants), whose bytes a host's
+// rails carry side by side: each of its ranks drives its own NIC (DDL_RAILS), so its L
+// ranks share min(rails, L) links. The network tier stays priced as a ring whatever leaf()
+// chooses (registry.cc: priced as the cheapest, 2 emulated hosts chose hier for 8 B calls
+// that it runs 3x slower), but its messages per piece are those of leaf()'s choice.
+void tier_costs(const CollectiveArgs &args, TierCost *local_tier, TierCost *net_tier) {
+  const int local = fastest_tier_groups(args).largest;
+  const double chunk = static_cast<double>(args.chunk_elems) * static_cast<double>(args.elem_size);
+  CostConstants host = args.local;
+  if (args.peer_memory) host.beta /= 2;
+  *local_tier = ring_tier(local, count_bytes(args), chunk, host);
+  if (args.peer_memory) local_tier->messages = 0;
+  const int links = std::max(1, std::min(args.rails, local));
+  *net_tier = ring_tier(args.hosts, count_bytes(args) / links, chunk, args.net);
+  CollectiveArgs among = args;
+  among.nranks = args.hosts;
+  among.rank = 0;
+  among.count = 1;
+  among.tiers.clear();
+  among.algorithm.clear();
+  among.peer_memory = false;
+  net_tier->messages = choose_algorithm(among, nullptr).cost(among) / args.net.alpha;
+}
+
+// In `pieces` pieces whose tiers overlap, the slower tier's bytes set the pace, the faster
+// tier adds one piece's bytes (the pipeline's fill and drain) and both their latencies once
+// (the pieces' messages are in flight together); what pieces cost is each piece's messages
+// on the rank itself, one after the other (its overhead per message). One piece: the tiers
+// take turns.
+double pipelined_cost(const CollectiveArgs &args, int pieces) {
+  TierCost local, net;
+  tier_costs(args, &local, &net);
+  if (pieces <= 1) return local.total() + net.total();
+  const double per_piece = local.messages * args.local.overhead + net.messages * args.net.overhead;
+  return std::max(local.bandwidth, net.bandwidth) +
+         std::min(local.bandwidth, net.bandwidth) / pieces + local.latency + net.latency +
+         (pieces - 1) * per_piece;
+}
+
+constexpr int kMaxPieces = 64;
+
+}  // namespace
+
+int hier_pieces(const CollectiveArgs &args) {
+  // Every rank keeps at least one element of every piece.
+  const size_t most = std::max<size_t>(1, args.count / std::max(1, args.nranks));
+  const int limit = static_cast<int>(std::min<size_t>(kMaxPieces, most));
+  if (args.pieces > 0) return std::min(args.pieces, limit);
+  if (args.hosts < 2 || args.tiers.empty()) return 1;
+  int best = 1;
+  for (int p = 2; p <= limit; p *= 2)
+    if (pipelined_cost(args, p) < pipelined_cost(args, best)) best = p;
+  return best;
 }
 
 double hier_allreduce_cost(const CollectiveArgs &args) {
   if (args.hosts < 2 || args.tiers.empty()) return std::numeric_limits<double>::infinity();
-  const int local = fastest_tier_groups(args).largest;
-  const double bytes = count_bytes(args);
-  const double chunk = static_cast<double>(args.chunk_elems) * static_cast<double>(args.elem_size);
-  // By single copy a byte moves once inside the host, not twice (into a cell, out of it).
-  CostConstants host = kCostConstants;
-  if (args.peer_memory) host.beta /= 2;
-  return ring_allreduce_cost(local, bytes, chunk, host) +
-         ring_allreduce_cost(args.hosts, bytes, chunk, kNetCostConstants);
+  return pipelined_cost(args, hier_pieces(args));
 }
 
 }  // namespace ddl

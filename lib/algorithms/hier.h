@@ -21,9 +21,17 @@
 // finished block straight into their outputs (kPeerRead, kPeerWrite), as the one-host direct
 // allreduce does (lib/core/direct_allreduce.h).
 //
-// Cost: the ring model of the fastest tier (local constants) for steps 1 and 3, plus the
-// ring model over hosts (network constants) for step 2 on the whole vector, since the shards
-// of one host share its link.
+// Pipelined: the vector is cut into pieces, each a whole hier of its own, and each rank's
+// reduce-scatters of the fastest tier run piece after piece; so while piece k crosses the
+// network, piece k+1 is reduced inside the hosts and piece k-1 gathered back: every tier
+// busy at once, where one piece makes them take turns (IBM's and Horovod's hierarchical
+// allreduce do; NCCL's channels pipeline their rings across NVLink and NICs).
+//
+// Cost: the ring model of the fastest tier (CollectiveArgs::local) for steps 1 and 3, and the
+// ring model over hosts (CollectiveArgs::net) for step 2, whose bytes a host's rails carry
+// side by side; in P pieces, P times the slower tier's cost of one piece plus the faster
+// tier's (the fill). The pieces: CollectiveArgs::pieces, else the count the model prices
+// lowest among 1, 2, 4, ... 64.
 #pragma once
 
 #include "lib/algorithms/cost_model.h"
@@ -36,5 +44,8 @@ void build_hier_allreduce(const CollectiveArgs &args, Schedule *schedule);
 // Predicted seconds; infinite when the ranks do not span several hosts (the flat paths of
 // one host are better there).
 double hier_allreduce_cost(const CollectiveArgs &args);
+
+// How many pieces hier cuts the vector into (see above); 1 below two hosts.
+int hier_pieces(const CollectiveArgs &args);
 
 }  // namespace ddl

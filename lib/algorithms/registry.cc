@@ -25,7 +25,7 @@ double bytes_of(const CollectiveArgs &a) {
 
 // A flat algorithm over ranks on several hosts waits on the network at every round.
 const CostConstants &constants_of(const CollectiveArgs &a) {
-  return a.hosts > 1 ? kNetCostConstants : kCostConstants;
+  return a.hosts > 1 ? a.net : a.local;
 }
 
 double ring_cost(const CollectiveArgs &a) {

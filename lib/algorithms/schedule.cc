@@ -155,15 +155,23 @@ bool start_allreduce_schedule(const CollectiveArgs &args, const char *algorithm,
   return false;
 }
 
-// Chunks of at most 64 KB across hosts: a phase starts on a chunk as soon as the phase
-// before has finished it, so small chunks keep the host link busy from the start. Measured
-// on 2 emulated hosts x 2 ranks at 1 Gbit/s (ddl_perf -a hier, 16 MB / 64 MB): 512 KB chunks
-// 235 / 698 ms, 128 KB 170 / 610 ms, 64 KB 164 / 597 ms (link bound 134 / 537 ms).
+// Chunks of 64 KB across hosts: a phase starts on a chunk as soon as the phase before has
+// finished it, so small chunks keep the host link busy from the start. Measured on 2
+// emulated hosts x 2 ranks at 1 Gbit/s (ddl_perf -a hier, 16 MB / 64 MB): 512 KB chunks
+// 235 / 698 ms, 128 KB 170 / 610 ms, 64 KB 164 / 597 ms (link bound 134 / 537 ms). On a
+// fast network a chunk must also outlast the rank's own cost of a message, or the rank, not
+// the link, sets the pace: at 400 Gbit/s 64 KB pass in 1.3 us, about one message's overhead
+// (ddl_sim's dgx-h100). So at least 8 overheads' worth of the network's bytes, in powers of
+// two (64 KB at 1-10 Gbit/s with the library's constants; 512 KB at 400 Gbit/s).
 constexpr size_t kNetworkChunkBytes = 64 * 1024;
+constexpr double kOverheadsPerChunk = 8;
 
 size_t network_chunk_elems(const CollectiveArgs &args) {
   if (args.hosts < 2 || args.elem_size == 0) return args.chunk_elems;
-  const size_t network = std::max<size_t>(1, kNetworkChunkBytes / args.elem_size);
+  size_t bytes = kNetworkChunkBytes;
+  while (static_cast<double>(bytes) * args.net.beta < kOverheadsPerChunk * args.net.overhead)
+    bytes *= 2;
+  const size_t network = std::max<size_t>(1, bytes / args.elem_size);
   return args.chunk_elems == 0 ? network : std::min(args.chunk_elems, network);
 }
 

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "lib/algorithms/cost_model.h"
+
 namespace ddl {
 
 // The buffers a step can name. kScratch is allocated by the executor (Schedule::scratch).
@@ -160,6 +162,15 @@ struct CollectiveArgs {
   bool peer_memory = false;
   // The v forms: this rank's blocks. Null for the forms with one count (layout_of).
   std::shared_ptr<const BlockLayout> layout;
+  // What the models price: messages inside a host (`local`) and between hosts (`net`), and
+  // how many NICs each host drives at once (`rails`; hier's ranks of one host each drive
+  // their own). The library's defaults are cost_model.h's; ddl_sim sets its cluster's.
+  CostConstants local = kCostConstants;
+  CostConstants net = kNetCostConstants;
+  int rails = 1;
+  // hier: the vector is cut into this many pieces whose tiers overlap (piece k crosses the
+  // network while piece k+1 is reduced inside the hosts); 0: the models choose (hier.h).
+  int pieces = 0;
 };
 
 // The blocks of an alltoall, gather or scatter: args.layout, or for the forms with one count

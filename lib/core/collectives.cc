@@ -98,6 +98,7 @@ CollectiveArgs args_of(const ddl_comm *comm, const CollectiveCall &call, bool in
   args.tiers = comm->algorithm_tiers;
   args.hosts = comm->hosts;
   args.peer_memory = comm->single_copy_tier;
+  args.pieces = comm->config.hier_pieces;
   args.layout = call.layout;
   return args;
 }

@@ -1,6 +1,7 @@
 #include "lib/core/config.h"
 
 #include <cstddef>
+#include <cstdlib>
 
 #include "lib/algorithms/registry.h"
 #include "lib/common/log.h"
@@ -77,6 +78,17 @@ Status resolve_config(const ddl_config_t *config, CommConfig *out) {
       return invalid_argument(
           "DDL_FUSION_BYTES=%s: expected a size up to 1G like 64K (0: no fusion)", env.c_str());
     out->fusion_bytes = fusion;
+  }
+  env = env_string("DDL_HIER_PIECES");
+  if (!env.empty()) {
+    char *end = nullptr;
+    const long pieces = std::strtol(env.c_str(), &end, 10);
+    if (end == env.c_str() || *end != '\0' || pieces < 0 || pieces > 64)
+      return invalid_argument(
+          "DDL_HIER_PIECES=%s: expected a number of pieces up to 64 (0: the "
+          "cost models choose)",
+          env.c_str());
+    out->hier_pieces = static_cast<int>(pieces);
   }
   out->algorithm = env_string("DDL_ALGO");
   // "direct" and "flat" are no schedules but allreduces of their own

@@ -20,6 +20,9 @@ struct CommConfig {
   // DDL_FUSION_BYTES: grouped allreduces up to this size are fused, into buffers of at most
   // this size (0: never).
   size_t fusion_bytes = 64 * 1024;
+  // DDL_HIER_PIECES: hier cuts the vector into this many pieces whose tiers overlap
+  // (lib/algorithms/hier.h); 0: the cost models choose.
+  int hier_pieces = 0;
 };
 
 // Validates `config` (may be null) and fills *out. Bad values are DDL_ERR_INVALID_ARGUMENT

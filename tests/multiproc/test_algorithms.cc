@@ -204,6 +204,31 @@ Test(algorithms, hier_2_hosts_of_3_through_the_cells) {
 Test(algorithms, hier_hosts_of_3_and_1_through_the_cells) {
   expect_sweep_on_hosts("hier", {3, 1}, false);
 }
+Test(algorithms, hier_in_pieces_on_hosts_of_2_3_and_1) {
+  // DDL_HIER_PIECES: the vector in pieces whose tiers overlap (lib/algorithms/hier.h), by
+  // single copy and through the cells.
+  for (bool single_copy : {true, false}) {
+    RunOptions options = on_hosts("hier", {2, 3, 1}, single_copy);
+    const auto hosts = options.before_init;
+    options.before_init = [hosts](int rank) {
+      hosts(rank);
+      setenv("DDL_HIER_PIECES", "3", 1);
+    };
+    const std::string failures = run_ranks(6, sweep, options);
+    cr_assert(failures.empty(), "DDL_HIER_PIECES=3%s:\n%s", single_copy ? "" : " (DDL_CMA=0)",
+              failures.c_str());
+  }
+}
+Test(algorithms, hier_pieces_is_checked) {
+  setenv("DDL_HIER_PIECES", "many", 1);
+  ddl_comm_t refused = nullptr;
+  const ddl_result_t rc = ddl_comm_init(&refused, 1, 0, nullptr, nullptr);
+  const std::string words = ddl_comm_last_error(nullptr);
+  unsetenv("DDL_HIER_PIECES");
+  cr_assert_eq(rc, DDL_ERR_INVALID_ARGUMENT);
+  cr_assert(words.find("DDL_HIER_PIECES=many: expected a number of pieces") != std::string::npos,
+            "%s", words.c_str());
+}
 Test(algorithms, models_across_2_hosts_of_2) {
   expect_sweep_on_hosts("", {2, 2});
 }

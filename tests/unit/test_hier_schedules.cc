@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "lib/algorithms/hier.h"
 #include "lib/algorithms/registry.h"
 #include "lib/algorithms/verifier.h"
 
@@ -42,7 +43,8 @@ const Collective kHierCollectives[] = {Collective::kAllreduce, Collective::kAllg
 
 void verify_hier(const std::vector<std::vector<int>> &tiers, int nranks,
                  const std::vector<size_t> &counts, const std::vector<size_t> &chunks,
-                 Collective collective = Collective::kAllreduce, bool peer_memory = false) {
+                 Collective collective = Collective::kAllreduce, bool peer_memory = false,
+                 int pieces = 0) {
   for (size_t count : counts)
     for (size_t chunk : chunks)
       for (bool in_place : {false, true}) {
@@ -56,9 +58,11 @@ void verify_hier(const std::vector<std::vector<int>> &tiers, int nranks,
         a.tiers = tiers;
         a.hosts = 2;
         a.peer_memory = peer_memory;
+        a.pieces = pieces;
         const Status s = verify_collective(a);
-        cr_assert(s.ok(), "hier %s n=%d count=%zu chunk=%zu in_place=%d peer_memory=%d: %s",
-                  collective_name(collective), nranks, count, chunk, in_place, peer_memory,
+        cr_assert(s.ok(),
+                  "hier %s n=%d count=%zu chunk=%zu in_place=%d peer_memory=%d pieces=%d: %s",
+                  collective_name(collective), nranks, count, chunk, in_place, peer_memory, pieces,
                   s.message().c_str());
       }
 }
@@ -113,6 +117,44 @@ Test(hier_schedules, single_copy_host_tier) {
   }
   verify_hier({{1, 0, 2, 1, 0, 2}}, 6, {5, 37}, {0, 3}, Collective::kAllreduce, true);
   verify_hier(even_tiers({3, 2, 2}), 12, {1, 11, 97}, {0, 5}, Collective::kAllreduce, true);
+}
+
+Test(hier_schedules, pipelined_pieces) {
+  // The vector in pieces whose tiers overlap (each piece's host reduce-scatter after the
+  // previous piece's): by messages and by single copy, even and uneven hosts, three tiers,
+  // more pieces than some ranks have elements.
+  for (int pieces : {2, 3, 8})
+    for (bool peer_memory : {false, true}) {
+      verify_hier(hosts_of_sizes({2, 2}), 4, {1, 7, 64, 131}, {0, 3}, Collective::kAllreduce,
+                  peer_memory, pieces);
+      verify_hier(hosts_of_sizes({3, 1, 2}), 6, {13, 97}, {0, 2}, Collective::kAllreduce,
+                  peer_memory, pieces);
+      verify_hier(even_tiers({2, 3, 2}), 12, {50, 131}, {0, 5}, Collective::kAllreduce, peer_memory,
+                  pieces);
+    }
+}
+
+Test(hier_schedules, models_choose_pieces_when_the_tiers_are_alike) {
+  // 16 hosts x 8 ranks at 256 MB: the host tier by single copy at 370 GB/s, 8 NICs of 47.5
+  // GB/s; both tiers take about as long, so overlapping them pays. A few bytes: one piece.
+  CollectiveArgs a;
+  a.nranks = 128;
+  a.elem_size = 4;
+  a.count = 64u << 20;
+  a.chunk_elems = 128u << 10;
+  std::vector<int> host_of;
+  for (int r = 0; r < 128; ++r) host_of.push_back(r / 8);
+  a.tiers = {host_of};
+  a.hosts = 16;
+  a.peer_memory = true;
+  a.local = CostConstants{3e-6, 1e-6, 1.0 / 370e9, 1.0 / 1e12};
+  a.net = CostConstants{4e-6, 1e-6, 1.0 / 47.5e9, 1.0 / 1e12};
+  a.rails = 8;
+  cr_assert_gt(hier_pieces(a), 2, "%d pieces", hier_pieces(a));
+  a.count = 1024;
+  cr_assert_eq(hier_pieces(a), 1);
+  a.pieces = 5;  // DDL_HIER_PIECES
+  cr_assert_eq(hier_pieces(a), 5);
 }
 
 // Builds rank r's hier schedule on 2 hosts x 2 ranks with a single-copy host tier.

@@ -73,7 +73,7 @@ Test(schedules_at_scale, logarithmic_algorithms_at_3000_and_4096_ranks, .timeout
     for (const auto &c : calls) expect_ok(call(c.first, c.second, n), "");
 }
 
-Test(schedules_at_scale, hier_over_uneven_hosts_at_4096_ranks, .timeout = 120) {
+Test(schedules_at_scale, hier_over_uneven_hosts_at_4096_ranks, .timeout = 300) {
   // 4096 ranks on hosts of 1..16 ranks; then on hosts of 1..8 grouped into racks of 8 hosts
   // as a second tier.
   CollectiveArgs uneven = call(Collective::kAllreduce, "hier", 4096);
@@ -88,6 +88,13 @@ Test(schedules_at_scale, hier_over_uneven_hosts_at_4096_ranks, .timeout = 120) {
   CollectiveArgs b = call(Collective::kBroadcast, "hier", 4096);
   uneven_hosts(&b, 16, 3);
   expect_ok(b, "uneven hosts");
+  // In pieces whose tiers overlap (lib/algorithms/hier.h), each rank with a few elements of
+  // every piece.
+  CollectiveArgs pieces = call(Collective::kAllreduce, "hier", 4096);
+  pieces.count = 4 * 4096 + 3;
+  pieces.pieces = 4;
+  uneven_hosts(&pieces, 16, 5);
+  expect_ok(pieces, "uneven hosts, 4 pieces");
 }
 
 namespace {

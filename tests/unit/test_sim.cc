@@ -105,6 +105,69 @@ Test(sim, messages_on_one_link_share_it) {
   }
 }
 
+Test(sim, pipelined_hier_overlaps_equal_tiers) {
+  // H hosts x 2 GPUs, single copy inside the hosts, a NIC per GPU at half the port's rate:
+  // each GPU's port takes N bytes in (its peer's half read for the reduce-scatter, the
+  // other half written back by the peer for the allgather) and its NIC sends 2(H-1)/H of
+  // N/2, so the tiers take T_host = N / rate and T_net = 2(H-1)/H T_host. No latencies or
+  // per-message costs. In P pieces: at least the slower tier, at most it plus one piece of
+  // the other (the pipeline's fill and drain), + 5 %.
+  for (int hosts : {2, 4}) {
+    const double rate = 2e9;
+    Cluster c = flat_cluster(hosts, 2, rate / 2, 0);
+    c.nics = 2;
+    c.local_rate = rate;
+    c.local_latency = 0;
+    c.single_copy = true;
+    c.gpu = true;
+    c.chunk_bytes = 64 * 1024;
+    const size_t count = size_t{1} << 22;  // 16 MB of float32
+    const double t_host = 4.0 * count / rate, t_net = t_host * 2 * (hosts - 1) / hosts;
+    for (int pieces : {1, 4, 8, 16}) {
+      c.hier_pieces = pieces;
+      const CollectiveArgs args = collective_args(c, Collective::kAllreduce, count, 4, "hier");
+      SimResult r;
+      const Status s = simulate(c, args, &r);
+      cr_assert(s.ok(), "%s", s.message().c_str());
+      const double low = std::max(t_host, t_net), high = low + std::min(t_host, t_net) / pieces;
+      cr_assert(r.seconds >= low * 0.999 && r.seconds <= high * 1.05,
+                "%d hosts, %d pieces: %.1f us, expected %.1f..%.1f us", hosts, pieces,
+                r.seconds * 1e6, low * 1e6, high * 1.05e6);
+    }
+  }
+}
+
+Test(sim, pieces_hide_the_host_tier_on_gpu_hosts) {
+  // 8 hosts x 4 GPUs as in clusters/dgx-h100.cluster (NVLink at 370 GB/s, single copy, a
+  // 400 Gbit/s rail per GPU, 2 and 3 us latencies, 1 us per message): the network among 8
+  // hosts is not chunked finely enough for one piece's host tier to flow into it; 8 pieces
+  // hide most of the host tier (each port's reduce-scatter and allgather traffic) behind it.
+  Cluster c = flat_cluster(8, 4, 50e9, 3e-6);
+  c.nics = 4;
+  c.net_efficiency = 0.95;
+  c.local_rate = 370e9;
+  c.local_latency = 2e-6;
+  c.message_overhead = 1e-6;
+  c.reduce_rate = c.copy_rate = 1e12;
+  c.single_copy = true;
+  c.gpu = true;
+  c.chunk_bytes = 512 * 1024;
+  const size_t count = size_t{1} << 24;  // 64 MB of float32
+  double seconds[2];
+  for (int i = 0; i < 2; ++i) {
+    c.hier_pieces = i == 0 ? 1 : 8;
+    const CollectiveArgs args = collective_args(c, Collective::kAllreduce, count, 4, "hier");
+    SimResult r;
+    const Status s = simulate(c, args, &r);
+    cr_assert(s.ok(), "%s", s.message().c_str());
+    seconds[i] = r.seconds;
+  }
+  const double host_tier = 2 * 0.75 * 4.0 * count / c.local_rate;  // into each port
+  cr_assert(seconds[0] - seconds[1] > 0.5 * host_tier,
+            "1 piece %.1f us, 8 pieces %.1f us: less than half the host tier (%.1f us) hidden",
+            seconds[0] * 1e6, seconds[1] * 1e6, host_tier * 1e6);
+}
+
 Test(sim, an_oversubscribed_uplink_slows_what_crosses_leaves) {
   // 4 hosts, 2 per leaf, uplinks at half their hosts' rate (2:1): two messages from leaf 0 to
   // leaf 1 share an uplink of one NIC's rate, so they take twice one message's time; within

@@ -187,6 +187,13 @@ const std::map<std::string, Key> &keys() {
           return true;
         },
         [](const Cluster &c) { return std::to_string(c.chunk_bytes); }}},
+      {"hier_pieces",
+       {"a number of pieces, or 0 for the models' choice",
+        [](const std::string &v, Cluster *c) {
+          if (v == "0") return c->hier_pieces = 0, true;
+          return parse_count(v, &c->hier_pieces);
+        },
+        [](const Cluster &c) { return std::to_string(c.hier_pieces); }}},
   };
   return table;
 }
@@ -246,6 +253,16 @@ ddl::CollectiveArgs collective_args(const Cluster &cluster, ddl::Collective coll
   args.chunk_elems = cluster.chunk_bytes / elem_size;
   args.algorithm = algorithm;
   args.hosts = cluster.hosts;
+  // The models price this cluster, not the library's defaults: a message's latency and the
+  // rank's overhead on it, the links' rates, the reductions' rate, and the NICs per host.
+  const double reduce = 1.0 / cluster.reduce_rate;
+  args.local = ddl::CostConstants{cluster.local_latency + cluster.message_overhead,
+                                  cluster.message_overhead, 1.0 / cluster.local_rate, reduce};
+  args.net =
+      ddl::CostConstants{cluster.net_latency + cluster.message_overhead, cluster.message_overhead,
+                         1.0 / (cluster.nic_rate * cluster.net_efficiency), reduce};
+  args.rails = cluster.nics;
+  args.pieces = cluster.hier_pieces;
   if (cluster.hosts > 1) {
     std::vector<int> host_of(static_cast<size_t>(args.nranks));
     for (int r = 0; r < args.nranks; ++r) host_of[static_cast<size_t>(r)] = cluster.host_of(r);

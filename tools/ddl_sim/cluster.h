@@ -66,6 +66,7 @@ struct Cluster {
   // one machine, where every rank's work competes for the same few cores.
   int machine_cores = 0;
   size_t chunk_bytes = 512 * 1024;  // the library's default pipelining chunk (DDL_CHUNK_BYTES)
+  int hier_pieces = 0;              // hier's pieces (DDL_HIER_PIECES; 0: the models' choice)
 
   int nranks() const { return hosts * ranks_per_host; }
   int host_of(int rank) const { return rank / ranks_per_host; }

@@ -322,13 +322,17 @@ class Simulation {
         return;
       case StepKind::kPeerRead:
       case StepKind::kPeerWrite: {
-        // The rank copies across the host itself: its CPU (or GPU) works at its port's rate
-        // while the bytes cross the host's links, where other copies may slow them.
+        // The rank copies across the host itself while the bytes cross the host's links,
+        // where other copies may slow them. A CPU core works at its port's rate; a GPU's
+        // copy is its memory's work (copy_rate), and the ports, one link each way, set the
+        // pace: a GPU reads from its peers and writes into them at once, as NVLink is full
+        // duplex, where a CPU core does one copy after the other.
         double latency = 0;
         const bool read = s.kind == StepKind::kPeerRead;
         fabric_.path(read ? s.peer : r, read ? r : s.peer, &path_, &latency);
-        const double done = compute(r, t, s.bytes / c_.local_rate, kDevice);
-        const double begin = done - s.bytes / c_.local_rate;
+        const double rate = c_.gpu ? c_.copy_rate : c_.local_rate;
+        const double done = compute(r, t, s.bytes / rate, kDevice);
+        const double begin = done - s.bytes / rate;
         push(std::max(done, fabric_.transfer(path_, s.bytes, begin)), r, i, false);
         return;
       }
