@@ -477,6 +477,7 @@ double pipelined_cost(const CollectiveArgs &args, int pieces) {
 }
 
 constexpr int kMaxPieces = 64;
+constexpr size_t kChunksPerPieceBlock = 4;
 
 }  // namespace
 
@@ -486,8 +487,15 @@ int hier_pieces(const CollectiveArgs &args) {
   const int limit = static_cast<int>(std::min<size_t>(kMaxPieces, most));
   if (args.pieces > 0) return std::min(args.pieces, limit);
   if (args.hosts < 2 || args.tiers.empty()) return 1;
+  // The models' choice leaves each rank's block of a piece a few network chunks, so that
+  // the chunks of one piece still flow from tier to tier: smaller pieces measured slower on
+  // 2 emulated hosts x 2 ranks at 1-4 MB (1 MB in 8 pieces: 9.1 against 8.8 ms).
+  const size_t block_floor = kChunksPerPieceBlock * network_chunk_elems(args) *
+                             static_cast<size_t>(fastest_tier_groups(args).largest);
+  const int models_limit =
+      static_cast<int>(std::min<size_t>(limit, std::max<size_t>(1, args.count / block_floor)));
   int best = 1;
-  for (int p = 2; p <= limit; p *= 2)
+  for (int p = 2; p <= models_limit; p *= 2)
     if (pipelined_cost(args, p) < pipelined_cost(args, best)) best = p;
   return best;
 }
