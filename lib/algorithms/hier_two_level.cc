@@ -84,16 +84,19 @@ class Staging {
   std::vector<uint32_t> users_;  // the step of every use, in order
 };
 
-// Both hier forms cost the same shape: the other hosts' blocks over the host link (its L ranks
-// share it), one round of messages; then L-1 local peers each get every host's block.
-double hier_two_level_cost(const CollectiveArgs &args, double local_byte_cost) {
+// Both hier forms cost the same shape: the other hosts' blocks over the host's links (its L
+// ranks share min(rails, L) of them: each drives its own NIC), one round of messages; then
+// L-1 local peers each get every host's block.
+double hier_two_level_cost(const CollectiveArgs &args, bool reducing) {
   const TierGroups tier = fastest_tier_groups(args);
   const int groups = tier.groups, local = tier.largest;
   if (groups < 2 || local < 2) return std::numeric_limits<double>::infinity();
   const double block = count_bytes(args);
-  const double network =
-      kNetCostConstants.alpha + (groups - 1) * local * block * kNetCostConstants.beta;
-  const double inside = kCostConstants.alpha + (local - 1) * groups * block * local_byte_cost;
+  const int links = std::max(1, std::min(args.rails, local));
+  const double network = args.net.alpha + (groups - 1) * local * block * args.net.beta / links;
+  const double local_byte_cost =
+      reducing ? std::max(args.local.beta, args.local.gamma) : args.local.beta;
+  const double inside = args.local.alpha + (local - 1) * groups * block * local_byte_cost;
   return network + inside;
 }
 
@@ -232,11 +235,11 @@ void build_hier_broadcast(const CollectiveArgs &args, Schedule *schedule) {
 }
 
 double hier_allgather_cost(const CollectiveArgs &args) {
-  return hier_two_level_cost(args, kCostConstants.beta);
+  return hier_two_level_cost(args, false);
 }
 
 double hier_reduce_scatter_cost(const CollectiveArgs &args) {
-  return hier_two_level_cost(args, std::max(kCostConstants.beta, kCostConstants.gamma));
+  return hier_two_level_cost(args, true);
 }
 
 double hier_broadcast_cost(const CollectiveArgs &args) {

@@ -238,7 +238,7 @@ double ring_allreduce_cost(int nranks, double bytes, double chunk_bytes, const C
 namespace {
 
 double ring_blocks_cost(const CollectiveArgs &args, bool reducing) {
-  const CostConstants &c = args.hosts > 1 ? kNetCostConstants : kCostConstants;
+  const CostConstants &c = args.hosts > 1 ? args.net : args.local;
   const double per_byte = reducing ? std::max(c.beta, c.gamma) : c.beta;
   return (args.nranks - 1) * (c.alpha + count_bytes(args) * per_byte);
 }
