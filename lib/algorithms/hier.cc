@@ -260,12 +260,13 @@ class HierBuilder {
       if (single_copy && group.size() > 1 && range.count > 0) out_->peer_memory = true;
     if (shared_work) {
       const int n = static_cast<int>(groups[mine].size());
-      const bool top = level == 0;
-      const uint32_t first = static_cast<uint32_t>(out_->steps.size());
+      // The fastest tier's reduce-scatter of a piece waits for the previous piece's.
+      const bool gated = level == 0 && emit_;
+      const size_t first = out_->steps.size();
       append(single_copy ? group_peer_reduce_scatter(n, index, range.count, chunk_elems_)
                          : group_reduce_scatter(n, index, range.count, chunk_elems_),
-             groups[mine], range, src, rs_slot, top && emit_ ? piece_gate_ : -1);
-      if (top && emit_ && out_->steps.size() > first)
+             groups[mine], range, src, rs_slot, gated ? piece_gate_ : -1);
+      if (gated && out_->steps.size() > first)
         piece_gate_ = static_cast<int64_t>(out_->steps.size()) - 1;
     } else if (mine >= 0) {
       own_copy(range, src);
@@ -401,18 +402,20 @@ void build_hier_allreduce(const CollectiveArgs &args, Schedule *schedule) {
   if (!start_allreduce_schedule(args, "hier", schedule)) return;
   std::vector<int> everyone(static_cast<size_t>(args.nranks));
   for (int r = 0; r < args.nranks; ++r) everyone[static_cast<size_t>(r)] = r;
-  // Messages of different phases between the same two ranks need different tags: a phase's
-  // own tags are interleaved with its slot (tag * slots + slot), slots numbered alike on
-  // every rank by a first walk.
   // Pieces: each a whole hier of its own elements (its own tags), the fastest tier's
   // reduce-scatters one after the other (HierBuilder::piece_gate_), so that piece k crosses
   // the network while piece k+1 is reduced inside the hosts and piece k-1 gathered back.
-  const int count = hier_pieces(args);
-  const BlockSplit pieces(args.count, count);
+  // Messages of different phases between the same two ranks need different tags: a phase's
+  // own tags are interleaved with its slot (tag * slots + slot), slots numbered alike on
+  // every rank by a first walk.
+  const int piece_count = hier_pieces(args);
+  const BlockSplit pieces(args.count, piece_count);
   HierBuilder count_slots(args, schedule, false);
-  for (int p = 0; p < count; ++p) count_slots.node(everyone, 0, pieces.block(p), BufferId::kInput);
+  for (int p = 0; p < piece_count; ++p)
+    count_slots.node(everyone, 0, pieces.block(p), BufferId::kInput);
   HierBuilder builder(args, schedule, true);
-  for (int p = 0; p < count; ++p) builder.node(everyone, 0, pieces.block(p), BufferId::kInput);
+  for (int p = 0; p < piece_count; ++p)
+    builder.node(everyone, 0, pieces.block(p), BufferId::kInput);
   builder.finish_tags(count_slots.slots_used());
 }
 
