@@ -134,6 +134,17 @@ def check_collectives():
     expect(m[:, ::2], want[:, ::2], "all_reduce of a strided view")
     expect(m[:, 1::2], inputs(r, 64 * 32, torch.float32).view(64, 32)[:, 1::2],
            "the view's other columns untouched")
+    # A coalesced batch (torch's _coalescing_manager, as FSDP and DeviceMesh code use it).
+    a = dev(inputs(r, 1000, torch.float32), torch.float32)
+    b = torch.full((77,), r + 1.0, device=DEV)
+    with dist._coalescing_manager(async_ops=True) as cm:
+        dist.all_reduce(a)
+        dist.all_reduce(b)
+    cm.wait()
+    expect(a, torch.stack([inputs(j, 1000, torch.float32) for j in range(n)]).sum(0),
+           "coalesced all_reduce")
+    expect(b, torch.full((77,), n * (n + 1) / 2), "coalesced all_reduce, second tensor")
+    checked += 2
     if DEV.type == "cuda":
         checked += check_stream_order()
     dist.barrier()

@@ -103,7 +103,8 @@ def _extension_built_here():
     # digest of every file of the backend: torch's cache does not see a change to a header.
     tag = torch.__version__.split("+")[0].replace(".", "_")
     files = [os.path.join(here, name) for name in
-             ("backend.cpp", "libddl_api.h", "work.h", "membership.h", "device_path.h")]
+             ("backend.cpp", "libddl_api.h", "work.h", "membership.h", "device_path.h",
+              "device_calls.h")]
     digest = hashlib.sha256()
     for path in files:
         with open(path, "rb") as f:

@@ -491,12 +491,12 @@ class DdlBackend : public c10d::Backend {
 
   // torch's _coalescing_manager (batch_isend_irecv, coalesced collectives): the calls between
   // start and end form one ddl group, so that a batch's sends and receives are posted together
-  // and never wait for each other. endCoalescing's Work is done when all of them are.
+  // and never wait for each other. endCoalescing's Work is done when all of them are. The
+  // group opens at the batch's first host call (open_group): CUDA tensors' stream-ordered
+  // calls cannot be grouped (ddl.h), and run at once on the side stream instead.
   bool supportsCoalescing() const override { return async_; }
   void startCoalescing() override {
     TORCH_CHECK(!coalescing_, "ddl backend: startCoalescing twice without endCoalescing");
-    int rc = api_->group_start();
-    if (rc) throw_failure(rc, c10d::OpType::COALESCED);
     coalescing_ = true;
   }
   c10::intrusive_ptr<c10d::Work> endCoalescing() override {
@@ -510,7 +510,8 @@ class DdlBackend : public c10d::Backend {
     // is all of theirs.
     c10::intrusive_ptr<DeviceWork> on_stream = std::move(coalesced_on_stream_);
     coalesced_on_stream_.reset();
-    const int rc = api_->group_end();
+    const int rc = group_open_ ? api_->group_end() : 0;
+    group_open_ = false;
     if (rc) {
       for (auto& part : w->parts) part->complete();  // their requests end with the group
       completer_->note_failure(rc);
@@ -543,6 +544,7 @@ class DdlBackend : public c10d::Backend {
       if (!async) return {};
       return DdlWork::finished(rank_, type, std::move(outputs));
     }
+    open_group(type);
     Req req = nullptr;
     int rc = nonblocking(&req);
     if (rc) throw_failure(rc, type);
@@ -572,6 +574,7 @@ class DdlBackend : public c10d::Backend {
     }
     TORCH_CHECK(async_, "ddl backend: coalesced collectives need a libddl with nonblocking "
                         "collectives and groups (ddl_group_start); rebuild ddl");
+    open_group(type);
     auto w = c10::make_intrusive<DdlWork>(rank_, type, api_, std::move(outputs), completer_);
     int rc = api_->group_start();
     if (rc) throw_failure(rc, type);
@@ -607,57 +610,15 @@ class DdlBackend : public c10d::Backend {
     return w;
   }
 
-  // A collective on CUDA tensors, stream-ordered (device_path.h). Blocking (asyncOp false):
-  // on the caller's current stream, and no Work is returned, as run's blocking form.
+  // CUDA tensors (device_calls.h): stream-ordered, or staged through pinned host memory.
   c10::intrusive_ptr<c10d::Work> run_on_stream(c10d::OpType type, bool async,
                                                const c10::Device& device,
                                                std::vector<at::Tensor> outputs,
                                                std::vector<at::Tensor> keep,
                                                std::function<void()> after,
-                                               const std::function<int(void*)>& call) {
-    TORCH_CHECK(call && api_->stream_calls(), "ddl backend: ", c10d::opTypeToString(type),
-                " on ", device, " tensors needs a libddl with stream-ordered calls "
-                "(ddl_allreduce_stream); rebuild ddl from a current checkout");
-    for (const auto* list : {&keep, &outputs})
-      for (const auto& t : *list)
-        TORCH_CHECK(!t.defined() || t.device() == device, "ddl backend: ",
-                    c10d::opTypeToString(type), " mixes tensors on ", device, " and on ",
-                    t.device(), ": pass every tensor of one call on one device");
-    if (!async && !coalescing_) {
-      const int rc = run_on_caller_stream(device, after, call);
-      if (rc) throw_failure(rc, type);
-      return {};
-    }
-    c10::intrusive_ptr<DeviceWork> w;
-    const int rc =
-        run_on_side_stream(streams_, rank_, type, device, outputs, keep, after, call, &w);
-    if (rc) throw_failure(rc, type);
-    if (coalescing_) coalesced_on_stream_ = w;
-    return w;
-  }
-
-  // A call libddl has no device path for, on CUDA tensors: `host_call` (this backend's own
-  // call again, on the pinned host copies that `staging` swapped in) runs as for CPU tensors;
-  // the results are copied back when it ends.
+                                               const std::function<int(void*)>& call);
   template <class HostCall>
-  c10::intrusive_ptr<c10d::Work> staged(Staging& staging, HostCall host_call) {
-    c10::intrusive_ptr<c10d::Work> w;
-    try {
-      w = host_call();
-    } catch (...) {
-      staging.restore();
-      throw;
-    }
-    staging.restore();
-    auto* d = dynamic_cast<DdlWork*>(w.get());
-    if (!d || d->finished()) {
-      staging.copy_back()();
-      return w;
-    }
-    d->after = all_of({std::move(d->after), staging.copy_back()});
-    d->set_outputs(staging.originals());
-    return w;
-  }
+  c10::intrusive_ptr<c10d::Work> staged(Staging& staging, HostCall host_call);
 
   c10::intrusive_ptr<c10d::Work> gather_tensors(std::vector<at::Tensor>& outputs,
                                                 std::vector<at::Tensor>& inputs,
@@ -736,6 +697,14 @@ class DdlBackend : public c10d::Backend {
     return run_group(type, opts.asyncOp, outputs, keep, all_of(std::move(back)), calls, on_stream);
   }
 
+  // Opens ddl's group for a coalesced batch at its first host call (startCoalescing).
+  void open_group(c10d::OpType type) {
+    if (!coalescing_ || group_open_) return;
+    const int rc = api_->group_start();
+    if (rc) throw_failure(rc, type);
+    group_open_ = true;
+  }
+
   [[noreturn]] void throw_failure(int rc, c10d::OpType type) {
     completer_->note_failure(rc);
     C10_THROW_ERROR(DistBackendError,
@@ -771,6 +740,7 @@ class DdlBackend : public c10d::Backend {
   // Between startCoalescing and endCoalescing: every call is recorded in one ddl group and
   // its Work kept here for the Work endCoalescing returns.
   bool coalescing_ = false;
+  bool group_open_ = false;  // ddl_group_start called for this batch (open_group)
   std::vector<c10::intrusive_ptr<DdlWork>> coalesced_;
   c10::intrusive_ptr<DeviceWork> coalesced_on_stream_;  // the last stream-ordered call in it
   SideStreams streams_;
@@ -778,7 +748,8 @@ class DdlBackend : public c10d::Backend {
 
 }  // namespace ddl_torch
 
-#include "membership.h"  // DdlBackend's shutdown, split and shrink
+#include "device_calls.h"  // DdlBackend's calls on CUDA tensors
+#include "membership.h"    // DdlBackend's shutdown, split and shrink
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "ddl's torch.distributed backend (see ddl/torch/__init__.py)";

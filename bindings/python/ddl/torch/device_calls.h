@@ -1,0 +1,61 @@
+// DdlBackend's calls on CUDA tensors (device_path.h says how): the stream-ordered one and the
+// staged one. Included by backend.cpp after the class.
+#pragma once
+
+namespace ddl_torch {
+
+// A collective on CUDA tensors, stream-ordered (device_path.h). Blocking (asyncOp false):
+// on the caller's current stream, and no Work is returned, as run's blocking form.
+inline c10::intrusive_ptr<c10d::Work> DdlBackend::run_on_stream(
+    c10d::OpType type, bool async, const c10::Device& device, std::vector<at::Tensor> outputs,
+    std::vector<at::Tensor> keep, std::function<void()> after,
+    const std::function<int(void*)>& call) {
+  TORCH_CHECK(call && api_->stream_calls(), "ddl backend: ", c10d::opTypeToString(type),
+              " on ", device, " tensors needs a libddl with stream-ordered calls "
+              "(ddl_allreduce_stream); rebuild ddl from a current checkout");
+  for (const auto* list : {&keep, &outputs})
+    for (const auto& t : *list)
+      TORCH_CHECK(!t.defined() || t.device() == device, "ddl backend: ",
+                  c10d::opTypeToString(type), " mixes tensors on ", device, " and on ",
+                  t.device(), ": pass every tensor of one call on one device");
+  TORCH_CHECK(!group_open_, "ddl backend: ", c10d::opTypeToString(type), " on ", device,
+              " tensors after host calls (CPU tensors, or CUDA ones staged: alltoall, reduce, "
+              "gather, scatter, send, recv) in one coalesced batch: ddl cannot group "
+              "stream-ordered calls; issue them in a batch of their own");
+  if (!async && !coalescing_) {
+    const int rc = run_on_caller_stream(device, after, call);
+    if (rc) throw_failure(rc, type);
+    return {};
+  }
+  c10::intrusive_ptr<DeviceWork> w;
+  const int rc =
+      run_on_side_stream(streams_, rank_, type, device, outputs, keep, after, call, &w);
+  if (rc) throw_failure(rc, type);
+  if (coalescing_) coalesced_on_stream_ = w;
+  return w;
+}
+
+// A call libddl has no device path for, on CUDA tensors: `host_call` (this backend's own
+// call again, on the pinned host copies that `staging` swapped in) runs as for CPU tensors;
+// the results are copied back when it ends.
+template <class HostCall>
+c10::intrusive_ptr<c10d::Work> DdlBackend::staged(Staging& staging, HostCall host_call) {
+  c10::intrusive_ptr<c10d::Work> w;
+  try {
+    w = host_call();
+  } catch (...) {
+    staging.restore();
+    throw;
+  }
+  staging.restore();
+  auto* d = dynamic_cast<DdlWork*>(w.get());
+  if (!d || d->finished()) {
+    staging.copy_back()();
+    return w;
+  }
+  d->after = all_of({std::move(d->after), staging.copy_back()});
+  d->set_outputs(staging.originals());
+  return w;
+}
+
+}  // namespace ddl_torch
