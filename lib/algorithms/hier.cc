@@ -493,8 +493,9 @@ int hier_pieces(const CollectiveArgs &args) {
   // The models' choice leaves each rank's block of a piece a few network chunks, so that
   // the chunks of one piece still flow from tier to tier: smaller pieces measured slower on
   // 2 emulated hosts x 2 ranks at 1-4 MB (1 MB in 8 pieces: 9.1 against 8.8 ms).
-  const size_t block_floor = kChunksPerPieceBlock * network_chunk_elems(args) *
-                             static_cast<size_t>(fastest_tier_groups(args).largest);
+  const size_t block_floor =
+      std::max<size_t>(1, kChunksPerPieceBlock * network_chunk_elems(args) *
+                              static_cast<size_t>(fastest_tier_groups(args).largest));
   const int models_limit =
       static_cast<int>(std::min<size_t>(limit, std::max<size_t>(1, args.count / block_floor)));
   int best = 1;

@@ -165,11 +165,13 @@ bool start_allreduce_schedule(const CollectiveArgs &args, const char *algorithm,
 // two (64 KB at 1-10 Gbit/s with the library's constants; 512 KB at 400 Gbit/s).
 constexpr size_t kNetworkChunkBytes = 64 * 1024;
 constexpr double kOverheadsPerChunk = 8;
+constexpr size_t kMaxNetworkChunkBytes = 64 << 20;
 
 size_t network_chunk_elems(const CollectiveArgs &args) {
   if (args.hosts < 2 || args.elem_size == 0) return args.chunk_elems;
   size_t bytes = kNetworkChunkBytes;
-  while (static_cast<double>(bytes) * args.net.beta < kOverheadsPerChunk * args.net.overhead)
+  while (bytes < kMaxNetworkChunkBytes &&
+         static_cast<double>(bytes) * args.net.beta < kOverheadsPerChunk * args.net.overhead)
     bytes *= 2;
   const size_t network = std::max<size_t>(1, bytes / args.elem_size);
   return args.chunk_elems == 0 ? network : std::min(args.chunk_elems, network);

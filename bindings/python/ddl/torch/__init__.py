@@ -226,21 +226,21 @@ def _warn_if_gpu_shared_without_mps(comm):
     """Ranks that share one GPU without MPS time-slice it between their processes: on an H100
     a 128 MB allreduce of 2 ranks reached 32 % of the memory bound without MPS and 87 % with
     it, and every small call cost 450 us instead of 35 (bench/README.md, "On a GPU"). Says
-    so once per process, on the ranks concerned. Only where this process has picked a GPU
-    before making the group (torch.cuda.set_device, as with NCCL): the ranks allgather (host,
-    GPU) pairs, one collective at the group's creation."""
+    so once per process, on the ranks concerned. Every rank takes part in one allgather of
+    (host, GPU) at each group's creation, whatever its own state (a rank that has picked no
+    GPU, with torch.cuda.set_device as for NCCL, sends 0), so that all of them call it."""
     global _warned_gpu_shared
-    if _warned_gpu_shared or not torch.cuda.is_available() or not torch.cuda.is_initialized():
-        return
     import numpy as np
 
-    gpu = str(torch.cuda.get_device_properties(torch.cuda.current_device()).uuid)
-    mine = np.array([int.from_bytes(hashlib.sha1(f"{socket.gethostname()}/{gpu}".encode())
-                                    .digest()[:8], "little", signed=True)], dtype=np.int64)
+    mine = np.zeros(1, dtype=np.int64)
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        gpu = str(torch.cuda.get_device_properties(torch.cuda.current_device()).uuid)
+        key = hashlib.sha1(f"{socket.gethostname()}/{gpu}".encode()).digest()[:8]
+        mine[0] = int.from_bytes(key, "little", signed=True) or 1
     every = np.zeros(comm.size, dtype=np.int64)
     comm.allgather(mine, every)
-    sharing = int((every == mine[0]).sum())
-    if sharing > 1 and not _mps_running():
+    sharing = int((every == mine[0]).sum()) if mine[0] else 0
+    if sharing > 1 and not _warned_gpu_shared and not _mps_running():
         import warnings
 
         _warned_gpu_shared = True

@@ -335,7 +335,8 @@ class DdlBackend : public c10d::Backend {
     auto work = alltoall_base(out, in, out_splits, in_splits, async_opts);
     auto* w = dynamic_cast<DdlWork*>(work.get());
     TORCH_CHECK(w, "ddl backend: all_to_all: internal error (no ddl Work)");
-    w->after = all_of({std::move(w->after), scatter_back(outputs, out)});  // the flat copy is contiguous: nothing else to do
+    // The flat copy is contiguous: nothing else to do. On CUDA, on the caller's stream.
+    w->after = all_of({std::move(w->after), on_callers_stream(out, scatter_back(outputs, out))});
     if (!opts.asyncOp && !coalescing_) {
       w->wait(std::chrono::milliseconds(0));
       return {};
@@ -496,7 +497,8 @@ class DdlBackend : public c10d::Backend {
   // calls cannot be grouped (ddl.h), and run at once on the side stream instead.
   bool supportsCoalescing() const override { return async_; }
   void startCoalescing() override {
-    TORCH_CHECK(!coalescing_, "ddl backend: startCoalescing twice without endCoalescing");
+    // A batch whose call threw (torch's _coalescing_manager then never ends it) is dropped.
+    if (coalescing_) abandon_batch();
     coalescing_ = true;
   }
   c10::intrusive_ptr<c10d::Work> endCoalescing() override {
@@ -705,7 +707,18 @@ class DdlBackend : public c10d::Backend {
     group_open_ = true;
   }
 
+  // Ends a coalesced batch that cannot go on: ddl's group is per thread, and one left open
+  // would swallow this thread's later calls on every communicator.
+  void abandon_batch() {
+    if (group_open_) api_->group_end();
+    for (auto& part : coalesced_) part->complete();
+    coalesced_.clear();
+    coalesced_on_stream_.reset();
+    coalescing_ = group_open_ = false;
+  }
+
   [[noreturn]] void throw_failure(int rc, c10d::OpType type) {
+    if (coalescing_) abandon_batch();
     completer_->note_failure(rc);
     C10_THROW_ERROR(DistBackendError,
                     api_->message(rc, comm_, c10d::opTypeToString(type).c_str()));

@@ -10,18 +10,24 @@ inline c10::intrusive_ptr<c10d::Work> DdlBackend::run_on_stream(
     c10d::OpType type, bool async, const c10::Device& device, std::vector<at::Tensor> outputs,
     std::vector<at::Tensor> keep, std::function<void()> after,
     const std::function<int(void*)>& call) {
-  TORCH_CHECK(call && api_->stream_calls(), "ddl backend: ", c10d::opTypeToString(type),
-              " on ", device, " tensors needs a libddl with stream-ordered calls "
-              "(ddl_allreduce_stream); rebuild ddl from a current checkout");
+  std::string refused;
   for (const auto* list : {&keep, &outputs})
     for (const auto& t : *list)
-      TORCH_CHECK(!t.defined() || t.device() == device, "ddl backend: ",
-                  c10d::opTypeToString(type), " mixes tensors on ", device, " and on ",
-                  t.device(), ": pass every tensor of one call on one device");
-  TORCH_CHECK(!group_open_, "ddl backend: ", c10d::opTypeToString(type), " on ", device,
-              " tensors after host calls (CPU tensors, or CUDA ones staged: alltoall, reduce, "
-              "gather, scatter, send, recv) in one coalesced batch: ddl cannot group "
-              "stream-ordered calls; issue them in a batch of their own");
+      if (refused.empty() && t.defined() && t.device() != device)
+        refused = c10::str(" mixes tensors on ", device, " and on ", t.device(),
+                           ": pass every tensor of one call on one device");
+  if (refused.empty() && (!call || !api_->stream_calls()))
+    refused = c10::str(" on ", device, " tensors needs a libddl with stream-ordered calls "
+                       "(ddl_allreduce_stream); rebuild ddl from a current checkout");
+  if (refused.empty() && group_open_)
+    refused = c10::str(" on ", device, " tensors after host calls (CPU tensors, or CUDA ones "
+                       "staged: alltoall, reduce, gather, scatter, send, recv) in one coalesced "
+                       "batch: ddl cannot group stream-ordered calls; issue them in a batch of "
+                       "their own");
+  if (!refused.empty()) {
+    if (coalescing_) abandon_batch();
+    TORCH_CHECK(false, "ddl backend: ", c10d::opTypeToString(type), refused);
+  }
   if (!async && !coalescing_) {
     const int rc = run_on_caller_stream(device, after, call);
     if (rc) throw_failure(rc, type);
@@ -40,17 +46,11 @@ inline c10::intrusive_ptr<c10d::Work> DdlBackend::run_on_stream(
 // the results are copied back when it ends.
 template <class HostCall>
 c10::intrusive_ptr<c10d::Work> DdlBackend::staged(Staging& staging, HostCall host_call) {
-  c10::intrusive_ptr<c10d::Work> w;
-  try {
-    w = host_call();
-  } catch (...) {
-    staging.restore();
-    throw;
-  }
+  c10::intrusive_ptr<c10d::Work> w = host_call();  // ~Staging puts the tensors back if it throws
   staging.restore();
   auto* d = dynamic_cast<DdlWork*>(w.get());
   if (!d || d->finished()) {
-    staging.copy_back()();
+    if (auto back = staging.copy_back()) back();
     return w;
   }
   d->after = all_of({std::move(d->after), staging.copy_back()});

@@ -154,11 +154,31 @@ inline int run_on_side_stream(SideStreams& streams, int rank, c10d::OpType type,
   return 0;
 }
 
+// `work` run later (a Work's completion, on whatever thread) on the current stream that
+// `t`'s device has now (the caller's), the host waiting for it, so that what the caller
+// queues after the call, or after waiting for its Work, follows it. As it is for CPU tensors.
+inline std::function<void()> on_callers_stream(const at::Tensor& t, std::function<void()> work) {
+  if (!on_device(t) || !work) return work;
+  c10::impl::VirtualGuardImpl impl(t.device().type());
+  const c10::Stream caller = impl.getStream(t.device());
+  return [caller, work = std::move(work)] {
+    c10::StreamGuard on_caller(caller);
+    work();
+    caller.synchronize();
+  };
+}
+
 // Pinned host copies of a call's CUDA tensors, for the staged calls: stage() swaps each one
 // for its copy (inputs copied in at once, on the caller's current stream), restore() puts the
-// caller's tensors back, copy_back() copies the outputs' results into them.
+// caller's tensors back (also when the call throws), copy_back() copies the outputs' results
+// into them on the caller's stream.
 class Staging {
  public:
+  Staging() = default;
+  Staging(const Staging&) = delete;
+  Staging& operator=(const Staging&) = delete;
+  ~Staging() { restore(); }
+
   void stage(at::Tensor& t, bool input, bool output) {
     if (!on_device(t)) return;
     at::Tensor host = at::empty(t.sizes(), t.options().device(at::kCPU).pinned_memory(true));
@@ -180,15 +200,13 @@ class Staging {
     for (const auto& [original, host] : outputs_) out.push_back(original);
     return out;
   }
-  // Copies each output back into the caller's tensor; the host waits for the copies, so
-  // that work the caller queues after the call (or after its Work's wait) reads them.
+  // Copies each output back into the caller's tensor, on the caller's stream (as it was at
+  // the call), the host waiting for the copies.
   std::function<void()> copy_back() const {
-    return [outputs = outputs_]() mutable {
-      for (auto& [original, host] : outputs) {
-        c10::DeviceGuard on(original.device());
-        original.copy_(host);
-      }
-    };
+    if (outputs_.empty()) return nullptr;
+    return on_callers_stream(outputs_.front().first, [outputs = outputs_]() mutable {
+      for (auto& [original, host] : outputs) original.copy_(host);
+    });
   }
 
  private:
