@@ -469,9 +469,8 @@ void tier_costs(const CollectiveArgs &args, TierCost *local_tier, TierCost *net_
 // (the pieces' messages are in flight together); what pieces cost is each piece's messages
 // on the rank itself, one after the other (its overhead per message). One piece: the tiers
 // take turns.
-double pipelined_cost(const CollectiveArgs &args, int pieces) {
-  TierCost local, net;
-  tier_costs(args, &local, &net);
+double pipelined_cost(const CollectiveArgs &args, const TierCost &local, const TierCost &net,
+                      int pieces) {
   if (pieces <= 1) return local.total() + net.total();
   const double per_piece = local.messages * args.local.overhead + net.messages * args.net.overhead;
   return std::max(local.bandwidth, net.bandwidth) +
@@ -479,17 +478,28 @@ double pipelined_cost(const CollectiveArgs &args, int pieces) {
          (pieces - 1) * per_piece;
 }
 
-constexpr int kMaxPieces = 64;
 constexpr size_t kChunksPerPieceBlock = 4;
 
-}  // namespace
+// The pieces (hier_pieces) and what the models price them at: the tiers are priced once.
+struct PiecesChoice {
+  int pieces = 1;
+  double seconds = 0;
+};
 
-int hier_pieces(const CollectiveArgs &args) {
+PiecesChoice choose_pieces(const CollectiveArgs &args) {
   // Every rank keeps at least one element of every piece.
   const size_t most = std::max<size_t>(1, args.count / std::max(1, args.nranks));
-  const int limit = static_cast<int>(std::min<size_t>(kMaxPieces, most));
-  if (args.pieces > 0) return std::min(args.pieces, limit);
-  if (args.hosts < 2 || args.tiers.empty()) return 1;
+  const int limit = static_cast<int>(std::min<size_t>(kMaxHierPieces, most));
+  const bool across = args.hosts > 1 && !args.tiers.empty();
+  TierCost local, net;
+  if (across) tier_costs(args, &local, &net);
+  auto cost = [&](int p) { return across ? pipelined_cost(args, local, net, p) : 0.0; };
+  if (args.pieces > 0) {
+    const int forced = std::min(args.pieces, limit);
+    return PiecesChoice{forced, cost(forced)};
+  }
+  PiecesChoice best{1, cost(1)};
+  if (!across) return best;
   // The models' choice leaves each rank's block of a piece a few network chunks, so that
   // the chunks of one piece still flow from tier to tier: smaller pieces measured slower on
   // 2 emulated hosts x 2 ranks at 1-4 MB (1 MB in 8 pieces: 9.1 against 8.8 ms).
@@ -498,15 +508,22 @@ int hier_pieces(const CollectiveArgs &args) {
                               static_cast<size_t>(fastest_tier_groups(args).largest));
   const int models_limit =
       static_cast<int>(std::min<size_t>(limit, std::max<size_t>(1, args.count / block_floor)));
-  int best = 1;
-  for (int p = 2; p <= models_limit; p *= 2)
-    if (pipelined_cost(args, p) < pipelined_cost(args, best)) best = p;
+  for (int p = 2; p <= models_limit; p *= 2) {
+    const double seconds = cost(p);
+    if (seconds < best.seconds) best = PiecesChoice{p, seconds};
+  }
   return best;
+}
+
+}  // namespace
+
+int hier_pieces(const CollectiveArgs &args) {
+  return choose_pieces(args).pieces;
 }
 
 double hier_allreduce_cost(const CollectiveArgs &args) {
   if (args.hosts < 2 || args.tiers.empty()) return std::numeric_limits<double>::infinity();
-  return pipelined_cost(args, hier_pieces(args));
+  return choose_pieces(args).seconds;
 }
 
 }  // namespace ddl

@@ -47,5 +47,6 @@ double hier_allreduce_cost(const CollectiveArgs &args);
 
 // How many pieces hier cuts the vector into (see above); 1 below two hosts.
 int hier_pieces(const CollectiveArgs &args);
+constexpr int kMaxHierPieces = 64;
 
 }  // namespace ddl

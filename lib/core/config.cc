@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <cstdlib>
 
+#include "lib/algorithms/hier.h"
 #include "lib/algorithms/registry.h"
 #include "lib/common/log.h"
 #include "lib/common/params.h"
@@ -83,11 +84,10 @@ Status resolve_config(const ddl_config_t *config, CommConfig *out) {
   if (!env.empty()) {
     char *end = nullptr;
     const long pieces = std::strtol(env.c_str(), &end, 10);
-    if (end == env.c_str() || *end != '\0' || pieces < 0 || pieces > 64)
+    if (end == env.c_str() || *end != '\0' || pieces < 0 || pieces > kMaxHierPieces)
       return invalid_argument(
-          "DDL_HIER_PIECES=%s: expected a number of pieces up to 64 (0: the "
-          "cost models choose)",
-          env.c_str());
+          "DDL_HIER_PIECES=%s: expected a number of pieces up to %d (0: the cost models choose)",
+          env.c_str(), kMaxHierPieces);
     out->hier_pieces = static_cast<int>(pieces);
   }
   out->algorithm = env_string("DDL_ALGO");

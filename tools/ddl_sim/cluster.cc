@@ -106,6 +106,16 @@ std::string time_text(double seconds) {
         [](const std::string &v, Cluster *c) { return parse_time(v, &c->field); }, \
         [](const Cluster &c) { return time_text(c.field); }                        \
   }
+// A count where 0 means "the default" (what `zero` says).
+#define DDL_SIM_COUNT_OR_ZERO(field, zero)                       \
+  Key {                                                          \
+    "a whole number, or 0 for " zero,                            \
+        [](const std::string &v, Cluster *c) {                   \
+          if (v == "0") return c->field = 0, true;               \
+          return parse_count(v, &c->field);                      \
+        },                                                       \
+        [](const Cluster &c) { return std::to_string(c.field); } \
+  }
 #define DDL_SIM_COUNT(field)                                                        \
   Key {                                                                             \
     "a whole number >= 1",                                                          \
@@ -171,13 +181,7 @@ const std::map<std::string, Key> &keys() {
           return parse_rate(v, &c->net_cpu_rate);
         },
         [](const Cluster &c) { return c.net_cpu_rate > 0 ? rate_text(c.net_cpu_rate) : "0"; }}},
-      {"machine_cores",
-       {"a number of cores, or 0 for one per rank",
-        [](const std::string &v, Cluster *c) {
-          if (v == "0") return c->machine_cores = 0, true;
-          return parse_count(v, &c->machine_cores);
-        },
-        [](const Cluster &c) { return std::to_string(c.machine_cores); }}},
+      {"machine_cores", DDL_SIM_COUNT_OR_ZERO(machine_cores, "a core per rank")},
       {"chunk_bytes",
        {"a size like 512K",
         [](const std::string &v, Cluster *c) {
@@ -187,13 +191,7 @@ const std::map<std::string, Key> &keys() {
           return true;
         },
         [](const Cluster &c) { return std::to_string(c.chunk_bytes); }}},
-      {"hier_pieces",
-       {"a number of pieces, or 0 for the models' choice",
-        [](const std::string &v, Cluster *c) {
-          if (v == "0") return c->hier_pieces = 0, true;
-          return parse_count(v, &c->hier_pieces);
-        },
-        [](const Cluster &c) { return std::to_string(c.hier_pieces); }}},
+      {"hier_pieces", DDL_SIM_COUNT_OR_ZERO(hier_pieces, "the models' choice")},
   };
   return table;
 }

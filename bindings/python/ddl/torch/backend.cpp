@@ -242,253 +242,28 @@ class DdlBackend : public c10d::Backend {
 
   // ---- alltoall, reduce, gather, scatter, send and receive, and coalescing
 
-  // all_to_all_single: blocks of `input` to each rank by inputSplitSizes (equal when empty),
-  // received by outputSplitSizes; equal blocks go to ddl_alltoall, uneven ones (MoE's token
-  // routing) to ddl_alltoallv.
+  // alltoall(v), point to point, reduce, gather and scatter: rooted_calls.h.
   c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
                                                std::vector<int64_t>& outputSplitSizes,
                                                std::vector<int64_t>& inputSplitSizes,
-                                               const c10d::AllToAllOptions& opts) override {
-    if (on_device(input) || on_device(output)) {
-      Staging staging;
-      staging.stage(input, true, false);
-      staging.stage(output, false, true);
-      return staged(staging, [&] {
-        return alltoall_base(output, input, outputSplitSizes, inputSplitSizes, opts);
-      });
-    }
-    need(api_->alltoall && api_->ialltoall && api_->ialltoallv, "alltoall");
-    check_tensor(input, "all_to_all_single's input");
-    check_tensor(output, "all_to_all_single's output");
-    TORCH_CHECK(input.scalar_type() == output.scalar_type(),
-                "ddl backend: all_to_all_single's input and output differ in dtype");
-    // Splits are along dim 0: a row holds `row` elements.
-    const int64_t row = input.dim() > 0 && input.size(0) > 0 ? input.numel() / input.size(0) : 1;
-    auto counts = [&](const std::vector<int64_t>& splits, const at::Tensor& t, const char* what) {
-      std::vector<size_t> c(size_);
-      if (splits.empty()) {
-        TORCH_CHECK(t.dim() > 0 && t.size(0) % size_ == 0, "ddl backend: all_to_all_single's ",
-                    what, " has ", t.dim() > 0 ? t.size(0) : 0, " rows, not a multiple of ",
-                    size_, " (give split sizes)");
-        for (auto& x : c) x = static_cast<size_t>(t.size(0) / size_ * row);
-      } else {
-        TORCH_CHECK(static_cast<int>(splits.size()) == size_, "ddl backend: ", what,
-                    " split sizes have ", splits.size(), " entries, not ", size_);
-        for (int i = 0; i < size_; ++i) c[i] = static_cast<size_t>(splits[i] * row);
-      }
-      return c;
-    };
-    std::vector<size_t> send_counts = counts(inputSplitSizes, input, "input");
-    std::vector<size_t> recv_counts = counts(outputSplitSizes, output, "output");
-    size_t send_total = 0, recv_total = 0;
-    for (int i = 0; i < size_; ++i) send_total += send_counts[i], recv_total += recv_counts[i];
-    TORCH_CHECK(send_total <= static_cast<size_t>(input.numel()) &&
-                    recv_total <= static_cast<size_t>(output.numel()),
-                "ddl backend: all_to_all_single's split sizes reach past its tensors");
-    std::vector<std::function<void()>> back;
-    at::Tensor in = input.contiguous();
-    at::Tensor out = contiguous_for(output, back, true);
-    const void* s = in.data_ptr();
-    void* r = out.data_ptr();
-    const int dt = ddl_type(in);
-    bool equal = true;
-    for (int i = 0; i < size_; ++i)
-      equal = equal && send_counts[i] == send_counts[0] && recv_counts[i] == send_counts[0];
-    if (equal) {
-      const size_t n = send_counts[0];
-      return run(
-          c10d::OpType::ALLTOALL_BASE, opts.asyncOp, {output}, {in, out}, all_of(std::move(back)),
-          [&] { return api_->alltoall(s, r, n, dt, comm_); },
-          [&](Req* q) { return api_->ialltoall(s, r, n, dt, comm_, q); });
-    }
-    // ddl copies the arrays at the call.
-    std::vector<size_t> send_displs(size_), recv_displs(size_);
-    for (int i = 1; i < size_; ++i) {
-      send_displs[i] = send_displs[i - 1] + send_counts[i - 1];
-      recv_displs[i] = recv_displs[i - 1] + recv_counts[i - 1];
-    }
-    return run(
-        c10d::OpType::ALLTOALL_BASE, opts.asyncOp, {output}, {in, out}, all_of(std::move(back)),
-        [&] {
-          return api_->alltoallv(s, send_counts.data(), send_displs.data(), r,
-                                 recv_counts.data(), recv_displs.data(), dt, comm_);
-        },
-        [&](Req* q) {
-          return api_->ialltoallv(s, send_counts.data(), send_displs.data(), r,
-                                  recv_counts.data(), recv_displs.data(), dt, comm_, q);
-        });
-  }
-  // The list form: tensor i of inputs to rank i, tensor i of outputs from rank i (any sizes).
+                                               const c10d::AllToAllOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs,
                                           std::vector<at::Tensor>& inputs,
-                                          const c10d::AllToAllOptions& opts) override {
-    TORCH_CHECK(static_cast<int>(inputs.size()) == size_ && static_cast<int>(outputs.size()) == size_,
-                "ddl backend: all_to_all needs ", size_, " input and output tensors");
-    std::vector<int64_t> in_splits, out_splits;
-    for (auto& t : inputs) check_tensor(t, "all_to_all's input"), in_splits.push_back(t.numel());
-    for (auto& t : outputs) check_tensor(t, "all_to_all's output"), out_splits.push_back(t.numel());
-    at::Tensor in = flat_copy(inputs);
-    at::Tensor out = at::empty({std::accumulate(out_splits.begin(), out_splits.end(), int64_t{0})},
-                               in.options());
-    c10d::AllToAllOptions async_opts = opts;
-    async_opts.asyncOp = true;  // a Work to hang the copy-out on
-    auto work = alltoall_base(out, in, out_splits, in_splits, async_opts);
-    auto* w = dynamic_cast<DdlWork*>(work.get());
-    TORCH_CHECK(w, "ddl backend: all_to_all: internal error (no ddl Work)");
-    // The flat copy is contiguous: nothing else to do. On CUDA, on the caller's stream.
-    w->after = all_of({std::move(w->after), on_callers_stream(out, scatter_back(outputs, out))});
-    if (!opts.asyncOp && !coalescing_) {
-      w->wait(std::chrono::milliseconds(0));
-      return {};
-    }
-    return work;
-  }
-  // ddl matches sends and receives per pair in order (NCCL's rule), without tags.
+                                          const c10d::AllToAllOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dstRank,
-                                      int tag) override {
-    if (!tensors.empty() && on_device(tensors[0])) {
-      Staging staging;
-      staging.stage(tensors, true, false);
-      return staged(staging, [&] { return send(tensors, dstRank, tag); });
-    }
-    need(api_->isend != nullptr, "send");
-    TORCH_CHECK(tensors.size() == 1, "ddl backend: send takes one tensor");
-    TORCH_CHECK(tag == 0, "ddl backend: send with tag ", tag, ": ddl matches the messages of two ",
-                "ranks in the order they were sent and has no tags; pass tag 0");
-    check_peer(dstRank, "send");
-    check_tensor(tensors[0], "send's tensor");
-    at::Tensor t = tensors[0].contiguous();
-    const void* p = t.data_ptr();
-    const size_t n = t.numel();
-    const int dt = ddl_type(t);
-    return start(c10d::OpType::SEND, {tensors[0]}, {t}, nullptr,
-                 [=](Req* q) { return api_->isend(p, n, dt, dstRank, comm_, q); });
-  }
+                                      int tag) override;
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int srcRank,
-                                      int tag) override {
-    if (!tensors.empty() && on_device(tensors[0])) {
-      Staging staging;
-      staging.stage(tensors, false, true);
-      return staged(staging, [&] { return recv(tensors, srcRank, tag); });
-    }
-    need(api_->irecv != nullptr, "recv");
-    TORCH_CHECK(tensors.size() == 1, "ddl backend: recv takes one tensor");
-    TORCH_CHECK(tag == 0, "ddl backend: recv with tag ", tag, ": ddl matches the messages of two ",
-                "ranks in the order they were sent and has no tags; pass tag 0");
-    check_peer(srcRank, "recv");
-    check_tensor(tensors[0], "recv's tensor");
-    std::vector<std::function<void()>> back;
-    at::Tensor t = contiguous_for(tensors[0], back, true);
-    void* p = t.data_ptr();
-    const size_t n = t.numel();
-    const int dt = ddl_type(t);
-    return start(c10d::OpType::RECV, {tensors[0]}, {t}, all_of(std::move(back)),
-                 [=](Req* q) { return api_->irecv(p, n, dt, srcRank, comm_, q); });
-  }
+                                      int tag) override;
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& /*tensors*/,
-                                               int /*tag*/) override {
-    TORCH_CHECK(false, "ddl backend: recv without a source (recvAnysource) is not supported: ",
-                "ddl matches each receive with one peer's sends, in order; pass src=");
-  }
+                                               int /*tag*/) override;
   c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors,
-                                        const c10d::ReduceOptions& opts) override {
-    if (!tensors.empty() && on_device(tensors[0])) {
-      Staging staging;
-      staging.stage(tensors, true, true);
-      return staged(staging, [&] { return reduce(tensors, opts); });
-    }
-    need(api_->reduce && api_->ireduce, "reduce");
-    TORCH_CHECK(tensors.size() == 1 && opts.rootTensor == 0,
-                "ddl backend: reduce takes one tensor per process");
-    check_root(opts.rootRank, "reduce");
-    at::Tensor& t = tensors[0];
-    check_tensor(t, "reduce's tensor");
-    std::vector<std::function<void()>> back;
-    at::Tensor buf = contiguous_for(t, back, true);
-    // torch's reduce leaves the non-roots' tensors unspecified; PREMUL_SUM scales a copy there.
-    buf = premultiplied(opts.reduceOp, buf, rank_ == opts.rootRank);
-    const int dt = ddl_type(buf), op = ddl_op(opts.reduceOp, buf), root = opts.rootRank;
-    void* p = buf.data_ptr();
-    const size_t n = buf.numel();
-    return run(
-        c10d::OpType::REDUCE, opts.asyncOp, tensors, {buf}, all_of(std::move(back)),
-        [&] { return api_->reduce(p, p, n, dt, op, root, comm_); },
-        [&](Req* q) { return api_->ireduce(p, p, n, dt, op, root, comm_, q); });
-  }
-  // outputs[0] (on the root only) gets every rank's inputs[0], in rank order.
+                                        const c10d::ReduceOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
                                         std::vector<at::Tensor>& inputs,
-                                        const c10d::GatherOptions& opts) override {
-    if (!inputs.empty() && on_device(inputs[0])) {
-      Staging staging;
-      staging.stage(inputs, true, false);
-      for (auto& o : outputs) staging.stage(o, false, true);
-      return staged(staging, [&] { return gather(outputs, inputs, opts); });
-    }
-    need(api_->gather && api_->igather, "gather");
-    TORCH_CHECK(inputs.size() == 1, "ddl backend: gather takes one input tensor per process");
-    check_root(opts.rootRank, "gather");
-    at::Tensor in = inputs[0].contiguous();
-    check_tensor(in, "gather's input");
-    const int root = opts.rootRank, dt = ddl_type(in);
-    const size_t n = in.numel();
-    at::Tensor flat;
-    std::vector<at::Tensor> outs;
-    if (rank_ == root) {
-      TORCH_CHECK(outputs.size() == 1 && static_cast<int>(outputs[0].size()) == size_,
-                  "ddl backend: gather's root needs ", size_, " output tensors");
-      for (auto& o : outputs[0]) {
-        check_tensor(o, "gather's output");
-        TORCH_CHECK(o.numel() == in.numel() && o.scalar_type() == in.scalar_type(),
-                    "ddl backend: gather's outputs must match the input's size and dtype");
-      }
-      outs = outputs[0];
-      flat = at::empty({static_cast<int64_t>(n) * size_}, in.options());
-    }
-    const void* s = in.data_ptr();
-    void* r = flat.defined() ? flat.data_ptr() : nullptr;
-    return run(
-        c10d::OpType::GATHER, opts.asyncOp, outs, {in, flat},
-        flat.defined() ? scatter_back(outs, flat) : nullptr,
-        [&] { return api_->gather(s, r, n, dt, root, comm_); },
-        [&](Req* q) { return api_->igather(s, r, n, dt, root, comm_, q); });
-  }
-  // outputs[0] of every rank gets the root's inputs[0][rank].
+                                        const c10d::GatherOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
                                          std::vector<std::vector<at::Tensor>>& inputs,
-                                         const c10d::ScatterOptions& opts) override {
-    if (!outputs.empty() && on_device(outputs[0])) {
-      Staging staging;
-      staging.stage(outputs, false, true);
-      for (auto& i : inputs) staging.stage(i, true, false);
-      return staged(staging, [&] { return scatter(outputs, inputs, opts); });
-    }
-    need(api_->scatter && api_->iscatter, "scatter");
-    TORCH_CHECK(outputs.size() == 1, "ddl backend: scatter takes one output tensor per process");
-    check_root(opts.rootRank, "scatter");
-    check_tensor(outputs[0], "scatter's output");
-    std::vector<std::function<void()>> back;
-    at::Tensor out = contiguous_for(outputs[0], back, true);
-    const int root = opts.rootRank, dt = ddl_type(out);
-    const size_t n = out.numel();
-    at::Tensor flat;
-    if (rank_ == root) {
-      TORCH_CHECK(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == size_,
-                  "ddl backend: scatter's root needs ", size_, " input tensors");
-      for (auto& t : inputs[0]) {
-        check_tensor(t, "scatter's input");
-        TORCH_CHECK(t.numel() == out.numel() && t.scalar_type() == out.scalar_type(),
-                    "ddl backend: scatter's inputs must match the output's size and dtype");
-      }
-      flat = flat_copy(inputs[0]);
-    }
-    const void* s = flat.defined() ? flat.data_ptr() : nullptr;
-    void* r = out.data_ptr();
-    return run(
-        c10d::OpType::SCATTER, opts.asyncOp, outputs, {out, flat}, all_of(std::move(back)),
-        [&] { return api_->scatter(s, r, n, dt, root, comm_); },
-        [&](Req* q) { return api_->iscatter(s, r, n, dt, root, comm_, q); });
-  }
+                                         const c10d::ScatterOptions& opts) override;
 
   // torch's _coalescing_manager (batch_isend_irecv, coalesced collectives): the calls between
   // start and end form one ddl group, so that a batch's sends and receives are posted together
@@ -762,6 +537,7 @@ class DdlBackend : public c10d::Backend {
 }  // namespace ddl_torch
 
 #include "device_calls.h"  // DdlBackend's calls on CUDA tensors
+#include "rooted_calls.h"  // alltoall, send, recv, reduce, gather, scatter
 #include "membership.h"    // DdlBackend's shutdown, split and shrink
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
