@@ -6,6 +6,7 @@
 #include "lib/common/datatype.h"
 #include "lib/common/log.h"
 #include "lib/core/point_to_point.h"
+#include "lib/device/staging.h"
 #include "lib/exec/executor.h"
 
 namespace ddl {
@@ -64,6 +65,16 @@ ProgressQueue::~ProgressQueue() {
 }
 
 void ProgressQueue::submit(Job job) {
+  // What the job's device calls need and this queue's thread may not make (lib/device/
+  // device_state.h) is made here, on the caller's thread; stream-ordered calls made theirs
+  // before their wait was queued. A failure shows again, with its cause, when the call runs.
+  for (const CollectiveCall &call : job.calls) {
+    if (call.stream) continue;
+    const Status s = device::prepare_queued_call(comm_, call);
+    if (!s.ok())
+      DDL_WARN("rank %d: %s of device buffers: preparing before it is queued: %s", comm_->rank,
+               collective_name(call.collective), s.message().c_str());
+  }
   // Each job ahead may take its whole deadline (it starts counting when the job starts).
   const size_t ahead = outstanding_.fetch_add(1, std::memory_order_acq_rel);
   const auto per_job = std::chrono::milliseconds(comm_->config.timeout_ms) + kStuckGrace;

@@ -19,6 +19,9 @@ namespace {
 constexpr size_t kMaxOpened = 256;
 // The barriers travel in the same call as the exchange: their tags start above its tags.
 constexpr uint32_t kBarrierTagOffset[2] = {1u << 22, 2u << 22};
+constexpr uint32_t kVoteTagOffset = 3u << 22;
+// Allocations waiting for a caller's thread to open them: beyond this, calls stay staged.
+constexpr size_t kMaxPending = 64;
 
 Status cuda_failed(const CudaDriver &cu, const std::string &what, CUresult r) {
   return Status(DDL_ERR_SYSTEM,
@@ -47,6 +50,8 @@ Status make_plans(ddl_comm *comm, IpcState *ipc, size_t record_bytes) {
   args.collective = Collective::kAllgather;
   args.count = record_bytes;
   DDL_RETURN_IF_ERROR(make_comm_plan(comm, args, 0, &ipc->exchange, nullptr));
+  args.count = sizeof(uint32_t);
+  DDL_RETURN_IF_ERROR(make_comm_plan(comm, args, kVoteTagOffset, &ipc->vote, nullptr));
   args.collective = Collective::kBarrier;
   args.count = 0;
   for (int b = 0; b < 2; ++b)
@@ -81,6 +86,7 @@ Status describe_buffer(const CudaDriver &cu, const void *ptr, size_t bytes, IpcB
 Status prepare_ipc(ddl_comm *comm, DeviceState *st, CUcontext context, size_t record_bytes,
                    IpcState **out) {
   const CudaDriver &cu = *st->cu;
+  std::lock_guard<std::mutex> lock(st->ipc_mu);  // a caller's thread and the progress thread
   if (st->ipc && st->ipc->context != context) {
     destroy_ipc_state(cu, st->ipc);
     delete st->ipc;
@@ -108,28 +114,43 @@ Status prepare_ipc(ddl_comm *comm, DeviceState *st, CUcontext context, size_t re
   return Status::Ok();
 }
 
+std::pair<int, std::string> opened_key(int peer, const IpcBufferRef &ref) {
+  return std::make_pair(peer, std::string(ref.handle.reserved, sizeof ref.handle.reserved));
+}
+
+namespace {
+
+Status open_allocation(ddl_comm *comm, int peer, const IpcBufferRef &ref, CUdeviceptr *base) {
+  const CudaDriver &cu = *comm->device->cu;
+  const CUresult r = cu.ipc_open_mem_handle(base, ref.handle, kIpcMemLazyEnablePeerAccess);
+  if (r == kCudaSuccess) return Status::Ok();
+  return cuda_failed(
+      cu,
+      strprintf("cuIpcOpenMemHandle of rank %d's allocation (%llu B at %#llx in pid %d)", peer,
+                static_cast<unsigned long long>(ref.alloc_bytes),
+                static_cast<unsigned long long>(ref.base), static_cast<int>(comm->pids[peer])),
+      r);
+}
+
+}  // namespace
+
 Status peer_address(ddl_comm *comm, IpcState *ipc, int peer, const IpcBufferRef &ref,
                     uint64_t call_number, CUdeviceptr *out) {
   if (comm->pids[peer] == getpid()) {  // ranks as threads of one process
     *out = ref.base + ref.offset;
     return Status::Ok();
   }
-  const auto key =
-      std::make_pair(peer, std::string(ref.handle.reserved, sizeof ref.handle.reserved));
+  const auto key = opened_key(peer, ref);
+  std::lock_guard<std::mutex> lock(ipc->mu);
   auto it = ipc->opened.find(key);
   if (it == ipc->opened.end()) {
-    const CudaDriver &cu = *comm->device->cu;
+    if (!may_sync_device(comm))  // the vote keeps such calls from getting here
+      return Status(DDL_ERR_INTERNAL,
+                    strprintf("rank %d's allocation is not open, and the progress thread may not "
+                              "open it while streams wait for it",
+                              peer));
     IpcState::Opened opened;
-    const CUresult r =
-        cu.ipc_open_mem_handle(&opened.base, ref.handle, kIpcMemLazyEnablePeerAccess);
-    if (r != kCudaSuccess)
-      return cuda_failed(
-          cu,
-          strprintf("cuIpcOpenMemHandle of rank %d's allocation (%llu B at %#llx "
-                    "in pid %d)",
-                    peer, static_cast<unsigned long long>(ref.alloc_bytes),
-                    static_cast<unsigned long long>(ref.base), static_cast<int>(comm->pids[peer])),
-          r);
+    DDL_RETURN_IF_ERROR(open_allocation(comm, peer, ref, &opened.base));
     it = ipc->opened.emplace(key, opened).first;
   }
   it->second.last_call = call_number;
@@ -137,7 +158,47 @@ Status peer_address(ddl_comm *comm, IpcState *ipc, int peer, const IpcBufferRef 
   return Status::Ok();
 }
 
-void end_ipc_call(const CudaDriver &cu, IpcState *ipc, uint64_t call_number) {
+bool peer_is_open(ddl_comm *comm, IpcState *ipc, int peer, const IpcBufferRef &ref, bool remember) {
+  if (comm->pids[peer] == getpid()) return true;
+  const auto key = opened_key(peer, ref);
+  std::lock_guard<std::mutex> lock(ipc->mu);
+  if (ipc->opened.count(key)) return true;
+  if (remember && ipc->pending.size() < kMaxPending) {
+    for (const auto &p : ipc->pending)
+      if (opened_key(p.first, p.second) == key) return false;
+    ipc->pending.emplace_back(peer, ref);
+  }
+  return false;
+}
+
+void open_pending(ddl_comm *comm, IpcState *ipc) {
+  std::vector<std::pair<int, IpcBufferRef>> pending;
+  {
+    std::lock_guard<std::mutex> lock(ipc->mu);
+    pending.swap(ipc->pending);
+  }
+  if (pending.empty()) return;
+  // Not under the lock: an open may wait for the device, whose streams may wait for calls
+  // the progress thread is running, which reads the cache.
+  ScopedContext scope(*comm->device->cu, ipc->context);
+  for (const auto &p : pending) {
+    IpcState::Opened opened;
+    const Status s = open_allocation(comm, p.first, p.second, &opened.base);
+    if (!s.ok()) {
+      DDL_DEBUG("rank %d: %s (dropped: the call that needs it again stages)", comm->rank,
+                s.message().c_str());
+      continue;
+    }
+    std::lock_guard<std::mutex> lock(ipc->mu);
+    if (!ipc->opened.emplace(opened_key(p.first, p.second), opened).second)
+      comm->device->cu->ipc_close_mem_handle(opened.base);  // opened twice: keep one
+  }
+}
+
+void end_ipc_call(ddl_comm *comm, IpcState *ipc, uint64_t call_number) {
+  if (!may_sync_device(comm)) return;
+  const CudaDriver &cu = *comm->device->cu;
+  std::lock_guard<std::mutex> lock(ipc->mu);
   if (ipc->close_each_call)
     close_opened(cu, ipc, true, 0);
   else if (ipc->opened.size() > kMaxOpened)

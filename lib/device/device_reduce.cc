@@ -80,16 +80,30 @@ void load_module(const CudaDriver &cu, Module *m) {
       static_cast<void *>(m->context), kReduceKernelsFatbin_size, m->max_blocks, kThreadsPerBlock);
 }
 
-// The module of `context`, loaded if needed (under the lock: one load per context).
+// The module of `context`, loaded if needed. Not under the lock: a load may wait for streams
+// that wait for a progress thread, which takes the lock to launch a kernel. Two threads
+// loading one context at once keep the first to finish.
 const Module *module_of(const CudaDriver &cu, CUcontext context) {
-  std::lock_guard<std::mutex> lock(g_modules_mu);
+  {
+    std::lock_guard<std::mutex> lock(g_modules_mu);
+    for (const auto &m : g_modules)
+      if (m->context == context) return m.get();
+  }
+  auto loaded = std::make_unique<Module>();
+  loaded->context = context;
+  load_module(cu, loaded.get());
+  std::unique_lock<std::mutex> lock(g_modules_mu);
   for (const auto &m : g_modules)
-    if (m->context == context) return m.get();
-  g_modules.push_back(std::make_unique<Module>());
-  Module *m = g_modules.back().get();
-  m->context = context;
-  load_module(cu, m);
-  return m;
+    if (m->context == context) {
+      lock.unlock();
+      if (loaded->module) {
+        ScopedContext scope(cu, context);
+        cu.module_unload(loaded->module);
+      }
+      return m.get();
+    }
+  g_modules.push_back(std::move(loaded));
+  return g_modules.back().get();
 }
 
 // The context the kernel runs in: the stream's, else the calling thread's.
@@ -110,6 +124,17 @@ Status launch_context(const CudaDriver &cu, CUstream stream, CUcontext *context)
 }
 
 }  // namespace
+
+Status load_device_kernels(const CudaDriver &cu, CUcontext context) {
+  return module_of(cu, context)->failure;
+}
+
+bool device_kernels_loaded(CUcontext context) {
+  std::lock_guard<std::mutex> lock(g_modules_mu);
+  for (const auto &m : g_modules)
+    if (m->context == context) return m->module != nullptr;
+  return false;
+}
 
 bool cuda_kernels_built() {
   return kReduceKernelsFatbin_size > 0;

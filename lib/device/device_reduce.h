@@ -41,6 +41,12 @@ const std::string &cuda_kernels_absent_reason();
 Status device_reduce(const CudaDriver &cu, CUstream stream, void *dst, const void *const *srcs,
                      int nsrcs, size_t count, ddl_datatype_t dtype, ddl_op_t op, int avg_divisor);
 
+// Loads the kernels for `context` now, if not yet (device_reduce would on its first launch):
+// for the callers' threads, as loading a module may synchronize the device (device_state.h).
+Status load_device_kernels(const CudaDriver &cu, CUcontext context);
+// Whether they are loaded for `context` (without loading them).
+bool device_kernels_loaded(CUcontext context);
+
 // The kernel's name for a datatype and op ("ddl_reduce_float16_avg"); "" when invalid.
 std::string reduce_kernel_name(int dtype, int op);
 

@@ -1,6 +1,13 @@
 // What a communicator keeps for device buffers: pinned staging slots, a copy stream and its
 // events (used only by the thread that runs collectives), and the pinned flag that releases
 // stream-ordered calls (written by that thread, its address handed to the callers' streams).
+//
+// The rule of the asynchronous stream mode (stream_calls.cc): while a caller's stream waits
+// on the flag, the progress thread makes no driver call that synchronizes the device
+// (pinned or device allocation and free, opening or closing a peer's allocation, loading a
+// module): such a call waits for that stream, which waits for the progress thread. What a
+// queued call needs is therefore made on the caller's thread before it is queued
+// (prepare_queued_call), and may_sync_device says where the rule holds.
 #pragma once
 
 #include <atomic>
@@ -10,6 +17,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "lib/common/status.h"
 #include "lib/device/cuda_driver.h"
@@ -26,12 +34,17 @@ struct DeviceState {
   size_t stage_bytes = 0;  // DDL_CUDA_STAGE_BYTES: one stage's pinned slot
   bool logged_path = false;
   std::set<std::string> paths_logged;  // "allreduce of device buffers: CUDA IPC ...", once each
+  std::mutex ipc_mu;                   // making `ipc` (callers' and progress threads)
   IpcState *ipc = nullptr;             // the CUDA-IPC path's stream, plans and opened handles
 
   // Staging: two slots of slot_bytes each (PORTABLE: usable from every context), and the
   // copy stream and events of the context they were made in.
+  std::mutex staging_mu;  // the slots and copy stream (callers' and progress threads)
   unsigned char *slots = nullptr;
   size_t slot_bytes = 0;
+  // Slots outgrown while a call may still use them: freed with the communicator (growing is
+  // rare: only a call whose one element per rank exceeds DDL_CUDA_STAGE_BYTES needs more).
+  std::vector<void *> retired_slots;
   CUcontext context = nullptr;
   CUstream copy_stream = nullptr;
   CUevent staged[2] = {nullptr, nullptr};  // a slot's input is in (and its last output out)
@@ -48,6 +61,10 @@ struct DeviceState {
 
 // The communicator's state, made on first use (thread-safe).
 Status device_state(ddl_comm *comm, DeviceState **out);
+
+// Whether this thread may make driver calls that synchronize the device: not the progress
+// thread of a communicator whose stream-ordered calls are asynchronous (the rule above).
+bool may_sync_device(const ddl_comm *comm);
 
 // Closes the peers' allocations opened by the CUDA-IPC path and frees its stream (at
 // destroy, after the progress thread has ended).

@@ -12,6 +12,11 @@
 //     mismatched calls fail here, before anyone touches another's memory): each rank's input
 //     and output as (allocation handle, offset), or why it cannot export them. If any rank
 //     cannot, every rank stages this call (they all see the same records).
+//     A call on a progress thread that may not synchronize the device (the asynchronous
+//     stream mode: device_state.h) opens nothing: every rank then votes whether it has each
+//     peer's buffers open already, and unless all have, every rank stages the call and the
+//     allocations it lacked are opened on its caller's thread before its next call (torch's
+//     caching allocator hands out the same few allocations call after call).
 //  2. Reduce: each rank opens its peers' allocations (cached) and reduces its block from all
 //     ranks' inputs into its own output: one kernel launch for up to 8 ranks (device_reduce),
 //     ceil((n-1)/7) for more (partial results in the output; AVG divides in the last pass
@@ -42,6 +47,7 @@
 #include "lib/common/log.h"
 #include "lib/common/params.h"
 #include "lib/core/comm.h"
+#include "lib/core/progress.h"
 #include "lib/device/cuda_ipc.h"
 #include "lib/device/device_reduce.h"
 #include "lib/device/device_state.h"
@@ -113,9 +119,15 @@ class IpcAllreduce : public CallRunner {
              bool *found_failure) override {
     ScopedContext scope(cu_, where_.context);
     *found_failure = true;  // until the exchange: this rank's own trouble, news for peers
-    Status s = prepare_ipc(comm, st_, where_.context, sizeof(IpcRecord), &ipc_);
+    const bool may_open = may_sync_device(comm);
+    // Remaking the state for another context closes what it opened: not without may_open
+    // (this call is then staged by the vote below).
+    const bool other_context = !may_open && st_->ipc && st_->ipc->context != where_.context;
+    Status s = other_context ? Status::Ok()
+                             : prepare_ipc(comm, st_, where_.context, sizeof(IpcRecord), &ipc_);
+    if (other_context) ipc_ = st_->ipc;
     if (!s.ok()) return s.prefix("preparing the CUDA-IPC path: ");
-    if (!from_stream_) {
+    if (!from_stream_ && !other_context) {  // staged, the call waits for it there
       s = wait_on(ipc_->ready, legacy_stream(), exec,
                   "waiting for the default stream's work before the call");
       if (!s.ok()) return s;
@@ -123,6 +135,21 @@ class IpcAllreduce : public CallRunner {
     std::vector<IpcRecord> records(comm->nranks);
     s = exchange(comm, call, exec, &records, found_failure);
     if (!s.ok() || fell_back_) return s;
+    // Every rank votes where any rank may have to (the mode is the same on every rank); one
+    // that may open votes yes.
+    if (stream_calls_async(comm)) {
+      bool ready = may_open || (!other_context && !ipc_->close_each_call &&
+                                device_kernels_loaded(where_.context));
+      for (int peer = 0; peer < comm->nranks && !may_open; ++peer) {
+        if (peer == comm->rank) continue;
+        // Both buffers asked after, so that both are queued for opening.
+        const bool in = peer_is_open(comm, ipc_, peer, records[peer].input, !other_context);
+        const bool out = peer_is_open(comm, ipc_, peer, records[peer].output, !other_context);
+        ready = ready && in && out;
+      }
+      s = vote(comm, exec, ready, found_failure);
+      if (!s.ok() || fell_back_) return s;
+    }
     std::vector<CUdeviceptr> inputs(comm->nranks), outputs(comm->nranks);
     for (int peer = 0; peer < comm->nranks; ++peer) {
       if (peer == comm->rank) {
@@ -147,7 +174,7 @@ class IpcAllreduce : public CallRunner {
     if (!s.ok()) return drained(exec, s);
     s = barrier(comm, exec, 1, "waiting for every rank to finish reading", found_failure);
     if (!s.ok()) return s;
-    end_ipc_call(cu_, ipc_, call_number);
+    end_ipc_call(comm, ipc_, call_number);
     return Status::Ok();
   }
 
@@ -198,6 +225,34 @@ class IpcAllreduce : public CallRunner {
       fallback_reason_ = strprintf("rank %d cannot export its buffers: %.*s", r,
                                    static_cast<int>(sizeof theirs.why), theirs.why);
       return Status::Ok();
+    }
+    return Status::Ok();
+  }
+
+  // Whether every rank may go on without opening anything (ready: this rank may); if not, the
+  // call falls back to staging on every rank alike.
+  Status vote(ddl_comm *comm, const ExecArgs &exec, bool ready, bool *found_failure) {
+    const uint32_t mine = ready ? 1 : 0;
+    std::vector<uint32_t> votes(comm->nranks);
+    ExecArgs x = exec;
+    x.input = &mine;
+    x.output = votes.data();
+    x.dtype = DDL_UINT8;
+    x.signature = nullptr;  // checked by the exchange
+    Status s = comm->executor.run(*ipc_->vote, x, comm->routes.get());
+    if (!s.ok()) {
+      *found_failure = comm->executor.found_failure();
+      return s.prefix("voting on the CUDA-IPC path: ");
+    }
+    for (int r = 0; r < comm->nranks; ++r) {
+      if (votes[r]) continue;
+      fell_back_ = true;
+      fallback_reason_ = strprintf(
+          "rank %d lacks a peer's allocation opened (or its kernels loaded), which a progress "
+          "thread that streams wait for may not do (its caller's thread does it before its "
+          "next call)",
+          r);
+      break;
     }
     return Status::Ok();
   }
@@ -296,6 +351,25 @@ Status run_device_collective(ddl_comm *comm, const CollectiveCall &call, const P
   }
   log_path(st, call, "staged through pinned host memory: " + why);
   return run_staged(comm, call, where, from_stream);
+}
+
+Status prepare_ipc_call(ddl_comm *comm, const CollectiveCall &call, const PointerInfo &where) {
+  DeviceState *st = nullptr;
+  DDL_RETURN_IF_ERROR(device_state(comm, &st));
+  std::string why;
+  if (!ipc_applies(comm, *st->cu, call, &why)) return Status::Ok();
+  ScopedContext scope(*st->cu, where.context);
+  // A state for another context is remade (its allocations closed) only while no call of
+  // the progress thread can be using it; else this call is staged (the vote).
+  const bool idle = !comm->progress || comm->progress->idle();
+  if (st->ipc && st->ipc->context != where.context && !idle) return Status::Ok();
+  IpcState *ipc = nullptr;
+  DDL_RETURN_IF_ERROR(prepare_ipc(comm, st, where.context, sizeof(IpcRecord), &ipc));
+  // A failed load stages the calls (the vote) instead of failing them here.
+  const Status loaded = load_device_kernels(*st->cu, where.context);
+  if (!loaded.ok()) DDL_DEBUG("rank %d: %s", comm->rank, loaded.message().c_str());
+  open_pending(comm, ipc);
+  return Status::Ok();
 }
 
 void destroy_ipc(DeviceState *st) {

@@ -30,34 +30,51 @@ Status cuda_failed(const CudaDriver &cu, const char *what, CUresult r) {
   } while (0)
 
 // The copy stream and events belong to a context: made again when a call's buffers are in
-// another one (a process driving two GPUs through one communicator, rare).
-Status prepare_staging(DeviceState *st, CUcontext context, size_t slot_bytes) {
+// another one (a process driving two GPUs through one communicator, rare). The slots grow to
+// slot_bytes; outgrown ones are retired, not freed, as a call may still be using them.
+// Without may_sync the slots must already be large enough (prepare_queued_call made them).
+Status prepare_staging(ddl_comm *comm, DeviceState *st, CUcontext context, size_t slot_bytes) {
   const CudaDriver &cu = *st->cu;
-  if (st->context != context || !st->copy_stream) {
-    if (st->copy_stream) {
-      ScopedContext old(cu, st->context);
-      for (CUevent &e : st->staged) {
-        cu.event_destroy(e);
-        e = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(st->staging_mu);
+    if (st->context != context || !st->copy_stream) {
+      if (st->copy_stream) {
+        ScopedContext old(cu, st->context);
+        for (CUevent &e : st->staged) {
+          cu.event_destroy(e);
+          e = nullptr;
+        }
+        cu.event_destroy(st->drained);
+        cu.stream_destroy(st->copy_stream);
+        st->copy_stream = nullptr;
       }
-      cu.event_destroy(st->drained);
-      cu.stream_destroy(st->copy_stream);
-      st->copy_stream = nullptr;
+      CU_TRY(cu, stream_create(&st->copy_stream, kStreamNonBlocking));
+      st->context = context;
+      for (CUevent &e : st->staged) CU_TRY(cu, event_create(&e, kEventDisableTiming));
+      CU_TRY(cu, event_create(&st->drained, kEventDisableTiming));
     }
-    CU_TRY(cu, stream_create(&st->copy_stream, kStreamNonBlocking));
-    st->context = context;
-    for (CUevent &e : st->staged) CU_TRY(cu, event_create(&e, kEventDisableTiming));
-    CU_TRY(cu, event_create(&st->drained, kEventDisableTiming));
+    if (st->slot_bytes >= slot_bytes) return Status::Ok();
   }
-  if (st->slot_bytes < slot_bytes) {
-    if (st->slots) cu.mem_free_host(st->slots);
-    st->slots = nullptr;
-    st->slot_bytes = 0;
-    void *p = nullptr;
-    CU_TRY(cu, mem_host_alloc(&p, 2 * slot_bytes, kMemHostAllocPortable));
-    st->slots = static_cast<unsigned char *>(p);
-    st->slot_bytes = slot_bytes;
+  if (!may_sync_device(comm))
+    return Status(DDL_ERR_INTERNAL,
+                  strprintf("the pinned staging slots are smaller than the call needs (%zu B) and "
+                            "cannot grow on the progress thread while streams wait for it (they "
+                            "were not made before the call was queued)",
+                            slot_bytes));
+  // Not under the lock: the allocation may wait for streams that wait for the progress
+  // thread, which takes the lock to start a staged call.
+  void *p = nullptr;
+  CU_TRY(cu, mem_host_alloc(&p, 2 * slot_bytes, kMemHostAllocPortable));
+  {
+    std::lock_guard<std::mutex> lock(st->staging_mu);
+    if (st->slot_bytes < slot_bytes) {
+      if (st->slots) st->retired_slots.push_back(st->slots);
+      st->slots = static_cast<unsigned char *>(p);
+      st->slot_bytes = slot_bytes;
+      p = nullptr;
+    }
   }
+  if (p) cu.mem_free_host(p);  // another thread made them meanwhile
   return Status::Ok();
 }
 
@@ -78,6 +95,13 @@ class Pipeline {
     chunks_ = (call.count + chunk_ - 1) / chunk_;
   }
   size_t slot_bytes() const { return chunk_ * elem_ * blocks_; }
+  // The slots this call uses (prepare_staging made them large enough): a later call's
+  // growing them must not move this one's chunks.
+  void use_slots(DeviceState *st) {
+    std::lock_guard<std::mutex> lock(st->staging_mu);
+    slots_ = st->slots;
+    slot_stride_ = st->slot_bytes;
+  }
   size_t chunks() const { return chunks_; }
   size_t current() const { return current_; }
 
@@ -146,7 +170,7 @@ class Pipeline {
   unsigned char *span(size_t i, size_t *offset, size_t *count) const {
     *offset = i * chunk_;
     *count = std::min(chunk_, call_.count - *offset);
-    return st_->slots + (i % 2) * st_->slot_bytes;
+    return slots_ + (i % 2) * slot_stride_;
   }
   Status to_host(unsigned char *dst, const unsigned char *src, size_t count) {
     CU_TRY(cu_, memcpy_dtoh_async(dst, reinterpret_cast<CUdeviceptr>(src), count * elem_,
@@ -164,6 +188,8 @@ class Pipeline {
   const CudaDriver &cu_;
   const CollectiveCall &call_;
   size_t elem_ = 1, nranks_ = 1, rank_ = 0, blocks_ = 1, chunk_ = 1, chunks_ = 0, current_ = 0;
+  unsigned char *slots_ = nullptr;
+  size_t slot_stride_ = 0;
 };
 
 std::chrono::steady_clock::time_point deadline_of(const ddl_comm *comm) {
@@ -270,6 +296,13 @@ Status classify_call(const CollectiveCall &call, PointerInfo *where) {
   return Status::Ok();
 }
 
+Status reserve_staging(ddl_comm *comm, const CollectiveCall &call, const PointerInfo &where) {
+  DeviceState *st = nullptr;
+  DDL_RETURN_IF_ERROR(device_state(comm, &st));
+  ScopedContext scope(*st->cu, where.context);
+  return prepare_staging(comm, st, where.context, Pipeline(comm, st, call).slot_bytes());
+}
+
 Status run_staged(ddl_comm *comm, const CollectiveCall &call, const PointerInfo &where,
                   bool from_stream) {
   DDL_RETURN_IF_ERROR(check_collective(comm, call));
@@ -295,7 +328,8 @@ Status run_staged(ddl_comm *comm, const CollectiveCall &call, const PointerInfo 
   ScopedContext scope(*st->cu, where.context);
   Pipeline pipeline(comm, st, call);
   bool local_failure = true;
-  s = prepare_staging(st, where.context, pipeline.slot_bytes());
+  s = prepare_staging(comm, st, where.context, pipeline.slot_bytes());
+  if (s.ok()) pipeline.use_slots(st);
   if (s.ok()) s = run_pipeline(comm, st, pipeline, from_stream, &local_failure);
   if (s.ok()) return s;
   if (st->copy_stream) {
@@ -330,6 +364,7 @@ void destroy_device_state(ddl_comm *comm) {
   if (st->slots || st->flag) {
     ScopedContext scope(cu, st->context ? st->context : st->flag_context);
     if (st->slots) cu.mem_free_host(st->slots);
+    for (void *p : st->retired_slots) cu.mem_free_host(p);
     if (st->flag) cu.mem_free_host(st->flag);
   }
   delete st;

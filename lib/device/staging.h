@@ -37,9 +37,20 @@ Status run_device_collective(ddl_comm *comm, const CollectiveCall &call, const P
 Status run_staged(ddl_comm *comm, const CollectiveCall &call, const PointerInfo &where,
                   bool from_stream);
 
-// Whether stream-ordered calls run asynchronously (DDL_CUDA_STREAM_ASYNC=1, experimental:
-// lib/device/stream_calls.cc says why it is not the default) or host-synchronously.
-bool stream_calls_async();
+// Whether comm's stream-ordered calls run asynchronously (the default; lib/device/
+// stream_calls.cc) or host-synchronously (DDL_CUDA_STREAM_SYNC=1, or ranks of comm in this
+// process).
+bool stream_calls_async(const ddl_comm *comm);
+
+// On the caller's thread, before a call that may run on the progress thread is queued: makes
+// what it will need there and may not make there in the asynchronous mode (device_state.h):
+// pinned staging slots, the CUDA-IPC state and kernels, the peers' allocations that earlier
+// calls could not open. Nothing for host buffers or in the host-synchronous mode.
+Status prepare_queued_call(ddl_comm *comm, const CollectiveCall &call);
+
+// Pieces of it: the staging slots the call needs, and the CUDA-IPC path's part.
+Status reserve_staging(ddl_comm *comm, const CollectiveCall &call, const PointerInfo &where);
+Status prepare_ipc_call(ddl_comm *comm, const CollectiveCall &call, const PointerInfo &where);
 
 // Host-synchronous mode, on the caller's thread: checks the call, records an event on
 // `stream` and waits for it (the work queued before the call) with the deadline and abort;

@@ -1,34 +1,43 @@
 // Stream-ordered collectives, in two modes.
 //
-// Host-synchronous (the default): the caller's thread records an event on the stream, waits
-// for it (with the deadline, and abort), runs the collective as a blocking call and returns
-// when it has ended. Work queued on the stream after the call is therefore ordered after the
-// collective, and nothing on the stream ever waits for ddl: the host waits instead, as
-// PyTorch's gloo backend does for CUDA tensors.
+// Asynchronous (the default): the caller's thread makes what the call will need (below),
+// records an event on the stream and queues behind it, on the same stream, a wait until the
+// communicator's pinned flag reaches this call's number (cuStreamWaitValue32), then hands the
+// call to the progress thread and returns. The progress thread waits for the event, runs the
+// collective and writes the flag, also when the collective failed, timed out or was aborted,
+// so that the stream is never left waiting. Work queued on the stream after the call runs
+// after the collective; the host goes on at once, as with NCCL.
 //
-// Asynchronous (DDL_CUDA_STREAM_ASYNC=1, experimental): the caller's thread records an event
-// on the stream and queues behind it, on the same stream, a wait until the communicator's
-// pinned flag reaches this call's number (cuStreamWaitValue32); the progress thread waits for
-// the event, runs the collective and writes the flag, also when the collective failed, timed
-// out or was aborted, so that the stream is never left waiting. Why it is not the default:
-// on a real GPU (an H200, driver 580, issue 25) the first such calls hung both ranks inside
-// the driver, past every deadline, on the legacy default stream and on a side stream alike:
-// while a stream waits on the flag, a driver call that synchronizes the device (allocating
-// pinned staging memory or opening a peer's allocation on first use, or any such call by the
-// application) waits for that stream, which waits for the flag that the blocked thread would
-// write. It needs every resource of the call made before the wait is queued, and a GPU to
-// check it on.
+// What makes it safe: while a stream waits on the flag, a driver call that synchronizes the
+// device (allocating or freeing pinned memory, opening or closing a peer's allocation,
+// loading a module) waits for that stream, which waits for the progress thread: if that
+// thread makes such a call, both hang, past every deadline (seen on an H200, issue 25, when
+// this mode made its resources on first use). So the progress thread makes none
+// (may_sync_device): the caller's thread makes everything a queued call needs before its wait
+// is queued (prepare_queued_call: the flag, the staging slots, the CUDA-IPC state and
+// kernels, the peers' allocations that earlier calls found unopened), and a CUDA-IPC call
+// that meets an allocation not yet open is staged instead (ipc_allreduce.cc's vote). A
+// communicator with two ranks in one process (ranks as threads, one context) runs its stream
+// calls host-synchronously on every rank: one rank's caller thread making such a call would
+// wait for another rank's stream, which waits for a collective that needs the first rank.
+//
+// Host-synchronous (DDL_CUDA_STREAM_SYNC=1): the caller's thread records an event on the
+// stream, waits for it (with the deadline, and abort), runs the collective as a blocking
+// call and returns when it has ended. Nothing on the stream ever waits for ddl; the host
+// waits instead, as PyTorch's gloo backend does for CUDA tensors.
 //
 // Why a wait on a flag and not cuLaunchHostFunc: a host function that blocks until the
 // collective ends holds one of the driver's callback threads, which runs every stream's host
 // functions of the process in turn; a stream memory wait holds nothing on the host. The host
 // function is the fallback for drivers without stream memory operations.
 #include <memory>
+#include <set>
 #include <thread>
 
 #include "lib/common/log.h"
 #include "lib/common/params.h"
 #include "lib/core/comm.h"
+#include "lib/core/progress.h"
 #include "lib/device/device_state.h"
 #include "lib/device/staging.h"
 
@@ -118,9 +127,31 @@ Status stream_target(ddl_comm *comm, const CollectiveCall &call, void *stream_ha
 
 }  // namespace
 
-bool stream_calls_async() {
-  static const bool async = env_string("DDL_CUDA_STREAM_ASYNC") == "1";
-  return async;
+bool stream_calls_async(const ddl_comm *comm) {
+  static const bool sync = env_string("DDL_CUDA_STREAM_SYNC") == "1";
+  if (sync) return false;
+  // The same answer on every rank (every rank has the same pids): the CUDA-IPC path votes
+  // when it is true.
+  std::set<pid_t> seen;
+  for (pid_t pid : comm->pids)
+    if (pid != 0 && !seen.insert(pid).second) return false;
+  return true;
+}
+
+bool may_sync_device(const ddl_comm *comm) {
+  return !on_progress_thread() || !stream_calls_async(comm);
+}
+
+Status prepare_queued_call(ddl_comm *comm, const CollectiveCall &call) {
+  if (!stream_calls_async(comm) || !cuda_driver()) return Status::Ok();
+  PointerInfo where;
+  Status s = classify_call(call, &where);
+  if (!s.ok() || where.kind != MemoryKind::kDevice) return Status::Ok();  // checked when run
+  DeviceState *st = nullptr;
+  DDL_RETURN_IF_ERROR(device_state(comm, &st));
+  // Every device call may be staged (the CUDA-IPC path's vote): the slots first.
+  DDL_RETURN_IF_ERROR(reserve_staging(comm, call, where));
+  return prepare_ipc_call(comm, call, where);
 }
 
 Status wait_for_stream(ddl_comm *comm, const CollectiveCall &call, void *stream_handle) {
@@ -158,6 +189,7 @@ Status start_stream_call(ddl_comm *comm, CollectiveCall *call, void *stream_hand
   Status s;
   ScopedContext scope(*cu, ctx);
   s = ensure_flag(st);
+  if (s.ok()) s = prepare_queued_call(comm, *call);
   if (!s.ok()) return s.prefix(context());
   auto op = std::make_unique<StreamCall>();
   op->context = ctx;

@@ -26,6 +26,12 @@ struct FakeCuda {
   void *(*host_view)(CUdeviceptr);
   // Handles this process opened and closed (first opens, last closes), and imports open now.
   void (*ipc_stats)(int *opened, int *closed, int *open_now);
+  // Device-synchronizing calls that waited past FAKE_CUDA_SYNC_WAIT_MS for streams waiting on
+  // a value (a hang on a GPU).
+  int (*sync_hangs)();
+  // Kernel launches run so far (and modules, grid and name: unused here).
+  void (*kernel_stats)(int *run, int *loaded, int *unloaded, unsigned *grid, unsigned *block,
+                       const char **kernel);
 
   // Loads the fake and makes its context current on this thread; aborts on failure.
   static FakeCuda &get() {
@@ -44,7 +50,9 @@ struct FakeCuda {
           sym(lib, "cuStreamDestroy_v2", &f.stream_destroy) &&
           sym(lib, "cuLaunchHostFunc", &f.launch_host_func) &&
           sym(lib, "fake_cuda_host_view", &f.host_view) &&
-          sym(lib, "fake_cuda_ipc_stats", &f.ipc_stats);
+          sym(lib, "fake_cuda_ipc_stats", &f.ipc_stats) &&
+          sym(lib, "fake_cuda_sync_hangs", &f.sync_hangs) &&
+          sym(lib, "fake_cuda_kernel_stats", &f.kernel_stats);
       if (!ok) abort();
       return f;
     }();

@@ -1,10 +1,12 @@
 // Stream-ordered calls through the stand-in CUDA driver: the collective runs after a "kernel"
 // queued before it (which writes the input late) and before one queued after it (which reads
-// the output). Host-synchronous (the default): the call returns once the collective has
-// ended. Asynchronous (DDL_CUDA_STREAM_ASYNC=1, most tests here): the call returns before
-// either kernel ran; a collective that times out or is aborted
-// still releases the stream, and the next call reports it. Also: a rank killed during device
-// allreduces is named by every survivor, and without a driver every buffer is host memory.
+// the output). Asynchronous (the default, most tests here): the call returns before either
+// kernel ran; a collective that times out or is aborted still releases the stream, and the
+// next call reports it; the progress thread never makes a device-synchronizing driver call
+// while a stream waits for it (the stand-in driver fails such a call, as a GPU would hang).
+// Host-synchronous (DDL_CUDA_STREAM_SYNC=1): the call returns once the collective has ended. Also:
+// a rank killed during device allreduces is named by every survivor, and without a driver every
+// buffer is host memory.
 #include <criterion/criterion.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -38,7 +40,7 @@ RunOptions with_fake(const char *stage_bytes = "256", bool async = true) {
   RunOptions options;
   options.before_init = [stage_bytes, async](int) {
     setenv("DDL_CUDA_LIBRARY", FAKE_CUDA, 1);
-    if (async) setenv("DDL_CUDA_STREAM_ASYNC", "1", 1);
+    if (!async) setenv("DDL_CUDA_STREAM_SYNC", "1", 1);
     setenv("DDL_CUDA_STAGE_BYTES", stage_bytes, 1);
     setenv("FAKE_CUDA_DELAY_US", "100", 1);
   };
@@ -92,8 +94,8 @@ int ordered_on_the_stream(ddl_comm_t comm, int rank, int nranks) {
   const Clock::time_point start = Clock::now();
   RANK_OK(
       ddl_allreduce_stream(ar_in.device(), ar_out.device(), n, DDL_FLOAT32, DDL_SUM, comm, stream));
-  const char *async = getenv("DDL_CUDA_STREAM_ASYNC");
-  if (async && strcmp(async, "1") == 0)
+  const char *sync = getenv("DDL_CUDA_STREAM_SYNC");
+  if (!sync || strcmp(sync, "1") != 0)
     RANK_CHECK(!w_ar.ran.load(), "ddl_allreduce_stream waited for the stream's work (%.3f s)",
                seconds_since(start));
   else
@@ -159,6 +161,54 @@ Test(device_streams, collectives_are_ordered_on_the_stream_host_synchronous_3_ra
 
 Test(device_streams, collectives_are_ordered_on_the_stream_4_ranks) {
   const std::string failures = run_ranks(4, ordered_on_the_stream, with_fake("1M"));
+  cr_assert(failures.empty(), "%s", failures.c_str());
+}
+
+// The asynchronous mode's rule (lib/device/device_state.h): stream allreduces on buffers a
+// peer has not opened yet are staged, the allocations are opened on the callers' threads
+// before their next calls, and from then on the calls take CUDA IPC (kernels launched) —
+// with no device-synchronizing driver call on a progress thread while a stream waits for
+// it (the stand-in driver fails such a call: before this rule, the first opens did so).
+Test(device_streams, stream_allreduces_open_peers_on_the_callers_thread_only) {
+  const std::string failures = run_ranks(
+      3,
+      [](ddl_comm_t comm, int rank, int nranks) {
+        FakeCuda &cu = FakeCuda::get();
+        void *stream = nullptr;
+        RANK_CHECK(cu.stream_create(&stream, 0) == 0, "cuStreamCreate");
+        const size_t n = 1000;
+        DeviceBuffer a(n * 4), b(n * 4), out(n * 4);
+        int kernels_before = 0, unused = 0;
+        unsigned grid = 0, block = 0;
+        const char *kernel = nullptr;
+        cu.kernel_stats(&kernels_before, &unused, &unused, &grid, &block, &kernel);
+        for (int i = 0; i < 6; ++i) {
+          DeviceBuffer &in = i % 2 ? b : a;
+          Writer w{in.shadow(), DDL_FLOAT32, rank + i, n, 20};
+          Reader r{out.shadow(), n * 4, {}};
+          RANK_CHECK(cu.launch_host_func(stream, write_kernel, &w) == 0, "launch");
+          RANK_OK(ddl_allreduce_stream(in.device(), out.device(), n, DDL_FLOAT32, DDL_SUM, comm,
+                                       stream));
+          RANK_CHECK(cu.launch_host_func(stream, read_kernel, &r) == 0, "launch");
+          RANK_CHECK(cu.stream_synchronize(stream) == 0, "cuStreamSynchronize");
+          for (size_t k = 0; k < n; ++k) {
+            double sum = 0;
+            for (int q = 0; q < nranks; ++q) sum += input_value(DDL_FLOAT32, DDL_SUM, q + i, k);
+            RANK_CHECK(load_value(DDL_FLOAT32, r.seen.data(), k) == sum, "call %d [%zu]: %g", i, k,
+                       load_value(DDL_FLOAT32, r.seen.data(), k));
+          }
+        }
+        int opened = 0, closed = 0, open_now = 0, kernels_after = 0;
+        cu.ipc_stats(&opened, &closed, &open_now);
+        cu.kernel_stats(&kernels_after, &unused, &unused, &grid, &block, &kernel);
+        RANK_CHECK(cu.sync_hangs() == 0, "%d device-synchronizing call(s) waited for the stream",
+                   cu.sync_hangs());
+        RANK_CHECK(opened >= 2 * (nranks - 1), "%d peer allocations opened", opened);
+        RANK_CHECK(kernels_after > kernels_before, "no call took CUDA IPC");
+        RANK_CHECK(cu.stream_destroy(stream) == 0, "cuStreamDestroy");
+        return 0;
+      },
+      with_fake());
   cr_assert(failures.empty(), "%s", failures.c_str());
 }
 

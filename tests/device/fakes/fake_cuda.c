@@ -37,6 +37,12 @@
  * memfd keeps the bytes), and any performance. fake_cuda_ipc_stats counts opens and closes;
  * FAKE_CUDA_IPC_REFUSE makes cuIpcGetMemHandle refuse every allocation; FAKE_CUDA_DIE_AT kills
  * the process inside a collective's phase.
+ * Calls that synchronize the device on a real driver (allocating and freeing device or pinned
+ * memory, opening and closing IPC handles, loading and unloading modules) first wait until no
+ * stream of this process waits on a 32-bit value, as the driver waits for such a stream; a
+ * wait past FAKE_CUDA_SYNC_WAIT_MS (default 3000) is the hang a GPU shows when the thread that
+ * would write the value is the one waiting: the call then fails with CUDA_ERROR_UNKNOWN, says
+ * so on stderr, and counts it (fake_cuda_sync_hangs).
  * cuInit lets any process of the user read this one (PR_SET_PTRACER_ANY), as ddl itself does
  * for its single-copy path: Yama would otherwise refuse pidfd_getfd between sibling ranks. */
 #define _GNU_SOURCE
@@ -132,6 +138,10 @@ static unsigned last_grid, last_block;
 static char last_kernel[64];
 
 enum { kCopy, kRecord, kHostFn, kWaitValue, kKernel };
+
+/* Queued 32-bit value waits not yet passed, and the device-synchronizing calls that waited for
+ * them past FAKE_CUDA_SYNC_WAIT_MS. */
+static int value_waits, sync_hangs;
 struct op {
   int kind;
   char *dst;
@@ -174,6 +184,7 @@ static void run_op(struct op *op) {
       break;
     case kWaitValue: /* CU_STREAM_WAIT_VALUE_GEQ: a cyclic comparison */
       while ((int32_t)(__atomic_load_n(op->addr, __ATOMIC_ACQUIRE) - op->value) < 0) usleep(20);
+      __atomic_sub_fetch(&value_waits, 1, __ATOMIC_ACQ_REL);
       break;
     case kKernel: {
       char why[512] = "";
@@ -260,6 +271,33 @@ static int sticky_fault(void) {
   return f;
 }
 
+/* A device-synchronizing call: waits for the streams that wait on a value (see the top). */
+CUresult fake_device_sync(const char *what) {
+  const char *limit = getenv("FAKE_CUDA_SYNC_WAIT_MS");
+  const long wait_us = (limit ? atol(limit) : 3000) * 1000;
+  for (long waited = 0; __atomic_load_n(&value_waits, __ATOMIC_ACQUIRE) > 0; waited += 100) {
+    if (waited >= wait_us) {
+      __atomic_add_fetch(&sync_hangs, 1, __ATOMIC_ACQ_REL);
+      fprintf(stderr,
+              "fake_cuda: %s waited %ld ms for streams that wait on a value: on a GPU it would "
+              "hang\n",
+              what, wait_us / 1000);
+      return kUnknown;
+    }
+    usleep(100);
+  }
+  return kOk;
+}
+#define DEVICE_SYNC(what)                      \
+  do {                                         \
+    const CUresult synced = fake_device_sync(what); \
+    if (synced != kOk) return synced;          \
+  } while (0)
+
+int fake_cuda_sync_hangs(void) {
+  return __atomic_load_n(&sync_hangs, __ATOMIC_ACQUIRE);
+}
+
 /* A kernel that faulted leaves the context unusable, as on a GPU. */
 CUresult fake_need_context(void) {
   if (!fake_initialized) return kNotInitialized;
@@ -309,6 +347,7 @@ size_t fake_page_round(size_t bytes) {
 
 CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes) {
   NEED_CONTEXT();
+  DEVICE_SYNC("cuMemAlloc");
   if (bytes == 0) return kInvalidValue;
   const size_t mapped = fake_page_round(bytes);
   const int fd = memfd_create("fake_cuda_device_memory", MFD_CLOEXEC);
@@ -331,6 +370,7 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes) {
   return fake_add_region(r);
 }
 CUresult cuMemFree_v2(CUdeviceptr dptr) {
+  DEVICE_SYNC("cuMemFree");
   struct region r;
   if (!fake_remove_region((uintptr_t)dptr, &r) || r.type != kTypeDevice) return kInvalidValue;
   if (r.imported) { /* the driver frees only its own allocations */
@@ -344,6 +384,7 @@ CUresult cuMemFree_v2(CUdeviceptr dptr) {
 }
 CUresult cuMemHostAlloc(void **ptr, size_t bytes, unsigned flags) {
   NEED_CONTEXT();
+  DEVICE_SYNC("cuMemHostAlloc");
   (void)flags;
   char *p = aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
   if (!p) return 2;
@@ -352,6 +393,7 @@ CUresult cuMemHostAlloc(void **ptr, size_t bytes, unsigned flags) {
   return fake_add_region(r);
 }
 CUresult cuMemFreeHost(void *ptr) {
+  DEVICE_SYNC("cuMemFreeHost");
   struct region r;
   if (!fake_remove_region((uintptr_t)ptr, &r) || r.type != kTypeHost) return kInvalidValue;
   free(r.shadow);
@@ -490,6 +532,7 @@ CUresult cuStreamWaitValue32_v2(void *stream, CUdeviceptr addr, uint32_t value, 
   struct op *op = new_op(kWaitValue);
   op->addr = (const uint32_t *)(uintptr_t)addr;
   op->value = value;
+  __atomic_add_fetch(&value_waits, 1, __ATOMIC_ACQ_REL);
   return enqueue(stream, op);
 }
 CUresult cuLaunchHostFunc(void *stream, void (*fn)(void *), void *arg) {
@@ -513,6 +556,7 @@ CUresult cuCtxGetDevice(int *device) {
 }
 CUresult cuModuleLoadData(void **module, const void *image) {
   NEED_CONTEXT();
+  DEVICE_SYNC("cuModuleLoadData");
   const unsigned char magic[4] = {0x50, 0xed, 0x55, 0xba}; /* a fatbin's, little endian */
   if (!image || memcmp(image, magic, 4) != 0) return kInvalidImage;
   *module = malloc(1);
@@ -531,6 +575,7 @@ CUresult cuModuleGetFunction(void **function, void *module, const char *name) {
 }
 CUresult cuModuleUnload(void *module) {
   if (!module) return kInvalidHandle;
+  DEVICE_SYNC("cuModuleUnload");
   free(module);
   pthread_mutex_lock(&fake_kernels_mu);
   ++modules_unloaded;
@@ -620,6 +665,9 @@ CUresult cuGetErrorName(CUresult error, const char **name) {
       return kOk;
     case kIllegalAddress:
       *name = "CUDA_ERROR_ILLEGAL_ADDRESS";
+      return kOk;
+    case kUnknown:
+      *name = "CUDA_ERROR_UNKNOWN";
       return kOk;
     default:
       return kInvalidValue;

@@ -20,7 +20,8 @@ enum {
   kInvalidHandle = 400,
   kNotFound = 500,
   kNotReady = 600,
-  kIllegalAddress = 700
+  kIllegalAddress = 700,
+  kUnknown = 999
 };
 enum { kTypeHost = 1, kTypeDevice = 2 };
 
@@ -67,6 +68,10 @@ CUresult fake_need_context(void);
     const CUresult need = fake_need_context(); \
     if (need != kOk) return need;              \
   } while (0)
+
+/* Waits as a device-synchronizing call of the driver does (fake_cuda.c); kUnknown when it
+ * would hang. */
+CUresult fake_device_sync(const char *what);
 
 /* FAKE_CUDA_DIE_AT: the process kills itself at its N-th launch or device-to-device copy. */
 void fake_maybe_die(const char *what);

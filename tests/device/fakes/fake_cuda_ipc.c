@@ -66,6 +66,8 @@ static int take_fd(pid_t pid, int fd) {
 
 CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *dptr, CUipcMemHandle handle, unsigned flags) {
   NEED_CONTEXT();
+  const CUresult synced = fake_device_sync("cuIpcOpenMemHandle");
+  if (synced != kOk) return synced;
   struct handle_words w;
   memcpy(&w, handle.reserved, sizeof w);
   if (flags != 1 || w.magic != kHandleMagic || w.size == 0) return kInvalidValue;
@@ -116,6 +118,8 @@ CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *dptr, CUipcMemHandle handle, unsigne
 
 CUresult cuIpcCloseMemHandle(CUdeviceptr dptr) {
   if (!fake_initialized) return kNotInitialized;
+  const CUresult synced = fake_device_sync("cuIpcCloseMemHandle");
+  if (synced != kOk) return synced;
   pthread_mutex_lock(&fake_regions_mu);
   struct region *found = fake_find_region((uintptr_t)dptr);
   int last = 0;
