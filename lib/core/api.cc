@@ -145,8 +145,8 @@ ddl_result_t start(ddl_comm_t comm, ddl::CollectiveCall call, ddl_request_t *req
   return DDL_SUCCESS;
 }
 
-// A stream-ordered call: queued to the progress thread behind a wait on the stream (the
-// default), or host-synchronous (DDL_CUDA_STREAM_SYNC=1; lib/device/stream_calls.cc).
+// A stream-ordered call: host-synchronous (the default) or queued to the progress thread
+// behind a wait on the stream (DDL_CUDA_STREAM_ASYNC=1; lib/device/stream_calls.cc).
 ddl_result_t start_on_stream(ddl_comm_t comm, const ddl::CollectiveCall &call, void *stream,
                              const char *what) {
   CommCall guard(comm, what);

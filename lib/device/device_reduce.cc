@@ -8,6 +8,7 @@
 #include "lib/common/datatype.h"
 #include "lib/common/log.h"
 #include "lib/device/kernels/reduce_body.h"
+#include "lib/device/kernels/wait_flag.h"
 
 namespace ddl {
 namespace device {
@@ -32,6 +33,7 @@ struct Module {
   CUcontext context = nullptr;
   CUmodule module = nullptr;
   CUfunction kernels[DDL_DATATYPE_COUNT][DDL_OP_COUNT] = {};
+  CUfunction wait_flag = nullptr;
   unsigned long long max_blocks = kDefaultMaxBlocks;
   Status failure;
 };
@@ -67,6 +69,13 @@ void load_module(const CudaDriver &cu, Module *m) {
         return;
       }
     }
+  }
+  r = cu.module_get_function(&m->wait_flag, m->module, "ddl_wait_flag");
+  if (r != kCudaSuccess) {
+    m->failure = driver_failed(cu, "cuModuleGetFunction(ddl_wait_flag)", r);
+    cu.module_unload(m->module);
+    m->module = nullptr;
+    return;
   }
   CUdevice device = 0;
   int sms = 0;
@@ -127,6 +136,20 @@ Status launch_context(const CudaDriver &cu, CUstream stream, CUcontext *context)
 
 Status load_device_kernels(const CudaDriver &cu, CUcontext context) {
   return module_of(cu, context)->failure;
+}
+
+Status launch_wait_flag(const CudaDriver &cu, CUstream stream, CUcontext context, CUdeviceptr flag,
+                        uint32_t number) {
+  const Module *module = module_of(cu, context);
+  if (!module->module) return module->failure;
+  kernels::WaitFlagArgs args{};
+  args.flag = reinterpret_cast<const volatile unsigned *>(flag);
+  args.number = number;
+  void *params[] = {&args};
+  const CUresult r =
+      cu.launch_kernel(module->wait_flag, 1, 1, 1, 32, 1, 1, 0, stream, params, nullptr);
+  if (r != kCudaSuccess) return driver_failed(cu, "cuLaunchKernel(ddl_wait_flag)", r);
+  return Status::Ok();
 }
 
 bool device_kernels_loaded(CUcontext context) {

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "ddl/ddl.h"
@@ -44,6 +45,10 @@ Status device_reduce(const CudaDriver &cu, CUstream stream, void *dst, const voi
 // Loads the kernels for `context` now, if not yet (device_reduce would on its first launch):
 // for the callers' threads, as loading a module may synchronize the device (device_state.h).
 Status load_device_kernels(const CudaDriver &cu, CUcontext context);
+// Queues on `stream` (in `context`, current) the kernel that holds the stream until the
+// pinned word at device address `flag` reaches `number` (kernels/wait_flag.h).
+Status launch_wait_flag(const CudaDriver &cu, CUstream stream, CUcontext context, CUdeviceptr flag,
+                        uint32_t number);
 // Whether they are loaded for `context` (without loading them).
 bool device_kernels_loaded(CUcontext context);
 

@@ -37,9 +37,9 @@ Status run_device_collective(ddl_comm *comm, const CollectiveCall &call, const P
 Status run_staged(ddl_comm *comm, const CollectiveCall &call, const PointerInfo &where,
                   bool from_stream);
 
-// Whether comm's stream-ordered calls run asynchronously (the default; lib/device/
-// stream_calls.cc) or host-synchronously (DDL_CUDA_STREAM_SYNC=1, or ranks of comm in this
-// process).
+// Whether comm's stream-ordered calls run asynchronously (DDL_CUDA_STREAM_ASYNC=1 and no two
+// ranks of comm in one process; experimental: lib/device/stream_calls.cc) or
+// host-synchronously (the default).
 bool stream_calls_async(const ddl_comm *comm);
 
 // On the caller's thread, before a call that may run on the progress thread is queued: makes

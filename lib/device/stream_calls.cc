@@ -1,12 +1,18 @@
 // Stream-ordered collectives, in two modes.
 //
-// Asynchronous (the default): the caller's thread makes what the call will need (below),
-// records an event on the stream and queues behind it, on the same stream, a wait until the
-// communicator's pinned flag reaches this call's number (cuStreamWaitValue32), then hands the
+// Host-synchronous (the default): the caller's thread records an event on the stream, waits
+// for it (with the deadline, and abort), runs the collective as a blocking call and returns
+// when it has ended. Nothing on the stream ever waits for ddl; the host waits instead, as
+// PyTorch's gloo backend does for CUDA tensors.
+//
+// Asynchronous (DDL_CUDA_STREAM_ASYNC=1, experimental: it still hangs on a real GPU, below):
+// the caller's thread makes what the call will need (below), records an event on the stream
+// and queues behind it, on the same stream, a wait until the communicator's pinned flag
+// reaches this call's number (ddl's wait kernel, else cuStreamWaitValue32), then hands the
 // call to the progress thread and returns. The progress thread waits for the event, runs the
-// collective and writes the flag, also when the collective failed, timed out or was aborted,
-// so that the stream is never left waiting. Work queued on the stream after the call runs
-// after the collective; the host goes on at once, as with NCCL.
+// collective and writes the flag, also when the collective failed, timed out or was aborted, so
+// that the stream is never left waiting. Work queued on the stream after the call runs after the
+// collective; the host goes on at once, as with NCCL.
 //
 // What makes it safe: while a stream waits on the flag, a driver call that synchronizes the
 // device (allocating or freeing pinned memory, opening or closing a peer's allocation,
@@ -21,15 +27,20 @@
 // calls host-synchronously on every rank: one rank's caller thread making such a call would
 // wait for another rank's stream, which waits for a collective that needs the first rank.
 //
-// Host-synchronous (DDL_CUDA_STREAM_SYNC=1): the caller's thread records an event on the
-// stream, waits for it (with the deadline, and abort), runs the collective as a blocking
-// call and returns when it has ended. Nothing on the stream ever waits for ddl; the host
-// waits instead, as PyTorch's gloo backend does for CUDA tensors.
+// Not enough yet: on an H100 (2026-11-26, bench/gpu/h100-run7-async.log) the mode with these
+// rules still hung inside the driver, past every deadline, at the first calls of one rank as
+// of two, with MPS and without. So something beyond the progress thread's own calls blocks:
+// the suspects are a device-synchronizing call of the application's (torch's allocations, a
+// synchronous copy) holding the driver's lock that the progress thread's event queries and
+// copies need; the stream memory wait holding a hardware queue that ddl's own copies were
+// queued behind (the driver's documentation warns of this); or the flag's write not being
+// seen by the wait. The wait is now a kernel (kernels/wait_flag.h), which rules out the
+// second; tests/gpu/stream_wait_probe.cc tells the others apart on the next GPU.
 //
 // Why a wait on a flag and not cuLaunchHostFunc: a host function that blocks until the
 // collective ends holds one of the driver's callback threads, which runs every stream's host
-// functions of the process in turn; a stream memory wait holds nothing on the host. The host
-// function is the fallback for drivers without stream memory operations.
+// functions of the process in turn; a wait on the device holds nothing on the host. The host
+// function is the last fallback (no kernels, no stream memory operations).
 #include <memory>
 #include <set>
 #include <thread>
@@ -38,6 +49,7 @@
 #include "lib/common/params.h"
 #include "lib/core/comm.h"
 #include "lib/core/progress.h"
+#include "lib/device/device_reduce.h"
 #include "lib/device/device_state.h"
 #include "lib/device/staging.h"
 
@@ -92,6 +104,31 @@ void host_wait(void *arg) {
     std::this_thread::yield();
 }
 
+// Holds `stream` until the flag reaches `number`: ddl's wait kernel where the kernels load
+// (kernels/wait_flag.h says why), else a stream memory wait, else a host function.
+// DDL_CUDA_STREAM_WAIT=value picks the stream memory wait (to compare the two on a GPU).
+Status queue_flag_wait(const CudaDriver &cu, CUstream stream, CUcontext ctx, DeviceState *st,
+                       uint32_t number) {
+  static const bool value_wait = env_string("DDL_CUDA_STREAM_WAIT") == "value";
+  if (!value_wait && cuda_kernels_built() && load_device_kernels(cu, ctx).ok())
+    return launch_wait_flag(cu, stream, ctx, st->flag_device, number);
+  CUresult r = kCudaSuccess;
+  if (cu.stream_wait_value32) {
+    r = cu.stream_wait_value32(stream, st->flag_device, number, kStreamWaitValueGeq);
+  } else if (cu.launch_host_func) {
+    auto *wait = new HostWait{st->flag, number};
+    r = cu.launch_host_func(stream, host_wait, wait);
+    if (r != kCudaSuccess) delete wait;
+  } else {
+    return unsupported(
+        "%s has neither cuStreamWaitValue32 nor cuLaunchHostFunc: later work on the stream "
+        "could not wait for the collective",
+        cu.library.c_str());
+  }
+  if (r != kCudaSuccess) return cuda_failed(cu, "cuStreamWaitValue32 on the stream", r);
+  return Status::Ok();
+}
+
 // What both modes need first: the call checked, the driver, where the buffers are, the
 // communicator's device state and the stream's context.
 struct StreamTarget {
@@ -128,8 +165,8 @@ Status stream_target(ddl_comm *comm, const CollectiveCall &call, void *stream_ha
 }  // namespace
 
 bool stream_calls_async(const ddl_comm *comm) {
-  static const bool sync = env_string("DDL_CUDA_STREAM_SYNC") == "1";
-  if (sync) return false;
+  static const bool async = env_string("DDL_CUDA_STREAM_ASYNC") == "1";
+  if (!async) return false;
   // The same answer on every rank (every rank has the same pids): the CUDA-IPC path votes
   // when it is true.
   std::set<pid_t> seen;
@@ -198,29 +235,17 @@ Status start_stream_call(ddl_comm *comm, CollectiveCall *call, void *stream_hand
   CUresult r = cu->event_create(&op->ready, kEventDisableTiming);
   if (r != kCudaSuccess) return cuda_failed(*cu, "cuEventCreate", r).prefix(context());
   r = cu->event_record(op->ready, stream);
-  if (r == kCudaSuccess) {
-    // A number skipped by a failure below is harmless: the flag only grows, and a stream
-    // waits until it has reached (or passed) its own number.
-    op->number = ++st->issued;
-    if (cu->stream_wait_value32) {
-      r = cu->stream_wait_value32(stream, st->flag_device, op->number, kStreamWaitValueGeq);
-    } else if (cu->launch_host_func) {
-      auto *wait = new HostWait{st->flag, op->number};
-      r = cu->launch_host_func(stream, host_wait, wait);
-      if (r != kCudaSuccess) delete wait;
-    } else {
-      cu->event_destroy(op->ready);
-      return unsupported(
-          "%s%s has neither cuStreamWaitValue32 nor cuLaunchHostFunc: later work on the "
-          "stream could not wait for the collective",
-          context().c_str(), cu->library.c_str());
-    }
-  }
   if (r != kCudaSuccess) {
     cu->event_destroy(op->ready);
-    return cuda_failed(*cu, "ordering the call on the stream (cuEventRecord/cuStreamWaitValue32)",
-                       r)
-        .prefix(context());
+    return cuda_failed(*cu, "cuEventRecord on the stream", r).prefix(context());
+  }
+  // A number skipped by a failure below is harmless: the flag only grows, and a stream
+  // waits until it has reached (or passed) its own number.
+  op->number = ++st->issued;
+  s = queue_flag_wait(*cu, stream, ctx, st, op->number);
+  if (!s.ok()) {
+    cu->event_destroy(op->ready);
+    return s.prefix(context());
   }
   call->stream = op.release();
   return Status::Ok();

@@ -5,7 +5,6 @@
 // tests/kernels/test_device_kernel_math.cc). Which NaN SUM/PROD/AVG return is the GPU's
 // (canonical NaN), so there any NaN matches a NaN. Passed on an H200 (2026-11-26, 48 s).
 #include <criterion/criterion.h>
-#include <dlfcn.h>
 #include <stdlib.h>
 
 #include <cstring>
@@ -17,56 +16,15 @@
 #include "lib/device/cuda_driver.h"
 #include "lib/device/device_reduce.h"
 #include "lib/device/kernels/reduce_math.h"
+#include "real_gpu.h"
 #include "tests/kernels/kernel_reference.h"
 
 namespace dev = ddl::device;
 namespace k = ddl::kernels;
+using ddltest::Gpu;
+using ddltest::real_driver;
 
 namespace {
-
-struct Gpu {
-  int (*device_get)(int *, int);
-  int (*primary_ctx_retain)(void **, int);
-  int (*mem_alloc)(unsigned long long *, size_t);
-  int (*mem_free)(unsigned long long);
-  int (*htod)(unsigned long long, const void *, size_t);
-  int (*dtoh)(void *, unsigned long long, size_t);
-  int (*ctx_synchronize)();
-};
-
-// The real driver with device 0's primary context current, or a skip saying why not.
-const dev::CudaDriver &real_driver(Gpu *gpu) {
-  // DDL_GPU_TEST_LIBRARY: another driver, e.g. the stand-in, to check this test itself.
-  const char *other = getenv("DDL_GPU_TEST_LIBRARY");
-  const std::string library = other && *other ? other : "libcuda.so.1";
-  setenv("DDL_CUDA_LIBRARY", library.c_str(), 1);
-  void *lib = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!lib) cr_skip_test("no CUDA driver here (%s)", dlerror());
-  const dev::CudaDriver *cu = dev::cuda_driver();
-  if (!cu) cr_skip_test("ddl found no CUDA driver: %s", dev::cuda_absent_reason().c_str());
-  if (!dev::cuda_kernels_built())
-    cr_skip_test("this build has no CUDA kernels: %s", dev::cuda_kernels_absent_reason().c_str());
-  auto sym = [&](const char *name) {
-    void *p = dlsym(lib, name);
-    cr_assert(p, "%s lacks %s", library.c_str(), name);
-    return p;
-  };
-  gpu->device_get = reinterpret_cast<int (*)(int *, int)>(sym("cuDeviceGet"));
-  gpu->primary_ctx_retain =
-      reinterpret_cast<int (*)(void **, int)>(sym("cuDevicePrimaryCtxRetain"));
-  gpu->mem_alloc = reinterpret_cast<int (*)(unsigned long long *, size_t)>(sym("cuMemAlloc_v2"));
-  gpu->mem_free = reinterpret_cast<int (*)(unsigned long long)>(sym("cuMemFree_v2"));
-  gpu->htod =
-      reinterpret_cast<int (*)(unsigned long long, const void *, size_t)>(sym("cuMemcpyHtoD_v2"));
-  gpu->dtoh = reinterpret_cast<int (*)(void *, unsigned long long, size_t)>(sym("cuMemcpyDtoH_v2"));
-  gpu->ctx_synchronize = reinterpret_cast<int (*)()>(sym("cuCtxSynchronize"));
-  int device = 0;
-  void *ctx = nullptr;
-  if (cu->init(0) != 0 || gpu->device_get(&device, 0) != 0) cr_skip_test("no usable GPU");
-  cr_assert_eq(gpu->primary_ctx_retain(&ctx, device), 0);
-  cr_assert_eq(cu->ctx_set_current(static_cast<dev::CUcontext>(ctx)), 0);
-  return *cu;
-}
 
 // The expected element: the kernels' arithmetic on the host, on element i of each input.
 void expected(int dtype, int op, const std::vector<std::vector<unsigned char>> &in, size_t i,

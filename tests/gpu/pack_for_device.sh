@@ -16,7 +16,7 @@ rm -rf "$dest"
 mkdir -p "$dest/build/bin" "$dest/build/tests/device" "$dest/build/bench/kernels" "$dest/lib/ucx"
 
 binaries=(bin/ddlrun bin/ddl_perf bin/ddl_topo tests/device/test_device_kernels_gpu
-          bench/kernels/device_reduce_bench)
+          tests/device/test_stream_wait_gpu bench/kernels/device_reduce_bench)
 for b in "${binaries[@]}"; do
   cp "$build/$b" "$dest/build/$b"
 done

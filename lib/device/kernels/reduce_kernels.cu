@@ -1,9 +1,11 @@
 // The CUDA reduction kernels: one __global__ function per datatype and op, named
-// ddl_reduce_<datatype>_<op> (extern "C", so the driver finds them by these names). Built by
+// ddl_reduce_<datatype>_<op> (extern "C", so the driver finds them by these names), and
+// ddl_wait_flag, the stream-ordered calls' wait (wait_flag.h). Built by
 // nvcc into a fatbin that libddl embeds as bytes (lib/device/kernels/CMakeLists.txt) and
 // loads with cuModuleLoadData: libddl links neither cudart nor libcuda. The work of each
 // thread is reduce_body.h's, shared with the CPU tests and the stand-in driver.
 #include "lib/device/kernels/reduce_body.h"
+#include "lib/device/kernels/wait_flag.h"
 
 #define DDL_DEFINE_KERNEL(dtype, codec, op, op_number)                                           \
   extern "C" __global__ void __launch_bounds__(256)                                              \
@@ -23,3 +25,11 @@
   DDL_DEFINE_KERNEL(dtype, codec, avg, ::ddl::kernels::kOpAvg)
 
 DDL_KERNEL_DATATYPES(DDL_KERNELS_OF)
+
+// Holds the stream until the host writes the flag (lib/device/kernels/wait_flag.h): one
+// thread, sleeping between reads so that it does not flood the PCIe link with polls.
+extern "C" __global__ void ddl_wait_flag(const ::ddl::kernels::WaitFlagArgs args) {
+  if (threadIdx.x != 0 || blockIdx.x != 0) return;
+  while (!::ddl::kernels::flag_reached(args)) __nanosleep(1000);
+  __threadfence_system();
+}

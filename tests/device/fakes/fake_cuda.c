@@ -39,7 +39,8 @@
  * the process inside a collective's phase.
  * Calls that synchronize the device on a real driver (allocating and freeing device or pinned
  * memory, opening and closing IPC handles, loading and unloading modules) first wait until no
- * stream of this process waits on a 32-bit value, as the driver waits for such a stream; a
+ * stream of this process waits on a 32-bit value or in ddl's flag-wait kernel, as the driver
+ * waits for such a stream; a
  * wait past FAKE_CUDA_SYNC_WAIT_MS (default 3000) is the hang a GPU shows when the thread that
  * would write the value is the one waiting: the call then fails with CUDA_ERROR_UNKNOWN, says
  * so on stderr, and counts it (fake_cuda_sync_hangs).
@@ -125,6 +126,7 @@ struct event {
 const void *fake_kernel_lookup(const char *name);
 const char *fake_kernel_name(const void *kernel);
 size_t fake_kernel_args_bytes(const void *kernel);
+int fake_kernel_waits(const void *kernel);
 int fake_kernel_run(const void *kernel, const void *args_copy, unsigned long long nthreads,
                     char *(*translate)(uintptr_t address, size_t bytes), char *why,
                     size_t why_size);
@@ -195,6 +197,7 @@ static void run_op(struct op *op) {
       ++kernels_run;
       if (fault && kernel_faults++ == 0) strcpy(kernel_fault, why);
       pthread_mutex_unlock(&fake_kernels_mu);
+      if (fake_kernel_waits(op->kernel)) __atomic_sub_fetch(&value_waits, 1, __ATOMIC_ACQ_REL);
       free(op->args);
       break;
     }
@@ -598,6 +601,7 @@ CUresult cuLaunchKernel(void *function, unsigned gx, unsigned gy, unsigned gz, u
   memcpy(op->args, params[0], bytes); /* the driver copies the arguments at launch */
   op->grid = gx;
   op->block = bx;
+  if (fake_kernel_waits(function)) __atomic_add_fetch(&value_waits, 1, __ATOMIC_ACQ_REL);
   pthread_mutex_lock(&fake_kernels_mu);
   last_grid = gx;
   last_block = bx;

@@ -1,7 +1,7 @@
 // The stand-in driver's "kernels" (fake_cuda.c's cuModuleGetFunction/cuLaunchKernel): each
 // name of lib/device/kernels/reduce_kernels.cu maps to the same thread body
 // (reduce_body.h), compiled here by g++ and run for every thread of the launch's grid, one
-// after another, on the stream's thread.
+// after another, on the stream's thread; ddl_wait_flag polls its flag (wait_flag.h) there.
 //
 // What this checks: the launcher's side of the kernels (lib/device/device_reduce.cc) — the
 // names it looks up, the argument block it passes, the split into head/vectors/tail and the
@@ -13,7 +13,10 @@
 #include <cstdio>
 #include <cstring>
 
+#include <unistd.h>
+
 #include "lib/device/kernels/reduce_body.h"
+#include "lib/device/kernels/wait_flag.h"
 
 namespace {
 
@@ -42,6 +45,7 @@ void run_grid(const ReduceArgs &args, unsigned long long nthreads) {
   FAKE_KERNEL(dtype, codec, avg, ::ddl::kernels::kOpAvg)
 
 const Kernel kKernels[] = {DDL_KERNEL_DATATYPES(FAKE_KERNELS_OF)};
+const Kernel kWaitFlag = {"ddl_wait_flag", nullptr, 0};
 
 }  // namespace
 
@@ -51,7 +55,12 @@ extern "C" {
 const void *fake_kernel_lookup(const char *name) {
   for (const Kernel &k : kKernels)
     if (std::strcmp(k.name, name) == 0) return &k;
-  return nullptr;
+  return std::strcmp(name, kWaitFlag.name) == 0 ? &kWaitFlag : nullptr;
+}
+
+// Whether a kernel waits on a host-written flag (the driver's waits on values, for fake_cuda.c).
+int fake_kernel_waits(const void *kernel) {
+  return kernel == &kWaitFlag;
 }
 
 const char *fake_kernel_name(const void *kernel) {
@@ -59,8 +68,23 @@ const char *fake_kernel_name(const void *kernel) {
 }
 
 size_t fake_kernel_args_bytes(const void *kernel) {
-  (void)kernel;
-  return sizeof(ReduceArgs);
+  return kernel == &kWaitFlag ? sizeof(ddl::kernels::WaitFlagArgs) : sizeof(ReduceArgs);
+}
+
+// ddl_wait_flag: polls the pinned word (host memory here) until it reaches the number.
+static int run_wait_flag(const void *args_copy, char *(*translate)(uintptr_t, size_t), char *why,
+                         size_t why_size) {
+  ddl::kernels::WaitFlagArgs a;
+  std::memcpy(&a, args_copy, sizeof a);
+  char *flag = translate(reinterpret_cast<uintptr_t>(a.flag), sizeof(unsigned));
+  if (!flag) {
+    snprintf(why, why_size, "ddl_wait_flag: illegal address: flag %p is not pinned memory",
+             static_cast<const void *>(const_cast<const unsigned *>(a.flag)));
+    return 1;
+  }
+  a.flag = reinterpret_cast<const volatile unsigned *>(flag);
+  while (!ddl::kernels::flag_reached(a)) usleep(20);
+  return 0;
 }
 
 // Runs a launch whose argument block was copied at cuLaunchKernel. translate() gives the
@@ -69,6 +93,7 @@ size_t fake_kernel_args_bytes(const void *kernel) {
 int fake_kernel_run(const void *kernel, const void *args_copy, unsigned long long nthreads,
                     char *(*translate)(uintptr_t address, size_t bytes), char *why,
                     size_t why_size) {
+  if (kernel == &kWaitFlag) return run_wait_flag(args_copy, translate, why, why_size);
   const Kernel &k = *static_cast<const Kernel *>(kernel);
   ReduceArgs a;
   std::memcpy(&a, args_copy, sizeof a);
