@@ -346,7 +346,7 @@ DDL_API ddl_result_t ddl_irecv(void *buf, size_t count, ddl_datatype_t dtype, in
  * host-synchronous: it waits for the stream's earlier work (within DDL_TIMEOUT_MS), runs the
  * collective in call order with the other calls on the communicator, and returns when it has
  * ended, with its result (ranks must issue the same calls in the same order). With
- * DDL_CUDA_STREAM_ASYNC=1 (experimental, not yet safe on a real GPU) it returns at once
+ * DDL_CUDA_STREAM_ASYNC=1 (experimental: it hung on an H100, README.md) it returns at once
  * instead: the call is queued to the progress thread, and the stream waits for it; the
  * stream's later work is released whatever happens: when the collective fails, passes its
  * deadline or is aborted (ddl_comm_abort), the stream goes on, the buffers hold no defined
