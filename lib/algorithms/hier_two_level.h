@@ -15,6 +15,11 @@
 //                   The owner reduces its host's operands and the other hosts' partials.
 // With L ranks on each of H hosts, each host link carries (H-1)/H·N instead of the ring's
 // (HL-1)/(HL)·N: 1.5x less at 2 x 2, 1.75x at 2 x 4. Hosts may differ in size.
+// Where the ranks of a host may read and write each other's buffers (CollectiveArgs::
+// peer_memory), the moves inside a host go by single copy: an allgather's holder writes each
+// block straight into its host's other outputs, a reduce-scatter's agent or owner reads its
+// host's operands straight out of their inputs. Each byte then moves once, and no message is
+// posted for it (on GPUs: no per-message host work for the NVLink moves).
 //
 // Broadcast: the chain (chain.h) already crosses each host boundary once and is
 // bandwidth-optimal, but a small message waits for P-1 hops, H-1 of them over the network.

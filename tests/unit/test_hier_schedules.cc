@@ -105,18 +105,20 @@ Test(hier_schedules, three_tiers) {
 
 Test(hier_schedules, single_copy_host_tier) {
   // The host tier by kPeerRead / kPeerWrite: even, uneven, interleaved hosts, three tiers.
-  for (int hosts : {1, 2, 3})
-    for (int local : {1, 2, 3, 4})
-      verify_hier(hosts_of_sizes(std::vector<int>(hosts, local)), hosts * local,
-                  {0, 1, 5, 13, 64, 131}, {0, 3}, Collective::kAllreduce, true);
-  for (const std::vector<int> &sizes :
-       std::vector<std::vector<int>>{{1, 2}, {3, 1}, {2, 4}, {5, 3}, {2, 3, 4, 1}}) {
-    int n = 0;
-    for (int size : sizes) n += size;
-    verify_hier(hosts_of_sizes(sizes), n, {1, 7, 60, 131}, {0, 2}, Collective::kAllreduce, true);
+  for (Collective c : kHierCollectives) {
+    for (int hosts : {1, 2, 3})
+      for (int local : {1, 2, 3, 4})
+        verify_hier(hosts_of_sizes(std::vector<int>(hosts, local)), hosts * local,
+                    {0, 1, 5, 13, 64, 131}, {0, 3}, c, true);
+    for (const std::vector<int> &sizes :
+         std::vector<std::vector<int>>{{1, 2}, {3, 1}, {2, 4}, {5, 3}, {2, 3, 4, 1}}) {
+      int n = 0;
+      for (int size : sizes) n += size;
+      verify_hier(hosts_of_sizes(sizes), n, {1, 7, 60, 131}, {0, 2}, c, true);
+    }
+    verify_hier({{1, 0, 2, 1, 0, 2}}, 6, {5, 37}, {0, 3}, c, true);
+    verify_hier(even_tiers({3, 2, 2}), 12, {1, 11, 97}, {0, 5}, c, true);
   }
-  verify_hier({{1, 0, 2, 1, 0, 2}}, 6, {5, 37}, {0, 3}, Collective::kAllreduce, true);
-  verify_hier(even_tiers({3, 2, 2}), 12, {1, 11, 97}, {0, 5}, Collective::kAllreduce, true);
 }
 
 Test(hier_schedules, pipelined_pieces) {
@@ -213,7 +215,8 @@ Test(hier_schedules, sixteen_by_sixteen_by_four, .timeout = 600) {
 Test(hier_schedules, sixteen_by_sixteen_allgather_and_reduce_scatter, .timeout = 600) {
   // 256 ranks, 16-rank hosts (allgather and reduce-scatter take the fastest tier as hosts).
   for (Collective c : {Collective::kAllgather, Collective::kReduceScatter})
-    verify_hier(even_tiers({16, 16}), 256, {3}, {0, 2}, c);
+    for (bool peer_memory : {false, true})
+      verify_hier(even_tiers({16, 16}), 256, {3}, {0, 2}, c, peer_memory);
 }
 
 Test(hier_schedules, moves_what_the_tiers_promise) {

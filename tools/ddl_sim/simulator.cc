@@ -22,7 +22,8 @@ struct SimStep {
   uint32_t pending = 0;  // dependencies not yet done
   uint32_t matched = 0;  // a send: the receiver's step
   double bytes = 0;
-  double ready = -1;    // a receive: when it was ready (-1: not yet)
+  double ready = -1;    // a receive: when it was ready (-1: not yet); a peer copy: when the
+                        // rank's share of its work ends
   double arrival = -1;  // a receive: when its message arrived (-1: not yet sent)
   bool done = false;
 };
@@ -160,12 +161,19 @@ class Fabric {
   size_t bus_base_ = 0, nic_base_ = 0, leaf_base_ = 0;
 };
 
+// What happens to a step at an event's time.
+enum class Happens : uint8_t {
+  kDone,     // the step is done
+  kArrived,  // a receive's message is in and the receive was posted
+  kOnWire,   // a send's or peer copy's bytes start onto their links (queued there from now on)
+};
+
 struct Event {
   double time;
   uint64_t order;  // ties: first scheduled first, so runs are deterministic
   int32_t rank;
   uint32_t step;
-  bool arrived;  // a receive's message is in and the receive was posted; else: a step is done
+  Happens what;
   bool operator>(const Event &other) const {
     return time != other.time ? time > other.time : order > other.order;
   }
@@ -193,10 +201,17 @@ class Simulation {
     while (!events_.empty()) {
       const Event e = events_.top();
       events_.pop();
-      if (e.arrived)
-        complete_receive(e.rank, e.step, e.time);
-      else
-        finish(e.rank, e.step, e.time);
+      switch (e.what) {
+        case Happens::kArrived:
+          complete_receive(e.rank, e.step, e.time);
+          break;
+        case Happens::kOnWire:
+          onto_links(e.rank, e.step, e.time);
+          break;
+        case Happens::kDone:
+          finish(e.rank, e.step, e.time);
+          break;
+      }
     }
     double last = 0;
     for (size_t r = 0; r < ranks_.size(); ++r) {
@@ -257,8 +272,8 @@ class Simulation {
     return Status::Ok();
   }
 
-  void push(double time, int rank, uint32_t step, bool arrived) {
-    events_.push(Event{time, order_++, rank, step, arrived});
+  void push(double time, int rank, uint32_t step, Happens what) {
+    events_.push(Event{time, order_++, rank, step, what});
   }
 
   // What a rank's work runs on: its CPU posts and completes messages; reductions and copies
@@ -288,37 +303,28 @@ class Simulation {
     return bytes / c_.net_cpu_rate;
   }
 
-  // Rank r's step i has its dependencies done at time t.
+  // Rank r's step i has its dependencies done at time t. A send or peer copy joins its links'
+  // queues only when its bytes start (onto_links, an event at that time): joining them now
+  // would queue it ahead of bytes that other ranks start earlier but that are simulated
+  // later, as every rank's first steps start at time 0 one rank after another.
   void start(int r, uint32_t i, double t) {
     SimStep &s = ranks_[static_cast<size_t>(r)].steps[i];
     switch (s.kind) {
-      case StepKind::kSend: {
-        const double posted = compute(r, t, c_.message_overhead);
-        double latency = 0;
-        fabric_.path(r, s.peer, &path_, &latency);
-        // The stack copies the bytes out as the link takes them: the later of the two.
-        const double copied = compute(r, posted, stack_seconds(r, s.peer, s.bytes));
-        const double sent = std::max(copied, fabric_.transfer(path_, s.bytes, posted));
-        ++messages_;
-        SimStep &receive = ranks_[static_cast<size_t>(s.peer)].steps[s.matched];
-        receive.arrival = sent + latency;
-        if (receive.ready >= 0)
-          push(std::max(receive.arrival, receive.ready), s.peer, s.matched, true);
-        push(sent, r, i, false);
+      case StepKind::kSend:
+        push(compute(r, t, c_.message_overhead), r, i, Happens::kOnWire);
         return;
-      }
       case StepKind::kRecv:
       case StepKind::kRecvReduce:
         s.ready = t;
-        if (s.arrival >= 0) push(std::max(s.arrival, t), r, i, true);
+        if (s.arrival >= 0) push(std::max(s.arrival, t), r, i, Happens::kArrived);
         return;
       case StepKind::kCopy:
         compute_bytes_ += s.bytes;
-        push(compute(r, t, s.bytes / c_.copy_rate, kDevice), r, i, false);
+        push(compute(r, t, s.bytes / c_.copy_rate, kDevice), r, i, Happens::kDone);
         return;
       case StepKind::kReduce:
         compute_bytes_ += s.bytes;
-        push(compute(r, t, s.bytes / c_.reduce_rate, kDevice), r, i, false);
+        push(compute(r, t, s.bytes / c_.reduce_rate, kDevice), r, i, Happens::kDone);
         return;
       case StepKind::kPeerRead:
       case StepKind::kPeerWrite: {
@@ -327,16 +333,34 @@ class Simulation {
         // copy is its memory's work (copy_rate), and the ports, one link each way, set the
         // pace: a GPU reads from its peers and writes into them at once, as NVLink is full
         // duplex, where a CPU core does one copy after the other.
-        double latency = 0;
-        const bool read = s.kind == StepKind::kPeerRead;
-        fabric_.path(read ? s.peer : r, read ? r : s.peer, &path_, &latency);
         const double rate = c_.gpu ? c_.copy_rate : c_.local_rate;
-        const double done = compute(r, t, s.bytes / rate, kDevice);
-        const double begin = done - s.bytes / rate;
-        push(std::max(done, fabric_.transfer(path_, s.bytes, begin)), r, i, false);
+        s.ready = compute(r, t, s.bytes / rate, kDevice);
+        push(s.ready - s.bytes / rate, r, i, Happens::kOnWire);
         return;
       }
     }
+  }
+
+  // Rank r's step i (a send or a peer copy) starts its bytes onto their links at time t.
+  void onto_links(int r, uint32_t i, double t) {
+    const SimStep &s = ranks_[static_cast<size_t>(r)].steps[i];
+    double latency = 0;
+    if (s.kind == StepKind::kSend) {
+      fabric_.path(r, s.peer, &path_, &latency);
+      // The stack copies the bytes out as the link takes them: the later of the two.
+      const double copied = compute(r, t, stack_seconds(r, s.peer, s.bytes));
+      const double sent = std::max(copied, fabric_.transfer(path_, s.bytes, t));
+      ++messages_;
+      SimStep &receive = ranks_[static_cast<size_t>(s.peer)].steps[s.matched];
+      receive.arrival = sent + latency;
+      if (receive.ready >= 0)
+        push(std::max(receive.arrival, receive.ready), s.peer, s.matched, Happens::kArrived);
+      push(sent, r, i, Happens::kDone);
+      return;
+    }
+    const bool read = s.kind == StepKind::kPeerRead;
+    fabric_.path(read ? s.peer : r, read ? r : s.peer, &path_, &latency);
+    push(std::max(s.ready, fabric_.transfer(path_, s.bytes, t)), r, i, Happens::kDone);
   }
 
   // A receive whose message is in: the rank completes it (and reduces) when its CPU is free.
@@ -347,7 +371,7 @@ class Simulation {
       done = compute(r, done, s.bytes / c_.reduce_rate, kDevice);
       compute_bytes_ += s.bytes;
     }
-    push(done, r, i, false);
+    push(done, r, i, Happens::kDone);
   }
 
   void finish(int r, uint32_t i, double t) {
