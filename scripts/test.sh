@@ -1,12 +1,25 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs every test through CTest.
+#
+#   scripts/test.sh           every test (what CI runs)
+#   scripts/test.sh --quick   the developer's loop: builds, then runs the tests labelled `quick`
+#                             in tests/CMakeLists.txt (unit tests and a few multi-rank smoke
+#                             tests, about 2 minutes here); installs nothing
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-"$root/scripts/install-deps.sh"
+quick=0
+if [ "${1:-}" = "--quick" ]; then
+  quick=1
+  shift
+fi
+[ "$quick" = 1 ] || "$root/scripts/install-deps.sh"
 "$root/scripts/build.sh"
+cd "${DDL_BUILD_DIR:-$root/build}"
+# Tests spawn up to 8 ranks each: run one test binary at a time on small machines.
+if [ "$quick" = 1 ]; then
+  exec ctest --output-on-failure --timeout 300 -j 1 -L quick "$@"
+fi
 # tests/python's interpreter: a virtual environment (made once) with torch, numpy, pytest, ddl.
 DDL_PYTHON=$("$root/scripts/python-env.sh")
 export DDL_PYTHON
-cd "${DDL_BUILD_DIR:-$root/build}"
-# Tests spawn up to 8 ranks each: run one test binary at a time on small machines.
-ctest --output-on-failure --timeout 900 -j 1
+ctest --output-on-failure --timeout 900 -j 1 "$@"
