@@ -4,6 +4,7 @@
 #include <set>
 
 #include "lib/algorithms/chain.h"
+#include "lib/algorithms/dbtree.h"
 #include "lib/algorithms/dissemination.h"
 #include "lib/algorithms/hier.h"
 #include "lib/algorithms/hier_alltoall.h"
@@ -63,6 +64,11 @@ double tree_cost(const CollectiveArgs &a) {
   return tree_allreduce_cost(a.nranks, bytes_of(a), shared_link_constants(a));
 }
 
+double dbtree_cost(const CollectiveArgs &a) {
+  const double chunk_bytes = static_cast<double>(a.chunk_elems) * static_cast<double>(a.elem_size);
+  return dbtree_allreduce_cost(a.nranks, bytes_of(a), chunk_bytes, shared_link_constants(a));
+}
+
 // Collectives with one algorithm need no model.
 double no_cost(const CollectiveArgs &) {
   return 0.0;
@@ -83,6 +89,9 @@ const std::vector<AlgorithmInfo> &algorithm_table() {
       {"tree", Collective::kAllreduce,
        "k-nomial tree reduce to rank 0, then broadcast; radix from the models",
        build_tree_allreduce, tree_cost},
+      {"dbtree", Collective::kAllreduce,
+       "double binary tree: each half of the vector up and down its own tree, in chunks",
+       build_dbtree_allreduce, dbtree_cost},
       {"hier", Collective::kAllreduce,
        "multi-tier: reduce-scatter in each host, allreduce each shard across hosts, allgather",
        build_hier_allreduce, hier_allreduce_cost},

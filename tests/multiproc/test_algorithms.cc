@@ -182,6 +182,7 @@ ALGORITHM_TESTS(ring)
 ALGORITHM_TESTS(rd)
 ALGORITHM_TESTS(rhd)
 ALGORITHM_TESTS(tree)
+ALGORITHM_TESTS(dbtree)
 ALGORITHM_TESTS(direct)
 ALGORITHM_TESTS(flat)
 
@@ -341,7 +342,7 @@ Test(algorithms, direct_with_ddl_mem_alloc_buffers) {
 // The models would pick rd or the tree for 28 B on 3 ranks; each forced name must win, and
 // the plan's log line says so on every rank.
 Test(algorithms, forced_algorithm_shows_in_the_log) {
-  for (const char *algorithm : {"ring", "rd", "rhd", "tree", "direct", "flat"}) {
+  for (const char *algorithm : {"ring", "rd", "rhd", "tree", "dbtree", "direct", "flat"}) {
     std::vector<std::string> logs;
     const std::string failures = run_logged(algorithm, 3, one_call, &logs);
     const std::string expected = std::string("allreduce of 28 B: ") + algorithm + " (forced";

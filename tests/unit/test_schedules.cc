@@ -2,6 +2,9 @@
 // that do not divide evenly; mutated schedules prove that it catches mistakes.
 #include <criterion/criterion.h>
 
+#include <cmath>
+
+#include "lib/algorithms/dbtree.h"
 #include "lib/algorithms/registry.h"
 #include "lib/algorithms/rhd.h"
 #include "lib/algorithms/tree.h"
@@ -111,6 +114,43 @@ Test(schedules, tree_allreduce_1_to_64_ranks) {
         }
 }
 
+// The double binary tree: every rank count to 64 (both tree shapes: mirrored for even counts,
+// shifted for odd), chunked or not, in place or not; each rank an inner node of at most one
+// tree, and each tree's parent links form a tree rooted at one rank.
+Test(schedules, dbtree_allreduce_1_to_64_ranks) {
+  for (int n = 1; n <= 64; ++n) {
+    for (size_t count : {size_t{1}, size_t{7}, size_t{131}})
+      for (size_t chunk : {size_t{0}, size_t{3}})
+        for (bool in_place : {false, true}) {
+          CollectiveArgs a = allreduce_args("dbtree", n, count, in_place);
+          a.chunk_elems = chunk;
+          Status s = verify_collective(a);
+          cr_assert(s.ok(), "dbtree n=%d count=%zu chunk=%zu in_place=%d: %s", n, count, chunk,
+                    in_place, s.message().c_str());
+        }
+    for (int r = 0; r < n; ++r) {
+      const DbtreePlace a = dbtree_place(n, r, 0), b = dbtree_place(n, r, 1);
+      cr_assert(a.children.size() <= 2 && b.children.size() <= 2, "n=%d rank %d", n, r);
+      cr_assert(a.children.empty() || b.children.empty(), "n=%d: rank %d is inner in both", n, r);
+    }
+    for (int tree = 0; tree < 2; ++tree) {
+      int roots = 0;
+      for (int r = 0; r < n; ++r) {
+        int at = r, hops = 0;
+        while (dbtree_place(n, at, tree).parent >= 0 && hops <= n) {
+          at = dbtree_place(n, at, tree).parent;
+          ++hops;
+        }
+        cr_assert(hops <= n, "n=%d tree %d: a cycle above rank %d", n, tree, r);
+        cr_assert(hops <= 2 * static_cast<int>(std::ceil(std::log2(std::max(n, 2)))),
+                  "n=%d tree %d: rank %d is %d hops deep", n, tree, r, hops);
+        roots += dbtree_place(n, r, tree).parent < 0;
+      }
+      cr_assert_eq(roots, 1, "n=%d tree %d: %d roots", n, tree, roots);
+    }
+  }
+}
+
 // What the communicator passes for chunk_elems by default (DDL_CHUNK_BYTES = 512K): the
 // ring's model counts on its chunk pipeline above that.
 constexpr size_t kDefaultChunkBytes = 512 << 10;
@@ -159,7 +199,7 @@ Test(schedules, forced_algorithm_is_honoured) {
             !known_algorithm("rh"));
   const std::string names = algorithm_names();
   cr_assert_str_eq(names.c_str(),
-                   "ring, rd, rhd, tree, hier, chain, dissemination, pairwise, linear");
+                   "ring, rd, rhd, tree, dbtree, hier, chain, dissemination, pairwise, linear");
   for (const char *name : {"ring", "rd", "rhd", "tree"})
     for (size_t count : {size_t{1}, size_t{1000}, size_t{64} << 20})
       for (int n : {2, 3, 8}) {
