@@ -271,19 +271,31 @@ class HierBuilder {
     } else if (mine >= 0) {
       own_copy(range, src);
     }
-    // Segments: where any group's block starts, the owners change.
+    // Segments: where any group's block starts, the owners change. Groups of one size cut
+    // alike, so each size is split once (thousands of hosts have a few sizes at most).
+    std::vector<size_t> sizes;
+    for (const auto &group : groups) sizes.push_back(group.size());
+    std::sort(sizes.begin(), sizes.end());
+    sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
     std::vector<size_t> cuts = {0, range.count};
-    for (const auto &group : groups) {
-      const BlockSplit blocks(range.count, static_cast<int>(group.size()));
-      for (size_t b = 0; b < group.size(); ++b)
-        cuts.push_back(blocks.block(static_cast<int>(b)).offset);
+    for (size_t size : sizes) {
+      const BlockSplit blocks(range.count, static_cast<int>(size));
+      for (size_t b = 0; b < size; ++b) cuts.push_back(blocks.block(static_cast<int>(b)).offset);
     }
     std::sort(cuts.begin(), cuts.end());
     cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+    std::vector<size_t> owner_index(sizes.size());  // by size: the block holding the cut
     for (size_t i = 0; i + 1 < cuts.size(); ++i) {
+      for (size_t k = 0; k < sizes.size(); ++k)
+        owner_index[k] = owner_of(sizes[k], range.count, cuts[i]);
       std::vector<int> owners;
-      for (const auto &group : groups) owners.push_back(owner_of(group, range.count, cuts[i]));
-      std::sort(owners.begin(), owners.end());
+      owners.reserve(groups.size());
+      for (const auto &group : groups) {
+        const size_t k = static_cast<size_t>(
+            std::lower_bound(sizes.begin(), sizes.end(), group.size()) - sizes.begin());
+        owners.push_back(group[owner_index[k]]);
+      }
+      if (!std::is_sorted(owners.begin(), owners.end())) std::sort(owners.begin(), owners.end());
       node(owners, level + 1, Extent{range.offset + cuts[i], cuts[i + 1] - cuts[i]},
            BufferId::kOutput);
     }
@@ -302,10 +314,29 @@ class HierBuilder {
   }
 
  private:
+  // The members by group of `group_of`, groups in order of their first member.
   static std::vector<std::vector<int>> group_by(const std::vector<int> &members,
                                                 const std::vector<int> &group_of) {
-    std::map<int, size_t> index;  // group id -> position, in order of first member
+    // Group ids are small (a host's or rack's index): a table, not a map, when they are.
+    int lowest = 0, highest = 0;
+    for (int m : members) {
+      lowest = std::min(lowest, group_of[m]);
+      highest = std::max(highest, group_of[m]);
+    }
     std::vector<std::vector<int>> groups;
+    if (lowest >= 0 && static_cast<size_t>(highest) <= 4 * group_of.size()) {
+      std::vector<int> index(static_cast<size_t>(highest) + 1, -1);
+      for (int m : members) {
+        int &at = index[static_cast<size_t>(group_of[m])];
+        if (at < 0) {
+          at = static_cast<int>(groups.size());
+          groups.emplace_back();
+        }
+        groups[static_cast<size_t>(at)].push_back(m);
+      }
+      return groups;
+    }
+    std::map<int, size_t> index;  // group id -> position
     for (int m : members) {
       auto it = index.emplace(group_of[m], groups.size()).first;
       if (it->second == groups.size()) groups.emplace_back();
@@ -314,11 +345,12 @@ class HierBuilder {
     return groups;
   }
 
-  static int owner_of(const std::vector<int> &group, size_t count, size_t at) {
-    const BlockSplit blocks(count, static_cast<int>(group.size()));
-    for (size_t b = group.size(); b-- > 0;)
-      if (blocks.block(static_cast<int>(b)).offset <= at) return group[b];
-    return group.front();
+  // Which block of a group of `size` ranks splitting `count` holds element `at`.
+  static size_t owner_of(size_t size, size_t count, size_t at) {
+    const BlockSplit blocks(count, static_cast<int>(size));
+    for (size_t b = size; b-- > 0;)
+      if (blocks.block(static_cast<int>(b)).offset <= at) return b;
+    return 0;
   }
 
   // The slowest tier: an allreduce among the owners of one segment, by the models' choice.

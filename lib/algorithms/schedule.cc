@@ -183,11 +183,24 @@ double count_bytes(const CollectiveArgs &args) {
 
 TierGroups fastest_tier_groups(const CollectiveArgs &args) {
   if (args.tiers.empty()) return TierGroups{1, args.nranks};
-  std::map<int, int> sizes;  // group -> ranks in it
-  for (int group : args.tiers.front()) ++sizes[group];
+  // Sorted ids, counted in runs, and the last answer kept per thread: a projection of
+  // thousands of ranks asks again for every rank's schedule with the same tiers.
+  thread_local std::vector<int> last_tier;
+  thread_local TierGroups last_answer;
+  if (args.tiers.front() == last_tier) return last_answer;
+  std::vector<int> ids = args.tiers.front();
+  std::sort(ids.begin(), ids.end());
   TierGroups out;
-  out.groups = static_cast<int>(sizes.size());
-  for (const auto &entry : sizes) out.largest = std::max(out.largest, entry.second);
+  out.groups = 0;
+  for (size_t i = 0; i < ids.size();) {
+    size_t j = i;
+    while (j < ids.size() && ids[j] == ids[i]) ++j;
+    ++out.groups;
+    out.largest = std::max(out.largest, static_cast<int>(j - i));
+    i = j;
+  }
+  last_tier = args.tiers.front();
+  last_answer = out;
   return out;
 }
 
