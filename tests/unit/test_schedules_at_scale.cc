@@ -58,17 +58,24 @@ Test(schedules_at_scale, every_algorithm_at_1024_ranks, .timeout = 120) {
   for (const AlgorithmInfo &info : algorithm_table()) {
     if (per_peer_counts(info.collective)) continue;
     CollectiveArgs a = call(info.collective, info.name, 1024);
-    if (std::string(info.name) == "hier") uneven_hosts(&a, 12, 1024);
+    if (std::string(info.name) != "hier") {
+      expect_ok(a, "");
+      continue;
+    }
+    uneven_hosts(&a, 12, 1024);
     expect_ok(a, "");
+    a.peer_memory = true;  // single copy inside hosts (allreduce, allgather, reduce-scatter)
+    expect_ok(a, "single copy,");
   }
 }
 
 Test(schedules_at_scale, logarithmic_algorithms_at_3000_and_4096_ranks, .timeout = 120) {
   const std::pair<Collective, const char *> calls[] = {
-      {Collective::kAllreduce, "rd"},          {Collective::kAllreduce, "rhd"},
-      {Collective::kAllreduce, "tree"},        {Collective::kBroadcast, "chain"},
-      {Collective::kBarrier, "dissemination"}, {Collective::kReduce, "tree"},
-      {Collective::kGather, "linear"},         {Collective::kScatter, "linear"}};
+      {Collective::kAllreduce, "rd"},    {Collective::kAllreduce, "rhd"},
+      {Collective::kAllreduce, "tree"},  {Collective::kAllreduce, "dbtree"},
+      {Collective::kBroadcast, "chain"}, {Collective::kBarrier, "dissemination"},
+      {Collective::kReduce, "tree"},     {Collective::kGather, "linear"},
+      {Collective::kScatter, "linear"}};
   for (int n : {3000, 4096})
     for (const auto &c : calls) expect_ok(call(c.first, c.second, n), "");
 }
