@@ -164,6 +164,19 @@ Test(device_streams, collectives_are_ordered_on_the_stream_4_ranks) {
   cr_assert(failures.empty(), "%s", failures.c_str());
 }
 
+// The stream held by a stream memory wait (cuStreamWaitValue32) instead of ddl's wait kernel:
+// the fallback where the kernels do not load, and DDL_CUDA_STREAM_WAIT=value.
+Test(device_streams, collectives_are_ordered_by_a_stream_memory_wait_2_ranks) {
+  RunOptions options = with_fake();
+  auto before = options.before_init;
+  options.before_init = [before](int rank) {
+    before(rank);
+    setenv("DDL_CUDA_STREAM_WAIT", "value", 1);
+  };
+  const std::string failures = run_ranks(2, ordered_on_the_stream, options);
+  cr_assert(failures.empty(), "%s", failures.c_str());
+}
+
 // The asynchronous mode's rule (lib/device/device_state.h): stream allreduces on buffers a
 // peer has not opened yet are staged, the allocations are opened on the callers' threads
 // before their next calls, and from then on the calls take CUDA IPC (kernels launched) —
