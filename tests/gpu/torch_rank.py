@@ -81,6 +81,15 @@ def check_collectives():
             flat = torch.empty(count * n, dtype=dtype, device=DEV)
             dist.all_gather_into_tensor(flat, dev(mine, dtype), async_op=True).wait()
             expect(flat, torch.cat(every), f"all_gather_into_tensor {what}")
+            lists = [[torch.empty(count, dtype=dtype, device=DEV),
+                      torch.empty(2, 1, dtype=dtype, device=DEV)] for _ in range(n)]
+            dist.all_gather_coalesced(lists, [dev(mine, dtype),
+                                              dev(inputs(r, 2, dtype, salt=9), dtype).view(2, 1)])
+            expect(torch.cat([l[0] for l in lists]), torch.cat(every),
+                   f"all_gather_coalesced {what}")
+            expect(torch.cat([l[1].reshape(-1) for l in lists]),
+                   torch.cat([inputs(j, 2, dtype, salt=9) for j in range(n)]),
+                   f"all_gather_coalesced {what}, second tensor")
             big = [inputs(r, count, dtype, salt=k) for k in range(n)]
             want = sum(inputs(j, count, dtype, salt=r) for j in range(n))
             got = torch.empty(count, dtype=dtype, device=DEV)

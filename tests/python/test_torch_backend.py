@@ -105,6 +105,14 @@ def scenario_collectives(torch, dist, rank, size, group=None, ranks=None):
             flat = torch.zeros(n * n_members, dtype=dtype)
             dist.all_gather_into_tensor(flat, inputs[me], group=group)
             _check(torch, flat, torch.cat(inputs), f"all_gather_into_tensor {name} n={n}")
+            # all_gather_coalesced, the list of lists: [rank][i], tensors of two shapes
+            second = [_input(torch, r, 3, dtype, salt=7).reshape(3, 1) for r in ranks]
+            lists = [[torch.zeros(n, dtype=dtype), torch.zeros(3, 1, dtype=dtype)]
+                     for _ in ranks]
+            dist.all_gather_coalesced(lists, [inputs[me], second[me]], group=group)
+            for r in range(n_members):
+                _check(torch, lists[r][0], inputs[r], f"all_gather_coalesced {name} n={n} [{r}][0]")
+                _check(torch, lists[r][1], second[r], f"all_gather_coalesced {name} [{r}][1]")
             # reduce_scatter (list) and reduce_scatter_tensor: rank r gets block r
             blocks = [[_input(torch, r, n, dtype, salt=b) for b in range(n_members)]
                       for r in ranks]

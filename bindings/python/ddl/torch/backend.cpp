@@ -186,6 +186,56 @@ class DdlBackend : public c10d::Backend {
         [&](void* st) { return api_->allgather_stream(s, r, n, type, comm_, st); });
   }
 
+  // all_gather_coalesced, the list-of-lists form: outputs[r][i] gets rank r's inputs[i]. The
+  // inputs go into one flat buffer, which one allgather moves (as gloo does).
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
+                                                     std::vector<at::Tensor>& inputs,
+                                                     const c10d::AllgatherOptions& opts) override {
+    TORCH_CHECK(!inputs.empty(), "ddl backend: all_gather_coalesced needs input tensors");
+    TORCH_CHECK(static_cast<int>(outputs.size()) == size_, "ddl backend: all_gather_coalesced "
+                "needs one output list per rank (", size_, "), got ", outputs.size());
+    std::vector<at::Tensor> flat_inputs, targets;
+    for (auto& t : inputs) {
+      check_tensor(t, "all_gather_coalesced's input");
+      TORCH_CHECK(t.scalar_type() == inputs[0].scalar_type() && t.device() == inputs[0].device(),
+                  "ddl backend: all_gather_coalesced's inputs must share one dtype and device");
+      flat_inputs.push_back(t.reshape({-1}));
+    }
+    for (size_t r = 0; r < outputs.size(); ++r) {
+      TORCH_CHECK(outputs[r].size() == inputs.size(), "ddl backend: all_gather_coalesced's "
+                  "output list ", r, " has ", outputs[r].size(), " tensors for ", inputs.size(),
+                  " inputs");
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        at::Tensor& o = outputs[r][i];
+        check_tensor(o, "all_gather_coalesced's output");
+        TORCH_CHECK(o.numel() == inputs[i].numel() && o.scalar_type() == inputs[i].scalar_type(),
+                    "ddl backend: all_gather_coalesced's output [", r, "][", i,
+                    "] must match input ", i, "'s size and dtype");
+        targets.push_back(o);
+      }
+    }
+    at::Tensor in = at::cat(flat_inputs);
+    const int64_t n = in.numel();
+    at::Tensor flat = at::empty({n * size_}, in.options());
+    auto copy_out = [outputs, flat, n]() mutable {
+      for (size_t r = 0; r < outputs.size(); ++r) {
+        int64_t offset = static_cast<int64_t>(r) * n;
+        for (auto& o : outputs[r]) {
+          o.copy_(flat.narrow(0, offset, o.numel()).view(o.sizes()));
+          offset += o.numel();
+        }
+      }
+    };
+    int type = ddl_type(in);
+    const void* s = in.data_ptr();
+    void* r = flat.data_ptr();
+    return run(
+        c10d::OpType::ALLGATHER_COALESCED, opts.asyncOp, targets, {in, flat}, copy_out,
+        [&] { return api_->allgather(s, r, n, type, comm_); },
+        [&](Req* q) { return api_->iallgather(s, r, n, type, comm_, q); },
+        [&](void* st) { return api_->allgather_stream(s, r, n, type, comm_, st); });
+  }
+
   // all_gather_into_tensor: output holds size * input.numel() elements, in rank order. The
   // names torch has had since 2.x (newer torch forwards all_gather_single and
   // all_gather_single_coalesced to them), so that one source builds against every torch.
