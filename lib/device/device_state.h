@@ -31,6 +31,9 @@ struct IpcState;  // lib/device/cuda_ipc.h
 
 struct DeviceState {
   const CudaDriver *cu = nullptr;
+  // No two ranks of the communicator share a process (its pids, fixed): a condition of the
+  // asynchronous stream mode (stream_calls_async), worked out once.
+  bool one_process_per_rank = true;
   size_t stage_bytes = 0;  // DDL_CUDA_STAGE_BYTES: one stage's pinned slot
   bool logged_path = false;
   std::set<std::string> paths_logged;  // "allreduce of device buffers: CUDA IPC ...", once each
@@ -64,7 +67,7 @@ Status device_state(ddl_comm *comm, DeviceState **out);
 
 // Whether this thread may make driver calls that synchronize the device: not the progress
 // thread of a communicator whose stream-ordered calls are asynchronous (the rule above).
-bool may_sync_device(const ddl_comm *comm);
+bool may_sync_device(ddl_comm *comm);
 
 // Closes the peers' allocations opened by the CUDA-IPC path and frees its stream (at
 // destroy, after the progress thread has ended).

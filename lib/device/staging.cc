@@ -244,6 +244,11 @@ Status device_state(ddl_comm *comm, DeviceState **out) {
     auto *st = new DeviceState();
     st->cu = cu;
     st->stage_bytes = stage;
+    std::vector<pid_t> known;  // 0: in another PID namespace, a process of its own
+    for (pid_t pid : comm->pids)
+      if (pid != 0) known.push_back(pid);
+    std::sort(known.begin(), known.end());
+    st->one_process_per_rank = std::adjacent_find(known.begin(), known.end()) == known.end();
     comm->device = st;
   }
   *out = comm->device;

@@ -40,7 +40,7 @@ Status run_staged(ddl_comm *comm, const CollectiveCall &call, const PointerInfo 
 // Whether comm's stream-ordered calls run asynchronously (DDL_CUDA_STREAM_ASYNC=1 and no two
 // ranks of comm in one process; experimental: lib/device/stream_calls.cc) or
 // host-synchronously (the default).
-bool stream_calls_async(const ddl_comm *comm);
+bool stream_calls_async(ddl_comm *comm);
 
 // On the caller's thread, before a call that may run on the progress thread is queued: makes
 // what it will need there and may not make there in the asynchronous mode (device_state.h):

@@ -42,7 +42,6 @@
 // functions of the process in turn; a wait on the device holds nothing on the host. The host
 // function is the last fallback (no kernels, no stream memory operations).
 #include <memory>
-#include <set>
 #include <thread>
 
 #include "lib/common/log.h"
@@ -164,23 +163,21 @@ Status stream_target(ddl_comm *comm, const CollectiveCall &call, void *stream_ha
 
 }  // namespace
 
-bool stream_calls_async(const ddl_comm *comm) {
+bool stream_calls_async(ddl_comm *comm) {
   static const bool async = env_string("DDL_CUDA_STREAM_ASYNC") == "1";
   if (!async) return false;
   // The same answer on every rank (every rank has the same pids): the CUDA-IPC path votes
-  // when it is true.
-  std::set<pid_t> seen;
-  for (pid_t pid : comm->pids)
-    if (pid != 0 && !seen.insert(pid).second) return false;
-  return true;
+  // when it is true. Without a driver there is nothing to run asynchronously.
+  DeviceState *st = nullptr;
+  return device_state(comm, &st).ok() && st->one_process_per_rank;
 }
 
-bool may_sync_device(const ddl_comm *comm) {
+bool may_sync_device(ddl_comm *comm) {
   return !on_progress_thread() || !stream_calls_async(comm);
 }
 
 Status prepare_queued_call(ddl_comm *comm, const CollectiveCall &call) {
-  if (!stream_calls_async(comm) || !cuda_driver()) return Status::Ok();
+  if (!stream_calls_async(comm)) return Status::Ok();
   PointerInfo where;
   Status s = classify_call(call, &where);
   if (!s.ok() || where.kind != MemoryKind::kDevice) return Status::Ok();  // checked when run

@@ -169,21 +169,9 @@ class DdlBackend : public c10d::Backend {
       TORCH_CHECK(o.numel() == in.numel() && o.scalar_type() == in.scalar_type(),
                   "ddl backend: allgather's outputs must match the input's size and dtype");
     }
-    in = in.contiguous();
-    int64_t n = in.numel();
-    at::Tensor flat = at::empty({n * size_}, in.options());
-    auto copy_out = [outs, flat, n]() mutable {
-      for (size_t i = 0; i < outs.size(); ++i)
-        outs[i].copy_(flat.narrow(0, i * n, n).view(outs[i].sizes()));
-    };
-    int type = ddl_type(in);
-    const void* s = in.data_ptr();
-    void* r = flat.data_ptr();
-    return run(
-        c10d::OpType::ALLGATHER, opts.asyncOp, outs, {in, flat}, copy_out,
-        [&] { return api_->allgather(s, r, n, type, comm_); },
-        [&](Req* q) { return api_->iallgather(s, r, n, type, comm_, q); },
-        [&](void* st) { return api_->allgather_stream(s, r, n, type, comm_, st); });
+    std::vector<std::vector<at::Tensor>> by_rank;
+    for (auto& o : outs) by_rank.push_back({o});
+    return flat_allgather(c10d::OpType::ALLGATHER, opts, in.contiguous(), std::move(by_rank));
   }
 
   // all_gather_coalesced, the list-of-lists form: outputs[r][i] gets rank r's inputs[i]. The
@@ -194,7 +182,7 @@ class DdlBackend : public c10d::Backend {
     TORCH_CHECK(!inputs.empty(), "ddl backend: all_gather_coalesced needs input tensors");
     TORCH_CHECK(static_cast<int>(outputs.size()) == size_, "ddl backend: all_gather_coalesced "
                 "needs one output list per rank (", size_, "), got ", outputs.size());
-    std::vector<at::Tensor> flat_inputs, targets;
+    std::vector<at::Tensor> flat_inputs;
     for (auto& t : inputs) {
       check_tensor(t, "all_gather_coalesced's input");
       TORCH_CHECK(t.scalar_type() == inputs[0].scalar_type() && t.device() == inputs[0].device(),
@@ -211,16 +199,24 @@ class DdlBackend : public c10d::Backend {
         TORCH_CHECK(o.numel() == inputs[i].numel() && o.scalar_type() == inputs[i].scalar_type(),
                     "ddl backend: all_gather_coalesced's output [", r, "][", i,
                     "] must match input ", i, "'s size and dtype");
-        targets.push_back(o);
       }
     }
-    at::Tensor in = at::cat(flat_inputs);
+    return flat_allgather(c10d::OpType::ALLGATHER_COALESCED, opts, at::cat(flat_inputs), outputs);
+  }
+
+  // One allgather of a contiguous `in` into a flat buffer of every rank's `in`, then copied
+  // out: by_rank[r]'s tensors, one after the other, get rank r's part (the list forms).
+  c10::intrusive_ptr<c10d::Work> flat_allgather(c10d::OpType type_of_op,
+                                                const c10d::AllgatherOptions& opts, at::Tensor in,
+                                                std::vector<std::vector<at::Tensor>> by_rank) {
     const int64_t n = in.numel();
     at::Tensor flat = at::empty({n * size_}, in.options());
-    auto copy_out = [outputs, flat, n]() mutable {
-      for (size_t r = 0; r < outputs.size(); ++r) {
+    std::vector<at::Tensor> targets;
+    for (auto& tensors : by_rank) targets.insert(targets.end(), tensors.begin(), tensors.end());
+    auto copy_out = [by_rank, flat, n]() mutable {
+      for (size_t r = 0; r < by_rank.size(); ++r) {
         int64_t offset = static_cast<int64_t>(r) * n;
-        for (auto& o : outputs[r]) {
+        for (auto& o : by_rank[r]) {
           o.copy_(flat.narrow(0, offset, o.numel()).view(o.sizes()));
           offset += o.numel();
         }
@@ -230,7 +226,7 @@ class DdlBackend : public c10d::Backend {
     const void* s = in.data_ptr();
     void* r = flat.data_ptr();
     return run(
-        c10d::OpType::ALLGATHER_COALESCED, opts.asyncOp, targets, {in, flat}, copy_out,
+        type_of_op, opts.asyncOp, targets, {in, flat}, copy_out,
         [&] { return api_->allgather(s, r, n, type, comm_); },
         [&](Req* q) { return api_->iallgather(s, r, n, type, comm_, q); },
         [&](void* st) { return api_->allgather_stream(s, r, n, type, comm_, st); });
