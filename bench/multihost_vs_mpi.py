@@ -64,6 +64,10 @@ M = 1 << 20
 # name: (hosts, ranks per host, rails, sizes, iterations, warmup, description, collective)
 SETUPS = {
     "2x2": (2, 2, 1, [16 * M, 64 * M], 3, 1, "2 hosts x 2 ranks, 1 NIC", "allreduce"),
+    "2x2mid": (2, 2, 1, [M, 4 * M], 20, 2, "2 hosts x 2 ranks, 1 NIC, 1-4 MB (hier's pieces)",
+               "allreduce"),
+    "2x4mid": (2, 4, 1, [M, 4 * M], 20, 2, "2 hosts x 4 ranks, 1 NIC, 1-4 MB (hier's pieces)",
+               "allreduce"),
     "lat": (2, 1, 1, [8], 2000, 100, "2 hosts x 1 rank, 8 B latency", "allreduce"),
     "2x4": (2, 4, 1, [64 * M], 3, 1, "2 hosts x 4 ranks, 1 NIC", "allreduce"),
     "4x1": (4, 1, 1, [64 * M], 3, 1, "4 hosts x 1 rank, 1 NIC", "allreduce"),
@@ -76,7 +80,7 @@ SETUPS = {
     "4x1a2a": (4, 1, 1, [16 * M, 64 * M], 3, 1, "alltoall, 4 hosts x 1 rank, 1 NIC", "alltoall"),
     "2x2r2a2a": (2, 2, 2, [64 * M], 3, 1, "alltoall, 2 hosts x 2 ranks x 2 rails", "alltoall"),
 }
-ORDER = ["2x2", "lat", "2x4", "4x1", "2x2r2", "2x2ag", "2x2rs", "4x1bc", "2x2a2a", "4x1a2a",
+ORDER = ["2x2", "2x2mid", "2x4mid", "lat", "2x4", "4x1", "2x2r2", "2x2ag", "2x2rs", "4x1bc", "2x2a2a", "4x1a2a",
          "2x2r2a2a"]
 ALGOS = ["default", "hier", "ring"]
 

@@ -476,7 +476,7 @@ TierCost ring_tier(int nranks, double bytes, double chunk, const CostConstants &
 // rails carry side by side: each of its ranks drives its own NIC (DDL_RAILS), so its L
 // ranks share min(rails, L) links. The network tier stays priced as a ring whatever leaf()
 // chooses (registry.cc: priced as the cheapest, 2 emulated hosts chose hier for 8 B calls
-// that it runs 3x slower), but its messages per piece are those of leaf()'s choice.
+// that it runs 3x slower); its messages are counted per piece (network_messages).
 void tier_costs(const CollectiveArgs &args, TierCost *local_tier, TierCost *net_tier) {
   const int local = fastest_tier_groups(args).largest;
   const double chunk = static_cast<double>(args.chunk_elems) * static_cast<double>(args.elem_size);
@@ -486,31 +486,57 @@ void tier_costs(const CollectiveArgs &args, TierCost *local_tier, TierCost *net_
   if (args.peer_memory) local_tier->messages = 0;
   const int links = std::max(1, std::min(args.rails, local));
   *net_tier = ring_tier(args.hosts, count_bytes(args) / links, chunk, args.net);
+}
+
+// The messages (sends and receives) one rank handles in the network tier of one piece of
+// `piece_count` elements: those of the schedule leaf() builds for its shard, counted on the
+// first host's. Each costs the rank its overhead one after the other, whatever the pieces
+// overlap: among 512 hosts rhd's 36 per piece kept a GPU cluster's ranks 86 % busy in 16
+// pieces (ddl_sim), where the model's latency terms had counted 9.
+double network_messages(const CollectiveArgs &args, size_t piece_count) {
   CollectiveArgs among = args;
   among.nranks = args.hosts;
   among.rank = 0;
-  among.count = 1;
+  among.count =
+      std::max<size_t>(1, piece_count / static_cast<size_t>(fastest_tier_groups(args).largest));
+  among.chunk_elems = network_chunk_elems(args);
   among.tiers.clear();
   among.algorithm.clear();
   among.peer_memory = false;
-  net_tier->messages = choose_algorithm(among, nullptr).cost(among) / args.net.alpha;
+  Schedule schedule;
+  build_schedule(among, &schedule);
+  double messages = 0;
+  for (const Step &step : schedule.steps) messages += is_message(step.kind) ? 1 : 0;
+  return messages;
+}
+
+// The seconds one rank spends on its messages in `pieces` pieces, one after the other
+// whatever the pieces overlap: each piece's messages of the host tier (none by single copy)
+// and of the network tier, at their overheads.
+double message_seconds(const CollectiveArgs &args, const TierCost &local, int pieces) {
+  const size_t piece_count = args.count / static_cast<size_t>(pieces);
+  return pieces * (local.messages * args.local.overhead +
+                   network_messages(args, piece_count) * args.net.overhead);
 }
 
 // In `pieces` pieces whose tiers overlap, the slower tier's bytes set the pace, the faster
 // tier adds one piece's bytes (the pipeline's fill and drain) and both their latencies once
-// (the pieces' messages are in flight together); what pieces cost is each piece's messages
-// on the rank itself, one after the other (its overhead per message). One piece: the tiers
+// (the pieces' messages are in flight together); unless the rank's own work on its messages
+// takes longer than the slower tier's bytes: then that sets the pace. One piece: the tiers
 // take turns.
 double pipelined_cost(const CollectiveArgs &args, const TierCost &local, const TierCost &net,
                       int pieces) {
   if (pieces <= 1) return local.total() + net.total();
-  const double per_piece = local.messages * args.local.overhead + net.messages * args.net.overhead;
-  return std::max(local.bandwidth, net.bandwidth) +
-         std::min(local.bandwidth, net.bandwidth) / pieces + local.latency + net.latency +
-         (pieces - 1) * per_piece;
+  return std::max(std::max(local.bandwidth, net.bandwidth), message_seconds(args, local, pieces)) +
+         std::min(local.bandwidth, net.bandwidth) / pieces + local.latency + net.latency;
 }
 
-constexpr size_t kChunksPerPieceBlock = 4;
+// The models' choice leaves each rank's block of a piece at least one network chunk (a
+// smaller piece only adds messages), and its ranks' messages at most this share of the
+// slower tier's time: busier, a rank delays the messages its links wait for. ddl_sim,
+// dgx-h100, 512 x 8: 256 MB in 32 pieces (messages 80 % of the network's time) 1620 us,
+// in 16 (40 %) 1497 us; 64 MB in 8 (80 %) 529 us, in 4 (40 %) 517 us.
+constexpr double kMostMessageShare = 2.0 / 3;
 
 // The pieces (hier_pieces) and what the models price them at: the tiers are priced once.
 struct PiecesChoice {
@@ -532,15 +558,13 @@ PiecesChoice choose_pieces(const CollectiveArgs &args) {
   }
   PiecesChoice best{1, cost(1)};
   if (!across) return best;
-  // The models' choice leaves each rank's block of a piece a few network chunks, so that
-  // the chunks of one piece still flow from tier to tier: smaller pieces measured slower on
-  // 2 emulated hosts x 2 ranks at 1-4 MB (1 MB in 8 pieces: 9.1 against 8.8 ms).
-  const size_t block_floor =
-      std::max<size_t>(1, kChunksPerPieceBlock * network_chunk_elems(args) *
-                              static_cast<size_t>(fastest_tier_groups(args).largest));
+  const size_t block_floor = std::max<size_t>(
+      1, network_chunk_elems(args) * static_cast<size_t>(fastest_tier_groups(args).largest));
   const int models_limit =
       static_cast<int>(std::min<size_t>(limit, std::max<size_t>(1, args.count / block_floor)));
+  const double slower = std::max(local.bandwidth, net.bandwidth);
   for (int p = 2; p <= models_limit; p *= 2) {
+    if (message_seconds(args, local, p) > kMostMessageShare * slower) break;
     const double seconds = cost(p);
     if (seconds < best.seconds) best = PiecesChoice{p, seconds};
   }

@@ -6,6 +6,7 @@
 #include <queue>
 #include <thread>
 
+#include "lib/algorithms/hier.h"
 #include "lib/algorithms/registry.h"
 
 namespace ddl_sim {
@@ -457,7 +458,11 @@ Status simulate(const Cluster &cluster, const ddl::CollectiveArgs &args, SimResu
   for (size_t r = 0; r < n; ++r)
     if (!failures[r].ok()) return failures[r].prefix(ddl::strprintf("rank %zu's schedule: ", r));
   *result = SimResult();
-  result->algorithm = algorithm;
+  // hier's pieces are part of its choice (lib/algorithms/hier.h): "hier/8" for 8 pieces.
+  const int pieces = algorithm == "hier" && args.collective == ddl::Collective::kAllreduce
+                         ? ddl::hier_pieces(args)
+                         : 1;
+  result->algorithm = pieces > 1 ? ddl::strprintf("%s/%d", algorithm.c_str(), pieces) : algorithm;
   result->why = why;
   return Simulation(cluster, std::move(ranks)).run(result);
 }
