@@ -15,11 +15,13 @@ fi
 [ "$quick" = 1 ] || "$root/scripts/install-deps.sh"
 "$root/scripts/build.sh"
 cd "${DDL_BUILD_DIR:-$root/build}"
-# Tests spawn up to 8 ranks each: run one test binary at a time on small machines.
+# As many tests at once as there are cores, but one that starts ranks at a time (the lock
+# `ranks`, tests/CMakeLists.txt): the one-process tests run beside it.
+jobs=$(nproc)
 if [ "$quick" = 1 ]; then
-  exec ctest --output-on-failure --timeout 300 -j 1 -L quick "$@"
+  exec ctest --output-on-failure --timeout 300 -j "$jobs" -L quick "$@"
 fi
 # tests/python's interpreter: a virtual environment (made once) with torch, numpy, pytest, ddl.
 DDL_PYTHON=$("$root/scripts/python-env.sh")
 export DDL_PYTHON
-ctest --output-on-failure --timeout 900 -j 1 "$@"
+ctest --output-on-failure --timeout 900 -j "$jobs" "$@"
