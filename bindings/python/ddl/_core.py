@@ -300,6 +300,7 @@ class Communicator(ElasticMixin):
         self._fns = fns
         self._handle = handle
         self._fuser = None  # enable_fusion()
+        self._on_destroy = []  # callables run by destroy() before the handle is freed
         value = ctypes.c_int()
         rc = fns.ddl_comm_rank(handle, ctypes.byref(value))
         if rc:
@@ -326,6 +327,9 @@ class Communicator(ElasticMixin):
         handle = getattr(self, "_handle", None)
         if not handle:
             return
+        # Who numbered this communicator (ddl.jax) forgets it before it is freed.
+        for forget in getattr(self, "_on_destroy", ()):
+            forget()
         self._handle = None
         rc = self._fns.ddl_comm_destroy(handle)
         if rc:

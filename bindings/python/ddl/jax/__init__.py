@@ -1,0 +1,307 @@
+"""ddl's collectives for JAX on CPU: `import ddl.jax`, then inside or outside `jax.jit`:
+
+    import ddl.jax
+    ddl.jax.init()                                   # under ddlrun, mpirun, srun or torchrun
+    grads = ddl.jax.allreduce(grads, op="avg")       # any pytree of arrays
+
+allreduce, allgather, reduce_scatter, broadcast and alltoall are XLA FFI custom calls
+(ffi_calls.cc): XLA hands each its operand and result in host memory and ddl's blocking C
+call fills the result, with no copy beyond what the call needs. They differentiate
+(`jax.grad`): allreduce's cotangent is allreduced, allgather's reduce-scattered,
+reduce_scatter's allgathered, alltoall's sent back by alltoall, broadcast's summed onto the
+root. On a pytree, allreduce and broadcast make one call for all its leaves (flattened into
+one vector, as Horovod's fusion does); the others go leaf by leaf.
+
+Shapes follow the leading axis, as `jax.lax.all_gather(..., tiled=True)` and
+`jax.lax.psum_scatter(..., tiled=True)`: allgather returns the ranks' operands one after the
+other along axis 0; reduce_scatter and alltoall cut axis 0 into one block per rank.
+
+Order: XLA may run operations that do not depend on each other in any order, or at once; every
+rank must make ddl's calls in the same order. So each call of one traced function takes the
+previous call's result as an operand it never reads, and XLA runs them in program order.
+
+The handler library is compiled against the installed jaxlib's FFI headers on first use and
+cached (~/.cache/ddl/jax, or $DDL_JAX_CACHE): that needs a C++ compiler the first time.
+"""
+
+import fcntl
+import hashlib
+import os
+import subprocess
+import tempfile
+import threading
+import ctypes
+
+import numpy as np
+import jax
+import jax.numpy as jnp
+
+import ddl
+
+__all__ = ["allgather", "allreduce", "alltoall", "broadcast", "communicator", "init",
+           "reduce_scatter"]
+
+_OPS = {"sum": ddl.SUM, "prod": ddl.PROD, "min": ddl.MIN, "max": ddl.MAX, "avg": ddl.AVG}
+_TARGETS = ("allreduce", "broadcast", "allgather", "reduce_scatter", "alltoall")
+
+_lock = threading.Lock()
+_handlers = None
+_comm = None
+
+
+# -- the handler library
+
+
+def _handler_library():
+    """ffi_calls.cc compiled against this jaxlib, loaded, bound to the ddl package's libddl and
+    registered with XLA (once per process)."""
+    global _handlers
+    with _lock:
+        if _handlers is None:
+            lib = ctypes.CDLL(_compiled())
+            why = ctypes.create_string_buffer(512)
+            lib.ddl_jax_load.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
+            lib.ddl_jax_attach.argtypes = [ctypes.c_void_p]
+            lib.ddl_jax_attach.restype = ctypes.c_int64
+            lib.ddl_jax_detach.argtypes = [ctypes.c_int64]
+            if lib.ddl_jax_load(ddl.library_path().encode(), why, len(why)) != 0:
+                raise ImportError(f"ddl.jax: cannot bind libddl: {why.value.decode()}")
+            for name in _TARGETS:
+                jax.ffi.register_ffi_target(f"ddl_{name}",
+                                            jax.ffi.pycapsule(getattr(lib, f"ddl_jax_{name}")),
+                                            platform="cpu")
+            _handlers = lib
+    return _handlers
+
+
+def _compiled():
+    """The path of the compiled handlers: built once per jaxlib version and source digest (an
+    FFI handler built against one jaxlib's headers is not promised to load into another)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    source = os.path.join(here, "ffi_calls.cc")
+    with open(source, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()[:12]
+    version = jax.__version__.replace(".", "_")
+    cache = os.environ.get("DDL_JAX_CACHE") or os.path.join(
+        os.path.expanduser("~"), ".cache", "ddl", "jax")
+    os.makedirs(cache, exist_ok=True)
+    target = os.path.join(cache, f"ddl_jax_ffi_{version}_{digest}.so")
+    if os.path.exists(target):
+        return target
+    # Every rank of a job imports at once: one compiles, the others wait for it.
+    with open(os.path.join(cache, ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not os.path.exists(target):
+            _compile(source, target)
+    return target
+
+
+def _compile(source, target):
+    compiler = os.environ.get("CXX", "c++")
+    fd, partial = tempfile.mkstemp(suffix=".so", dir=os.path.dirname(target))
+    os.close(fd)
+    command = [compiler, "-std=c++17", "-O2", "-shared", "-fPIC",
+               f"-I{jax.ffi.include_dir()}", source, "-o", partial, "-ldl"]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True)
+    except OSError as e:
+        os.unlink(partial)
+        raise ImportError(f"ddl.jax: cannot run the C++ compiler {compiler!r} to build its "
+                          f"XLA handlers: {e}") from None
+    if done.returncode != 0:
+        os.unlink(partial)
+        raise ImportError(f"ddl.jax: building its XLA handlers failed ({' '.join(command)}):\n"
+                          f"{done.stderr}")
+    os.replace(partial, target)
+
+
+# -- the communicator
+
+
+def init(comm=None):
+    """Sets the communicator ddl.jax's calls use: `comm`, else ddl.init() (the launcher's
+    ranks: ddlrun, mpirun, srun, torchrun). Returns it. Loads (or builds) the handlers."""
+    global _comm
+    _handler_library()
+    _comm = comm if comm is not None else ddl.init()
+    return _comm
+
+
+def communicator():
+    """The communicator of init(); raises if init() was not called."""
+    if _comm is None:
+        raise RuntimeError("ddl.jax: call ddl.jax.init() (or init(comm)) before a collective")
+    return _comm
+
+
+def _attrs(comm):
+    """The communicator of a call and the number its handlers know it by (ffi_calls.cc: a
+    compiled function keeps that number, and a destroyed communicator's is forgotten)."""
+    comm = comm if comm is not None else communicator()
+    number = getattr(comm, "_jax_number", None)
+    if number is None:
+        lib = _handler_library()
+        number = lib.ddl_jax_attach(comm._live())
+        comm._jax_number = number
+        comm._on_destroy.append(lambda: lib.ddl_jax_detach(number))
+    return comm, np.int64(number)
+
+
+def _op(op):
+    if isinstance(op, str):
+        try:
+            return _OPS[op.lower()]
+        except KeyError:
+            raise ValueError(f"ddl.jax: op {op!r} is not one of {', '.join(_OPS)}") from None
+    return ddl.Op(op)
+
+
+# -- program order inside one trace, and gradients
+
+
+class _Order:
+    """The last call's result while a function is traced: the next call of the same trace
+    takes it as an operand (never read), so that XLA runs the calls in program order."""
+
+    last = None
+
+    @classmethod
+    def after(cls, x):
+        last = cls.last
+        if (last is not None and isinstance(x, jax.core.Tracer)
+                and isinstance(last, jax.core.Tracer) and last._trace is x._trace):
+            return last
+        return np.zeros((0,), np.uint8)
+
+    @classmethod
+    def record(cls, y):
+        cls.last = y if isinstance(y, jax.core.Tracer) else None
+        return y
+
+
+def _collective(name, x, shape, backward, **attrs):
+    """One FFI call of `name` on array x (its result: `shape`, x's dtype), differentiable with
+    `backward` (the cotangent's collective), after the previous call of the same trace."""
+    _handler_library()
+    call = jax.ffi.ffi_call(f"ddl_{name}", jax.ShapeDtypeStruct(shape, x.dtype),
+                            has_side_effect=True, vmap_method="sequential")
+
+    @jax.custom_vjp
+    def f(x, after):
+        return call(x, after, **attrs)
+
+    def fwd(x, after):
+        return f(x, after), after
+
+    def bwd(after, ct):
+        # The order operand has no gradient (zeros; float0 for an integer one).
+        none = (np.zeros(after.shape, jax.dtypes.float0)
+                if not jnp.issubdtype(after.dtype, jnp.inexact) else jnp.zeros_like(after))
+        return backward(ct), none
+
+    f.defvjp(fwd, bwd)
+    return _Order.record(f(x, _Order.after(x)))
+
+
+def _blocks(x, comm, what):
+    if x.ndim == 0 or x.shape[0] % comm.size:
+        raise ValueError(f"ddl.jax {what}: axis 0 of an array of shape {x.shape} does not split "
+                         f"into {comm.size} equal blocks (one per rank)")
+    return x.shape[0] // comm.size
+
+
+def _linear_only(op, what):
+    if op not in (ddl.SUM, ddl.AVG):
+        def refuse(ct):
+            raise NotImplementedError(f"ddl.jax.{what}: no gradient for op {ddl.Op(op).name}")
+        return refuse
+    return None
+
+
+# -- the collectives on one array
+
+
+def _allreduce_array(x, op, comm):
+    c, handle = _attrs(comm)
+    x = jnp.asarray(x)
+    backward = _linear_only(op, "allreduce") or (lambda ct: _allreduce_array(ct, op, c))
+    return _collective("allreduce", x, x.shape, backward, comm=handle, op=np.int32(op))
+
+
+def _broadcast_array(x, root, comm):
+    c, handle = _attrs(comm)
+    x = jnp.asarray(x)
+
+    def backward(ct):
+        total = _allreduce_array(ct, ddl.SUM, c)
+        return total if c.rank == root else jnp.zeros_like(total)
+
+    return _collective("broadcast", x, x.shape, backward, comm=handle, root=np.int32(root))
+
+
+def allgather(x, comm=None):
+    """Every rank's x one after the other along axis 0 (a 0-d x: a vector of one per rank)."""
+    c, handle = _attrs(comm)
+    x = jnp.asarray(x)
+    if x.ndim == 0:
+        x = x.reshape(1)
+    return _collective("allgather", x, (x.shape[0] * c.size,) + x.shape[1:],
+                       lambda ct: reduce_scatter(ct, "sum", c), comm=handle)
+
+
+def reduce_scatter(x, op="sum", comm=None):
+    """x reduced across ranks, this rank's block of axis 0 (cut into one block per rank)."""
+    c, handle = _attrs(comm)
+    x = jnp.asarray(x)
+    op = _op(op)
+    block = _blocks(x, c, "reduce_scatter")
+    scale = 1.0 / c.size if op == ddl.AVG else 1.0
+    backward = _linear_only(op, "reduce_scatter") or (lambda ct: allgather(ct, c) * scale)
+    return _collective("reduce_scatter", x, (block,) + x.shape[1:], backward, comm=handle,
+                       op=np.int32(op))
+
+
+def alltoall(x, comm=None):
+    """Block k of x's axis 0 (one block per rank) goes to rank k; block k of the result came
+    from rank k."""
+    c, handle = _attrs(comm)
+    x = jnp.asarray(x)
+    _blocks(x, c, "alltoall")
+    return _collective("alltoall", x, x.shape, lambda ct: alltoall(ct, c), comm=handle)
+
+
+# -- pytrees: one call for all leaves
+
+
+def _fused(tree, one_array):
+    """Applies one_array to every leaf of tree at once: leaves of one dtype flattened into one
+    vector, one call per dtype, then cut back into the tree's shapes."""
+    leaves, structure = jax.tree_util.tree_flatten(tree)
+    leaves = [jnp.asarray(leaf) for leaf in leaves]
+    if len(leaves) == 1:
+        return jax.tree_util.tree_unflatten(structure, [one_array(leaves[0])])
+    out = [None] * len(leaves)
+    for dtype in dict.fromkeys(leaf.dtype for leaf in leaves):
+        mine = [i for i, leaf in enumerate(leaves) if leaf.dtype == dtype]
+        flat = one_array(jnp.concatenate([leaves[i].ravel() for i in mine]))
+        at = 0
+        for i in mine:
+            out[i] = flat[at:at + leaves[i].size].reshape(leaves[i].shape)
+            at += leaves[i].size
+    return jax.tree_util.tree_unflatten(structure, out)
+
+
+def allreduce(tree, op="sum", comm=None):
+    """Every leaf of tree reduced across ranks (op: "sum", "avg", "prod", "min", "max"); one
+    call for all leaves of one dtype."""
+    op = _op(op)
+    return _fused(tree, lambda x: _allreduce_array(x, op, comm))
+
+
+def broadcast(tree, root=0, comm=None):
+    """Every leaf of tree as rank `root` has it; one call for all leaves of one dtype."""
+    c = comm if comm is not None else communicator()
+    if not 0 <= root < c.size:
+        raise ValueError(f"ddl.jax.broadcast: root {root} is not a rank of {c.size}")
+    return _fused(tree, lambda x: _broadcast_array(x, root, c))
+
