@@ -5,8 +5,8 @@
 #
 # The virtual environment lives outside the clone, at ${DDL_VENV:-$HOME/.cache/ddl/venv}, so
 # that torch (large) is downloaded once per machine and reused by every later run and clone.
-# It gets the current torch from PyPI, numpy, pytest, ml_dtypes (numpy's bfloat16) and ninja
-# (torch.utils.cpp_extension builds ddl.torch's backend with it), and
+# It gets the current torch from PyPI, numpy, pytest, ml_dtypes (numpy's bfloat16), ninja
+# (torch.utils.cpp_extension builds ddl.torch's backend with it), jax (ddl.jax), and
 # this checkout's bindings/python on its path (development: the package runs from this
 # checkout, finds its build/ or $DDL_BUILD_DIR, and builds ddl.torch's backend at first use;
 # `pip install ./bindings/python` is the user's self-contained install instead).
@@ -34,7 +34,7 @@ fi
 
 # Only what is missing: a present torch is never downloaded again.
 missing=()
-for module in torch numpy pytest setuptools ml_dtypes ninja matplotlib; do
+for module in torch numpy pytest setuptools ml_dtypes ninja matplotlib jax; do
   "$python" -c "import $module" 2> /dev/null || missing+=("$module")
 done
 if [ ${#missing[@]} -gt 0 ]; then
