@@ -1,0 +1,308 @@
+"""ddl's collectives for TensorFlow and Keras on CPU: `import ddl.tensorflow`, then
+
+    import ddl.tensorflow as ddl_tf
+    ddl_tf.init()                                        # under ddlrun, mpirun, srun, torchrun
+    model.compile(optimizer=ddl_tf.DistributedOptimizer(keras.optimizers.SGD(0.05)), ...)
+    model.fit(x_shard, y_shard, callbacks=[ddl_tf.BroadcastInitialVariables()])
+
+allreduce, allgather, reduce_scatter, broadcast and alltoall are TensorFlow ops (ops.cc:
+asynchronous kernels, as Horovod's, whose calls one thread of the library makes in the order
+they were started), usable eagerly and inside `tf.function`, with gradients registered
+(allreduce's gradient is allreduced, allgather's reduce-scattered, reduce_scatter's
+allgathered, alltoall's sent back, broadcast's summed onto the root). On a list or nest of
+tensors, allreduce makes one call per dtype for all of them (flattened into one vector, as
+Horovod's fusion does). Shapes follow axis 0 as ddl.jax's do.
+
+`DistributedOptimizer(optimizer)` wraps a Keras optimizer so that it averages the gradients
+across the ranks before applying them (Horovod's DistributedOptimizer); the
+`BroadcastInitialVariables` callback gives every rank rank 0's weights when training starts.
+
+The ops are compiled against the installed TensorFlow on first use and cached
+(~/.cache/ddl/tensorflow, or $DDL_TF_CACHE): that needs a C++ compiler the first time.
+"""
+
+import ctypes
+import fcntl
+import hashlib
+import os
+import subprocess
+import tempfile
+import threading
+import weakref
+
+import tensorflow as tf
+
+import ddl
+
+__all__ = ["BroadcastInitialVariables", "DistributedOptimizer", "allgather", "allreduce",
+           "alltoall", "broadcast", "broadcast_variables", "communicator", "init",
+           "reduce_scatter"]
+
+_OPS = {"sum": ddl.SUM, "prod": ddl.PROD, "min": ddl.MIN, "max": ddl.MAX, "avg": ddl.AVG}
+
+_lock = threading.Lock()
+_library = None  # (the op module, the same library through ctypes)
+_comm = None
+_by_number = {}  # the number the ops know a communicator by -> a weak reference to it
+
+
+# -- the op library
+
+
+def _ops():
+    """ops.cc compiled against this TensorFlow, loaded, and bound to the ddl package's libddl
+    (once per process)."""
+    global _library
+    with _lock:
+        if _library is None:
+            path = _compiled()
+            module = tf.load_op_library(path)
+            lib = ctypes.CDLL(path)
+            lib.ddl_tf_load.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
+            lib.ddl_tf_attach.argtypes = [ctypes.c_void_p]
+            lib.ddl_tf_attach.restype = ctypes.c_int64
+            lib.ddl_tf_detach.argtypes = [ctypes.c_int64]
+            why = ctypes.create_string_buffer(512)
+            if lib.ddl_tf_load(ddl.library_path().encode(), why, len(why)) != 0:
+                raise ImportError(f"ddl.tensorflow: cannot bind libddl: {why.value.decode()}")
+            _library = (module, lib)
+    return _library
+
+
+def _compiled():
+    """The compiled ops for this TensorFlow version and source digest (a TensorFlow op only
+    loads into the TensorFlow whose headers built it)."""
+    source = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ops.cc")
+    with open(source, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()[:12]
+    cache = os.environ.get("DDL_TF_CACHE") or os.path.join(
+        os.path.expanduser("~"), ".cache", "ddl", "tensorflow")
+    os.makedirs(cache, exist_ok=True)
+    target = os.path.join(cache, f"ddl_tf_ops_{tf.__version__.replace('.', '_')}_{digest}.so")
+    if os.path.exists(target):
+        return target
+    # Every rank of a job imports at once: one compiles, the others wait for it.
+    with open(os.path.join(cache, ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not os.path.exists(target):
+            _compile(source, target)
+    return target
+
+
+def _compile(source, target):
+    compiler = os.environ.get("CXX", "c++")
+    fd, partial = tempfile.mkstemp(suffix=".so", dir=os.path.dirname(target))
+    os.close(fd)
+    command = ([compiler, "-O2", "-shared", "-fPIC", "-w", source, "-o", partial]
+               + tf.sysconfig.get_compile_flags() + tf.sysconfig.get_link_flags() + ["-ldl"])
+    try:
+        done = subprocess.run(command, capture_output=True, text=True)
+    except OSError as e:
+        os.unlink(partial)
+        raise ImportError(f"ddl.tensorflow: cannot run the C++ compiler {compiler!r} to build "
+                          f"its ops: {e}") from None
+    if done.returncode != 0:
+        os.unlink(partial)
+        raise ImportError(f"ddl.tensorflow: building its ops failed ({' '.join(command)}):\n"
+                          f"{done.stderr}")
+    os.replace(partial, target)
+
+
+# -- the communicator
+
+
+def init(comm=None):
+    """Sets the communicator the ops use: `comm`, else ddl.init() (the launcher's ranks).
+    Returns it. Loads (or builds) the ops."""
+    global _comm
+    _ops()
+    _comm = comm if comm is not None else ddl.init()
+    return _comm
+
+
+def communicator():
+    if _comm is None:
+        raise RuntimeError("ddl.tensorflow: call ddl.tensorflow.init() (or init(comm)) first")
+    return _comm
+
+
+def _number(comm):
+    """The communicator of a call and the number the ops know it by (a traced function keeps
+    that number; a destroyed communicator's is forgotten, and its ops fail saying so)."""
+    comm = comm if comm is not None else communicator()
+    number = getattr(comm, "_tf_number", None)
+    if number is None:
+        lib = _ops()[1]
+        number = lib.ddl_tf_attach(comm._live())
+        comm._tf_number = number
+        comm._on_destroy.append(lambda: lib.ddl_tf_detach(number))
+        _by_number[number] = weakref.ref(comm)
+    return comm, number
+
+
+def _op(op):
+    if isinstance(op, str):
+        try:
+            return int(_OPS[op.lower()])
+        except KeyError:
+            raise ValueError(f"ddl.tensorflow: op {op!r} is not one of {', '.join(_OPS)}") \
+                from None
+    return int(ddl.Op(op))
+
+
+# -- one tensor
+
+
+def _allreduce_tensor(x, op, comm):
+    c, number = _number(comm)
+    return _ops()[0].ddl_allreduce(x, comm=number, op=op)
+
+
+def _broadcast_tensor(x, root, comm):
+    c, number = _number(comm)
+    if not 0 <= root < c.size:
+        raise ValueError(f"ddl.tensorflow.broadcast: root {root} is not a rank of {c.size}")
+    return _ops()[0].ddl_broadcast(x, comm=number, root=root)
+
+
+def allgather(x, comm=None):
+    """Every rank's x one after the other along axis 0."""
+    c, number = _number(comm)
+    return _ops()[0].ddl_allgather(x, comm=number, size=c.size)
+
+
+def reduce_scatter(x, op="sum", comm=None):
+    """x reduced across ranks, this rank's block of axis 0 (one block per rank)."""
+    c, number = _number(comm)
+    return _ops()[0].ddl_reduce_scatter(x, comm=number, op=_op(op), size=c.size)
+
+
+def alltoall(x, comm=None):
+    """Block k of x's axis 0 (one block per rank) goes to rank k; block k of the result came
+    from rank k."""
+    c, number = _number(comm)
+    return _ops()[0].ddl_alltoall(x, comm=number)
+
+
+# -- nests: one call per dtype
+
+
+def _fused(nest, one_tensor):
+    """one_tensor applied to every tensor of the nest at once: those of one dtype flattened
+    into one vector, one call per dtype, then cut back into their shapes. None stays None (a
+    gradient of an unused variable)."""
+    flat = tf.nest.flatten(nest)
+    out = list(flat)
+    present = [i for i, t in enumerate(flat) if t is not None]
+    tensors = {i: tf.convert_to_tensor(flat[i]) for i in present}
+    for dtype in dict.fromkeys(t.dtype for t in tensors.values()):
+        mine = [i for i in present if tensors[i].dtype == dtype]
+        if len(mine) == 1:
+            out[mine[0]] = one_tensor(tensors[mine[0]])
+            continue
+        joined = one_tensor(tf.concat([tf.reshape(tensors[i], [-1]) for i in mine], 0))
+        pieces = tf.split(joined, [tf.size(tensors[i]) for i in mine])
+        for i, piece in zip(mine, pieces):
+            out[i] = tf.reshape(piece, tf.shape(tensors[i]))
+    return tf.nest.pack_sequence_as(nest, out)
+
+
+def allreduce(nest, op="sum", comm=None):
+    """Every tensor of nest (a tensor, list, dict, ...) reduced across ranks (op: "sum",
+    "avg", "prod", "min", "max"); one call per dtype for all of them."""
+    op = _op(op)
+    return _fused(nest, lambda x: _allreduce_tensor(x, op, comm))
+
+
+def broadcast(nest, root=0, comm=None):
+    """Every tensor of nest as rank `root` has it; one call per dtype."""
+    return _fused(nest, lambda x: _broadcast_tensor(x, root, comm))
+
+
+# -- gradients (the op's own communicator, by its number)
+
+
+def _comm_attr(op):
+    number = op.get_attr("comm")
+    comm = _by_number.get(number, lambda: None)()
+    if comm is None:
+        raise RuntimeError(f"ddl.tensorflow: communicator {number} of a gradient is gone")
+    return comm
+
+
+@tf.RegisterGradient("DdlAllreduce")
+def _allreduce_grad(op, grad):
+    kind = op.get_attr("op")
+    if kind not in (int(ddl.SUM), int(ddl.AVG)):
+        raise NotImplementedError(f"ddl.tensorflow.allreduce: no gradient for op "
+                                  f"{ddl.Op(kind).name}")
+    return _ops()[0].ddl_allreduce(grad, comm=op.get_attr("comm"), op=kind)
+
+
+@tf.RegisterGradient("DdlBroadcast")
+def _broadcast_grad(op, grad):
+    total = _ops()[0].ddl_allreduce(grad, comm=op.get_attr("comm"), op=int(ddl.SUM))
+    mine = _comm_attr(op).rank == op.get_attr("root")
+    return total if mine else tf.zeros_like(total)
+
+
+@tf.RegisterGradient("DdlAllgather")
+def _allgather_grad(op, grad):
+    return _ops()[0].ddl_reduce_scatter(grad, comm=op.get_attr("comm"), op=int(ddl.SUM),
+                                        size=op.get_attr("size"))
+
+
+@tf.RegisterGradient("DdlReduceScatter")
+def _reduce_scatter_grad(op, grad):
+    kind = op.get_attr("op")
+    if kind not in (int(ddl.SUM), int(ddl.AVG)):
+        raise NotImplementedError(f"ddl.tensorflow.reduce_scatter: no gradient for op "
+                                  f"{ddl.Op(kind).name}")
+    size = op.get_attr("size")
+    gathered = _ops()[0].ddl_allgather(grad, comm=op.get_attr("comm"), size=size)
+    return gathered / size if kind == int(ddl.AVG) else gathered
+
+
+@tf.RegisterGradient("DdlAlltoall")
+def _alltoall_grad(op, grad):
+    return _ops()[0].ddl_alltoall(grad, comm=op.get_attr("comm"))
+
+
+# -- Keras
+
+
+def DistributedOptimizer(optimizer, op="avg", comm=None):
+    """A copy of the Keras `optimizer` (same class and config) that allreduces the gradients
+    (averaged by default) across the ranks, in one call per dtype, before applying them."""
+    base = type(optimizer)
+
+    class Distributed(base):
+        def apply(self, grads, trainable_variables=None):
+            return super().apply(allreduce(list(grads), op=op, comm=comm), trainable_variables)
+
+    Distributed.__name__ = f"Distributed{base.__name__}"
+    return Distributed.from_config(optimizer.get_config())
+
+
+def broadcast_variables(variables, root=0, comm=None):
+    """Assigns every variable rank `root`'s value (one call per dtype)."""
+    variables = list(variables)
+    for v, value in zip(variables, broadcast([v.value for v in variables], root, comm)):
+        v.assign(value)
+
+
+def _keras_callback_base():
+    import keras
+    return keras.callbacks.Callback
+
+
+class BroadcastInitialVariables(_keras_callback_base()):
+    """A Keras callback: when training starts, every rank takes rank `root`'s weights (and its
+    optimizer's state, once it has any), as Horovod's BroadcastGlobalVariablesCallback."""
+
+    def __init__(self, root=0, comm=None):
+        super().__init__()
+        self.root, self.comm = root, comm
+
+    def on_train_begin(self, logs=None):
+        broadcast_variables(self.model.variables, self.root, self.comm)
