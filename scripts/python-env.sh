@@ -6,7 +6,8 @@
 # The virtual environment lives outside the clone, at ${DDL_VENV:-$HOME/.cache/ddl/venv}, so
 # that torch (large) is downloaded once per machine and reused by every later run and clone.
 # It gets the current torch from PyPI, numpy, pytest, ml_dtypes (numpy's bfloat16), ninja
-# (torch.utils.cpp_extension builds ddl.torch's backend with it), jax (ddl.jax), and
+# (torch.utils.cpp_extension builds ddl.torch's backend with it), jax (ddl.jax),
+# tensorflow-cpu (ddl.tensorflow; it brings keras), and
 # this checkout's bindings/python on its path (development: the package runs from this
 # checkout, finds its build/ or $DDL_BUILD_DIR, and builds ddl.torch's backend at first use;
 # `pip install ./bindings/python` is the user's self-contained install instead).
@@ -32,10 +33,12 @@ if [ ! -x "$python" ]; then
   fi
 fi
 
-# Only what is missing: a present torch is never downloaded again.
+# Only what is missing: a present torch is never downloaded again. MODULE=PACKAGE where PyPI
+# names it otherwise (TensorFlow's CPU build: ddl.tensorflow runs on CPUs).
 missing=()
-for module in torch numpy pytest setuptools ml_dtypes ninja matplotlib jax; do
-  "$python" -c "import $module" 2> /dev/null || missing+=("$module")
+for entry in torch numpy pytest setuptools ml_dtypes ninja matplotlib jax \
+             tensorflow=tensorflow-cpu; do
+  "$python" -c "import ${entry%%=*}" 2> /dev/null || missing+=("${entry#*=}")
 done
 if [ ${#missing[@]} -gt 0 ]; then
   log "installing ${missing[*]} from PyPI into $venv"

@@ -127,6 +127,25 @@ def run_ddlrun(nranks, command, timeout, keep_going=False):
     return p.stdout
 
 
+def run_mpirun(nranks, command, timeout):
+    """Runs `command` (a Python script and its arguments) as nranks processes under Open MPI's
+    mpirun; fails the test on a hang or a non-zero exit, skips without mpirun. Returns the
+    output."""
+    mpirun = shutil.which("mpirun")
+    if not mpirun:
+        pytest.skip("no mpirun")
+    cmd = [mpirun, "--allow-run-as-root", "--oversubscribe", "-np", str(nranks),
+           "-x", "DDL_BUILD_DIR", "-x", "PYTHONPATH", sys.executable, *command]
+    env = package_env(dict(os.environ, OMP_NUM_THREADS="1"))
+    try:
+        p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           stdin=subprocess.DEVNULL, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        pytest.fail(f"{' '.join(cmd)} hung:\n{e.stdout}")
+    assert p.returncode == 0, f"{' '.join(cmd)} failed:\n{p.stdout}"
+    return p.stdout
+
+
 def has_module(name):
     import importlib.util
     return importlib.util.find_spec(name) is not None

@@ -8,13 +8,10 @@ Run: DDL_BUILD_DIR=build /root/.cache/ddl/venv/bin/python -m pytest tests/python
 
 import os
 import re
-import shutil
-import subprocess
-import sys
 
 import pytest
 
-from conftest import REPO, free_port, package_env, run_ddlrun, run_ranks
+from conftest import REPO, free_port, run_ddlrun, run_mpirun, run_ranks
 
 pytest.importorskip("jax", reason="jax is not installed in this Python (scripts/python-env.sh)")
 
@@ -48,16 +45,5 @@ def test_example_over_jax_collectives():
 
 
 def test_example_under_mpirun():
-    mpirun = shutil.which("mpirun")
-    if not mpirun:
-        pytest.skip("no mpirun")
-    cmd = [mpirun, "--allow-run-as-root", "--oversubscribe", "-np", "2", "-x", "DDL_BUILD_DIR",
-           "-x", "PYTHONPATH", sys.executable, EXAMPLE, "--steps", "10", "--check"]
-    env = package_env(dict(os.environ, OMP_NUM_THREADS="1"))
-    try:
-        p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                           stdin=subprocess.DEVNULL, text=True, timeout=180)
-    except subprocess.TimeoutExpired as e:
-        pytest.fail(f"{' '.join(cmd)} hung:\n{e.stdout}")
-    assert p.returncode == 0, p.stdout
-    assert max(largest_differences(p.stdout, 2)) <= TOLERANCE, p.stdout
+    out = run_mpirun(2, [EXAMPLE, "--steps", "10", "--check"], timeout=240)
+    assert max(largest_differences(out, 2)) <= TOLERANCE, out
