@@ -2,7 +2,9 @@
 Every rank knows what every other rank contributes, so each checks its own results exactly
 (integer-valued data, float64 references)."""
 
+import os
 import re
+import signal
 import sys
 
 import numpy as np
@@ -136,11 +138,41 @@ def check_errors(comm):
     print(f"rank {r}: errors clear")
 
 
+def check_mismatch(comm):
+    """Ranks whose calls disagree (counts): every rank gets an error in ddl's words."""
+    try:
+        jax.jit(lambda a: ddl.jax.allreduce(a))(jnp.ones(10 + comm.rank)).block_until_ready()
+    except Exception as e:  # JAX's runtime error, carrying ddl's
+        assert "DDL_ERR_INVALID_USAGE" in str(e) and "allreduce" in str(e), str(e)
+        print(f"rank {comm.rank}: {str(e).splitlines()[0]}")
+        return
+    raise AssertionError("mismatched allreduces did not fail")
+
+
+def check_killed(comm):
+    """The last rank dies mid-job: every survivor gets an error naming it, not a hang."""
+    n = comm.size
+    f = jax.jit(lambda a: ddl.jax.allreduce(a))
+    f(jnp.ones(1000)).block_until_ready()
+    if comm.rank == n - 1:
+        os.kill(os.getpid(), signal.SIGKILL)
+    try:
+        for _ in range(1000):
+            f(jnp.ones(1000)).block_until_ready()
+    except Exception as e:
+        assert f"rank {n - 1}" in str(e), str(e)
+        print(f"rank {comm.rank}: {str(e).splitlines()[0]}")
+        return
+    raise AssertionError("allreduces went on without the killed rank")
+
+
 def main():
     comm = ddl.jax.init()
     scenario = sys.argv[1]
     checks = {"collectives": check_collectives, "pytrees": check_pytrees_and_order,
               "gradients": check_gradients, "errors": check_errors}
+    if scenario in ("mismatch", "killed"):  # each leaves the communicator failed
+        checks = {"mismatch": check_mismatch, "killed": check_killed}
     for name, check in checks.items():
         if scenario in (name, "all"):
             check(comm)

@@ -8,6 +8,7 @@ Run: DDL_BUILD_DIR=build /root/.cache/ddl/venv/bin/python -m pytest tests/python
 
 import os
 import re
+import signal
 
 import pytest
 
@@ -24,6 +25,18 @@ TOLERANCE = 1e-5
 @pytest.mark.parametrize("nranks", [2, 4])
 def test_collectives(nranks):
     run_ranks(nranks, "all", main=JAX_MAIN, timeout=180)
+
+
+def test_mismatched_call_is_an_error_in_ddls_words():
+    ranks = run_ranks(2, "mismatch", main=JAX_MAIN, timeout=120)
+    for r in ranks:
+        assert "DDL_ERR_INVALID_USAGE" in r.out, r
+
+
+def test_killed_rank_is_an_error_not_a_hang():
+    ranks = run_ranks(3, "killed", main=JAX_MAIN, expect={2: -signal.SIGKILL}, timeout=120)
+    for r in ranks[:2]:
+        assert "rank 2" in r.out, r
 
 
 def largest_differences(out, nprocs):

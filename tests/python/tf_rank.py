@@ -3,6 +3,7 @@ conftest.run_ranks. Every rank knows what every other rank contributes, so each 
 own results exactly (integer-valued data, float64 references)."""
 
 import os
+import signal
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -120,11 +121,42 @@ def check_errors(comm):
     print(f"rank {r}: errors clear")
 
 
+def check_mismatch(comm):
+    """Ranks whose calls disagree (counts): every rank gets an error in ddl's words."""
+    try:
+        tf.function(lambda a: ddl_tf.allreduce(a))(tf.ones(10 + comm.rank))
+    except tf.errors.InternalError as e:
+        assert "DDL_ERR_INVALID_USAGE" in str(e) and "allreduce" in str(e), str(e)
+        print(f"rank {comm.rank}: {str(e).splitlines()[0]}")
+        return
+    raise AssertionError("mismatched allreduces did not fail")
+
+
+def check_killed(comm):
+    """The last rank dies mid-job: every survivor gets an error naming it, not a hang."""
+    n = comm.size
+    f = tf.function(lambda a: ddl_tf.allreduce(a))
+    f(tf.ones(1000))
+    if comm.rank == n - 1:
+        os.kill(os.getpid(), signal.SIGKILL)
+    try:
+        for _ in range(1000):
+            f(tf.ones(1000))
+    except tf.errors.InternalError as e:
+        assert f"rank {n - 1}" in str(e), str(e)
+        print(f"rank {comm.rank}: {str(e).splitlines()[0]}")
+        return
+    raise AssertionError("allreduces went on without the killed rank")
+
+
 def main():
     comm = ddl_tf.init()
     scenario = sys.argv[1]
-    for name, check in {"collectives": check_collectives, "gradients": check_gradients,
-                        "errors": check_errors}.items():
+    checks = {"collectives": check_collectives, "gradients": check_gradients,
+              "errors": check_errors}
+    if scenario in ("mismatch", "killed"):  # each leaves the communicator failed
+        checks = {"mismatch": check_mismatch, "killed": check_killed}
+    for name, check in checks.items():
         if scenario in (name, "all"):
             check(comm)
 
