@@ -531,12 +531,12 @@ double pipelined_cost(const CollectiveArgs &args, const TierCost &local, const T
          std::min(local.bandwidth, net.bandwidth) / pieces + local.latency + net.latency;
 }
 
-// The models' choice leaves each rank's block of a piece at least one network chunk (a
-// smaller piece only adds messages), and its ranks' messages at most this share of the
-// slower tier's time: busier, a rank delays the messages its links wait for. ddl_sim,
-// dgx-h100, 512 x 8: 256 MB in 32 pieces (messages 80 % of the network's time) 1620 us,
-// in 16 (40 %) 1497 us; 64 MB in 8 (80 %) 529 us, in 4 (40 %) 517 us.
-constexpr double kMostMessageShare = 2.0 / 3;
+// The models' choice leaves each rank's block of a piece a few network chunks, so that the
+// chunks of one piece still flow from tier to tier: smaller pieces measured slower on 2
+// emulated hosts x 2 ranks (1 MB in 8 pieces: 9.0 against 8.8 ms in 2; 16 MB in 64 pieces,
+// 2 chunks each: 200 against 148 ms in 32), though ddl_sim projects them faster on GPU
+// clusters (dgx-h100 64 x 8, 64 MB: 8 pieces 79.7 % of the bound, 4 pieces 73.6 %).
+constexpr size_t kChunksPerPieceBlock = 4;
 
 // The pieces (hier_pieces) and what the models price them at: the tiers are priced once.
 struct PiecesChoice {
@@ -558,13 +558,12 @@ PiecesChoice choose_pieces(const CollectiveArgs &args) {
   }
   PiecesChoice best{1, cost(1)};
   if (!across) return best;
-  const size_t block_floor = std::max<size_t>(
-      1, network_chunk_elems(args) * static_cast<size_t>(fastest_tier_groups(args).largest));
+  const size_t block_floor =
+      std::max<size_t>(1, kChunksPerPieceBlock * network_chunk_elems(args) *
+                              static_cast<size_t>(fastest_tier_groups(args).largest));
   const int models_limit =
       static_cast<int>(std::min<size_t>(limit, std::max<size_t>(1, args.count / block_floor)));
-  const double slower = std::max(local.bandwidth, net.bandwidth);
   for (int p = 2; p <= models_limit; p *= 2) {
-    if (message_seconds(args, local, p) > kMostMessageShare * slower) break;
     const double seconds = cost(p);
     if (seconds < best.seconds) best = PiecesChoice{p, seconds};
   }

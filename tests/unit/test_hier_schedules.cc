@@ -159,28 +159,29 @@ Test(hier_schedules, models_choose_pieces_when_the_tiers_are_alike) {
   cr_assert_eq(hier_pieces(a), 5);
 }
 
-Test(hier_schedules, models_leave_ranks_time_for_their_messages) {
-  // 64 MB on DGX-like hosts (8 ranks, 8 NICs): among 16 hosts each piece's network tier is
-  // rhd's 16 messages per rank, so many pieces pay; among 512 it is 36, and 8 pieces would
-  // keep each rank 80 % of the network's time on its messages (ddl_sim: slower than 4).
-  auto pieces_among = [](int hosts) {
+Test(hier_schedules, each_ranks_messages_are_a_stage_of_the_pipeline) {
+  // 1 GB among 512 DGX-like hosts (8 ranks, 8 NICs): each piece's network tier is rhd's 36
+  // sends and receives per rank. At 1 us a message, 64 pieces keep the ranks busy for less
+  // than the network's time; at 20 us, their messages would take longer than the bytes, and
+  // the models take fewer pieces.
+  auto pieces_at = [](double overhead) {
     CollectiveArgs a;
-    a.nranks = hosts * 8;
+    a.nranks = 512 * 8;
     a.elem_size = 4;
-    a.count = 16u << 20;
+    a.count = 256u << 20;
     std::vector<int> host_of;
     for (int r = 0; r < a.nranks; ++r) host_of.push_back(r / 8);
     a.tiers = {host_of};
-    a.hosts = hosts;
+    a.hosts = 512;
     a.peer_memory = true;
-    a.local = CostConstants{3e-6, 1e-6, 1.0 / 370e9, 1.0 / 1e12};
-    a.net = CostConstants{4e-6, 1e-6, 1.0 / 47.5e9, 1.0 / 1e12};
+    a.local = CostConstants{3e-6, overhead, 1.0 / 370e9, 1.0 / 1e12};
+    a.net = CostConstants{4e-6, overhead, 1.0 / 47.5e9, 1.0 / 1e12};
     a.rails = 8;
     return hier_pieces(a);
   };
-  cr_assert_geq(pieces_among(16), 8, "%d pieces among 16 hosts", pieces_among(16));
-  cr_assert_leq(pieces_among(512), 4, "%d pieces among 512 hosts", pieces_among(512));
-  cr_assert_gt(pieces_among(512), 1, "%d pieces among 512 hosts", pieces_among(512));
+  cr_assert_eq(pieces_at(1e-6), kMaxHierPieces, "%d pieces", pieces_at(1e-6));
+  cr_assert_lt(pieces_at(20e-6), kMaxHierPieces / 2, "%d pieces", pieces_at(20e-6));
+  cr_assert_gt(pieces_at(20e-6), 1, "%d pieces", pieces_at(20e-6));
 }
 
 // Builds rank r's hier schedule on 2 hosts x 2 ranks with a single-copy host tier.
