@@ -86,14 +86,26 @@ tail -2 <<< "$out"
 # ddlrun); python_bindings runs every Python test on the checkout (6.5 min here, which this
 # test used to repeat).
 echo "=== the Python tests of loading and calling, on the installed package (DDL_TEST_INSTALLED=1)"
-tests=(test_library.py test_collectives.py test_rooted.py test_torch.py test_torch_backend.py)
+# ddl.jax and ddl.tensorflow: their collectives on 2 ranks, with the handlers and ops the
+# wheel built (built against the jax and TensorFlow of this environment, where they are).
+tests=(test_library.py test_collectives.py test_rooted.py test_torch.py test_torch_backend.py
+       test_jax.py test_tensorflow.py)
+only="(not test_torch_backend and not test_jax and not test_tensorflow)"
+only+=" or (test_torch_backend and test_collectives and ddlrun)"
+only+=" or ((test_jax or test_tensorflow) and test_collectives and 2)"
 out=$(cd "$root/tests/python" && "${clean_env[@]}" DDL_TEST_INSTALLED=1 timeout -k 10 900 \
-  python -m pytest "${tests[@]}" -k "not test_torch_backend or (test_collectives and ddlrun)" \
-  -q -p no:cacheprovider 2>&1)
+  python -m pytest "${tests[@]}" -k "$only" -q -p no:cacheprovider 2>&1)
 rc=$?
 tail -3 <<< "$out"
 [ $rc -eq 0 ] || fail "the Python tests on the installed package: $(tail -40 <<< "$out")"
 [ -z "$(ls -A "$tmp/extensions")" ] || fail "the tests compiled something into the extension cache"
+for framework in jax tensorflow; do
+  if grep -q "ddl/$framework/_build_info.py" <<< "$members"; then
+    echo "ddl.$framework: built into the wheel"
+    [ ! -e "$tmp/.cache/ddl/$framework" ] ||
+      fail "ddl.$framework compiled its own though the wheel carries it built"
+  fi
+done
 
 echo "=== another torch than the backend's is refused"
 info=$(ls "$site"/ddl/torch/_build_info.py)

@@ -20,8 +20,10 @@ Order: XLA may run operations that do not depend on each other in any order, or 
 rank must make ddl's calls in the same order. So each call of one traced function takes the
 previous call's result as an operand it never reads, and XLA runs them in program order.
 
-The handler library is compiled against the installed jaxlib's FFI headers on first use and
-cached (~/.cache/ddl/jax, or $DDL_JAX_CACHE): that needs a C++ compiler the first time.
+The handler library comes built in a wheel made where jax was installed (for that jax
+version); otherwise, or under another jax, it is compiled against the installed jaxlib's FFI
+headers on first use and cached (~/.cache/ddl/jax, or $DDL_JAX_CACHE): that needs a C++
+compiler the first time.
 """
 
 import fcntl
@@ -75,9 +77,16 @@ def _handler_library():
 
 
 def _compiled():
-    """The path of the compiled handlers: built once per jaxlib version and source digest (an
-    FFI handler built against one jaxlib's headers is not promised to load into another)."""
+    """The path of the compiled handlers: the package's own (a wheel built against this jax),
+    else built once per jax version and source digest (an FFI handler built against one
+    jaxlib's headers is not promised to load into another)."""
     here = os.path.dirname(os.path.abspath(__file__))
+    try:
+        from . import _build_info
+        if _build_info.JAX_VERSION == jax.__version__:
+            return os.path.join(here, "_ffi_calls.so")
+    except ImportError:
+        pass
     source = os.path.join(here, "ffi_calls.cc")
     with open(source, "rb") as f:
         digest = hashlib.sha256(f.read()).hexdigest()[:12]

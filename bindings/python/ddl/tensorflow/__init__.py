@@ -17,8 +17,10 @@ Horovod's fusion does). Shapes follow axis 0 as ddl.jax's do.
 across the ranks before applying them (Horovod's DistributedOptimizer); the
 `BroadcastInitialVariables` callback gives every rank rank 0's weights when training starts.
 
-The ops are compiled against the installed TensorFlow on first use and cached
-(~/.cache/ddl/tensorflow, or $DDL_TF_CACHE): that needs a C++ compiler the first time.
+The ops come built in a wheel made where TensorFlow was installed (for that version);
+otherwise, or under another TensorFlow, they are compiled against the installed one on first
+use and cached (~/.cache/ddl/tensorflow, or $DDL_TF_CACHE): that needs a C++ compiler the
+first time.
 """
 
 import ctypes
@@ -70,9 +72,17 @@ def _ops():
 
 
 def _compiled():
-    """The compiled ops for this TensorFlow version and source digest (a TensorFlow op only
-    loads into the TensorFlow whose headers built it)."""
-    source = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ops.cc")
+    """The compiled ops: the package's own (a wheel built against this TensorFlow), else built
+    once per TensorFlow version and source digest (a TensorFlow op only loads into the
+    TensorFlow whose headers built it)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    try:
+        from . import _build_info
+        if _build_info.TF_VERSION == tf.__version__:
+            return os.path.join(here, "_ops.so")
+    except ImportError:
+        pass
+    source = os.path.join(here, "ops.cc")
     with open(source, "rb") as f:
         digest = hashlib.sha256(f.read()).hexdigest()[:12]
     cache = os.environ.get("DDL_TF_CACHE") or os.path.join(
