@@ -75,7 +75,7 @@ bool direct_copy_applies(const ddl_comm *comm, const CollectiveCall &call) {
   // With ranks sharing cores, the slots' single handshake wins for all they hold, and an
   // allgather keeps the ring: on 4 ranks and 2 cores the single copy measured 11-36% slower
   // than the ring at 128 KB-32 MB (each rank's P - 1 kernel copies pin every page they read;
-  // bench/README.md, loaded machine), while the broadcast's single copy led from 512 KB.
+  // bench/one-host.md, loaded machine), while the broadcast's single copy led from 512 KB.
   if (comm->oversubscribed)
     return call.collective == Collective::kBroadcast && bytes > FlatSlots::kCapacity;
   const size_t read = call.collective == Collective::kBroadcast

@@ -66,7 +66,7 @@ Status group_end() {
   // Each communicator's calls keep their order; a job is a call, or a run of consecutive
   // fusible allreduces of one communicator of at most DDL_FUSION_BYTES in all: packing,
   // reducing and unpacking a buffer that stays in cache is faster (1,000 x 4 KB on 2 ranks:
-  // 1.8 ms in 64 KB buffers against 3.7 ms in one 4 MB buffer, bench/README.md).
+  // 1.8 ms in 64 KB buffers against 3.7 ms in one 4 MB buffer, bench/one-host.md).
   // Consecutive among that communicator's calls: a call on another communicator between two
   // allreduces does not stop their fusion, as the communicators' queues are independent.
   // A group of blocking calls on one communicator (the usual "fuse these small allreduces")

@@ -38,7 +38,7 @@
 // Tested against the stand-in driver (tests/device/fakes), which checks the protocol, and on
 // an H200 with 2 and 4 ranks sharing it (tests/gpu/run_gpu_checks.sh, 2026-11-26): results
 // equal to a float64 reference, a killed rank named by the survivors. Ranks sharing one GPU
-// need MPS to be fast (bench/README.md, "On a GPU").
+// need MPS to be fast (bench/gpu.md, "On a GPU").
 #include <algorithm>
 #include <vector>
 

@@ -72,7 +72,7 @@ ERR_TIMEOUT = 6
 
 # Horovod's HOROVOD_FUSION_THRESHOLD default: big enough that a step's gradients go in a
 # few buffers. (ddl's C groups default DDL_FUSION_BYTES to 64 KiB: they pack in C, where a
-# buffer that stays in cache is fastest, bench/README.md; here Python's per-tensor work
+# buffer that stays in cache is fastest, bench/one-host.md; here Python's per-tensor work
 # dominates and fewer, larger buffers cost less.)
 DEFAULT_FUSION_BYTES = 64 << 20
 # Horovod's HOROVOD_CYCLE_TIME default. Shorter cycles cut latency but cost a negotiation

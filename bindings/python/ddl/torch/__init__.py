@@ -225,7 +225,7 @@ def _mps_running():
 def _warn_if_gpu_shared_without_mps(comm):
     """Ranks that share one GPU without MPS time-slice it between their processes: on an H100
     a 128 MB allreduce of 2 ranks reached 32 % of the memory bound without MPS and 87 % with
-    it, and every small call cost 450 us instead of 35 (bench/README.md, "On a GPU"). Says
+    it, and every small call cost 450 us instead of 35 (bench/gpu.md, "On a GPU"). Says
     so once per process, on the ranks concerned. Every rank takes part in one allgather of
     (host, GPU) at each group's creation, whatever its own state (a rank that has picked no
     GPU, with torch.cuda.set_device as for NCCL, sends 0), so that all of them call it."""
