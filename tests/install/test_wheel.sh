@@ -42,7 +42,7 @@ echo "built $(basename "$wheel") ($(du -k "$wheel" | cut -f1) KB) in $((SECONDS 
 # Listed once: `zipfile -l | grep -q` fails under pipefail when grep stops reading early.
 members=$("$python" -m zipfile -l "$wheel")
 for member in ddl/libddl.so.0 ddl/bin/ddlrun ddl/bin/ddl_perf ddl/torch/_build_info.py \
-              ddl/jax/ffi_calls.cc ddl/tensorflow/ops.cc; do
+              ddl/framework_abi.h ddl/jax/ffi_calls.cc ddl/tensorflow/ops.cc; do
   grep -q -e " *$member " -e "^$member" <<< "$members" || fail "the wheel lacks $member"
 done
 grep -q "ddl/torch/_torch_backend" <<< "$members" || fail "the wheel lacks the torch backend"

@@ -107,10 +107,21 @@ def run_ranks(nranks, scenario, *args, timeout=90, env=None, expect=None, main=R
     return results
 
 
+def _run_job(cmd, env, timeout):
+    """Runs a launcher's command line; fails the test on a hang or a non-zero exit (with the
+    output). Returns the output."""
+    try:
+        p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           stdin=subprocess.DEVNULL, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        pytest.fail(f"{' '.join(cmd)} hung:\n{e.stdout}")
+    assert p.returncode == 0, f"{' '.join(cmd)} failed:\n{p.stdout}"
+    return p.stdout
+
+
 def run_ddlrun(nranks, command, timeout, keep_going=False):
     """Runs `command` (a Python script and its arguments) as nranks processes under ddlrun,
-    torch's launcher variables cleared; fails the test on a hang or a non-zero exit (with the
-    output), skips without ddlrun. Returns the output."""
+    torch's launcher variables cleared (see _run_job); skips without ddlrun."""
     if not os.access(DDLRUN, os.X_OK):
         pytest.skip(f"no ddlrun at {DDLRUN} (build ddl first)")
     cmd = [DDLRUN, "-n", str(nranks)] + (["--keep-going"] if keep_going else []) + \
@@ -118,32 +129,26 @@ def run_ddlrun(nranks, command, timeout, keep_going=False):
     env = package_env(dict(os.environ))
     for var in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
         env.pop(var, None)
-    try:
-        p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                           stdin=subprocess.DEVNULL, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired as e:
-        pytest.fail(f"{' '.join(cmd)} hung:\n{e.stdout}")
-    assert p.returncode == 0, f"{' '.join(cmd)} failed:\n{p.stdout}"
-    return p.stdout
+    return _run_job(cmd, env, timeout)
 
 
 def run_mpirun(nranks, command, timeout):
     """Runs `command` (a Python script and its arguments) as nranks processes under Open MPI's
-    mpirun; fails the test on a hang or a non-zero exit, skips without mpirun. Returns the
-    output."""
+    mpirun (see _run_job); skips without mpirun."""
     mpirun = shutil.which("mpirun")
     if not mpirun:
         pytest.skip("no mpirun")
     cmd = [mpirun, "--allow-run-as-root", "--oversubscribe", "-np", str(nranks),
            "-x", "DDL_BUILD_DIR", "-x", "PYTHONPATH", sys.executable, *command]
-    env = package_env(dict(os.environ, OMP_NUM_THREADS="1"))
-    try:
-        p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                           stdin=subprocess.DEVNULL, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired as e:
-        pytest.fail(f"{' '.join(cmd)} hung:\n{e.stdout}")
-    assert p.returncode == 0, f"{' '.join(cmd)} failed:\n{p.stdout}"
-    return p.stdout
+    return _run_job(cmd, package_env(dict(os.environ, OMP_NUM_THREADS="1")), timeout)
+
+
+def largest_differences(out, nprocs):
+    """The "largest difference ...: D" lines of an example's --check, one per process."""
+    import re
+    diffs = [float(d) for d in re.findall(r"largest difference .*: ([-+0-9.eE]+)", out)]
+    assert len(diffs) == nprocs, out
+    return diffs
 
 
 def has_module(name):

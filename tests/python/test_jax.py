@@ -7,12 +7,11 @@ Run: DDL_BUILD_DIR=build /root/.cache/ddl/venv/bin/python -m pytest tests/python
 """
 
 import os
-import re
 import signal
 
 import pytest
 
-from conftest import REPO, free_port, run_ddlrun, run_mpirun, run_ranks
+from conftest import REPO, free_port, largest_differences, run_ddlrun, run_mpirun, run_ranks
 
 pytest.importorskip("jax", reason="jax is not installed in this Python (scripts/python-env.sh)")
 
@@ -37,12 +36,6 @@ def test_killed_rank_is_an_error_not_a_hang():
     ranks = run_ranks(3, "killed", main=JAX_MAIN, expect={2: -signal.SIGKILL}, timeout=120)
     for r in ranks[:2]:
         assert "rank 2" in r.out, r
-
-
-def largest_differences(out, nprocs):
-    diffs = [float(d) for d in re.findall(r"largest difference .*: ([-+0-9.eE]+)", out)]
-    assert len(diffs) == nprocs, out
-    return diffs
 
 
 @pytest.mark.parametrize("nprocs", [2, 4])

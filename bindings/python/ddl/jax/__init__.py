@@ -26,102 +26,41 @@ headers on first use and cached (~/.cache/ddl/jax, or $DDL_JAX_CACHE): that need
 compiler the first time.
 """
 
-import fcntl
-import hashlib
-import os
-import subprocess
-import tempfile
 import threading
-import ctypes
 
 import numpy as np
 import jax
 import jax.numpy as jnp
 
 import ddl
+from .._framework import Binding
 
 __all__ = ["allgather", "allreduce", "alltoall", "broadcast", "communicator", "init",
            "reduce_scatter"]
 
 _OPS = {"sum": ddl.SUM, "prod": ddl.PROD, "min": ddl.MIN, "max": ddl.MAX, "avg": ddl.AVG}
 _TARGETS = ("allreduce", "broadcast", "allgather", "reduce_scatter", "alltoall")
+_BINDING = Binding("jax", "ffi_calls.cc", "_ffi_calls.so", "JAX_VERSION", "ddl_jax",
+                   "DDL_JAX_CACHE")
 
 _lock = threading.Lock()
-_handlers = None
+_registered = False
 _comm = None
 
 
-# -- the handler library
-
-
 def _handler_library():
-    """ffi_calls.cc compiled against this jaxlib, loaded, bound to the ddl package's libddl and
-    registered with XLA (once per process)."""
-    global _handlers
+    """The XLA handlers (ffi_calls.cc) for this jax, loaded, bound to the ddl package's libddl
+    and registered with XLA (once per process)."""
+    global _registered
     with _lock:
-        if _handlers is None:
-            lib = ctypes.CDLL(_compiled())
-            why = ctypes.create_string_buffer(512)
-            lib.ddl_jax_load.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
-            lib.ddl_jax_attach.argtypes = [ctypes.c_void_p]
-            lib.ddl_jax_attach.restype = ctypes.c_int64
-            lib.ddl_jax_detach.argtypes = [ctypes.c_int64]
-            if lib.ddl_jax_load(ddl.library_path().encode(), why, len(why)) != 0:
-                raise ImportError(f"ddl.jax: cannot bind libddl: {why.value.decode()}")
+        lib = _BINDING.load(jax.__version__, [f"-I{jax.ffi.include_dir()}"])
+        if not _registered:
             for name in _TARGETS:
                 jax.ffi.register_ffi_target(f"ddl_{name}",
                                             jax.ffi.pycapsule(getattr(lib, f"ddl_jax_{name}")),
                                             platform="cpu")
-            _handlers = lib
-    return _handlers
-
-
-def _compiled():
-    """The path of the compiled handlers: the package's own (a wheel built against this jax),
-    else built once per jax version and source digest (an FFI handler built against one
-    jaxlib's headers is not promised to load into another)."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    try:
-        from . import _build_info
-        if _build_info.JAX_VERSION == jax.__version__:
-            return os.path.join(here, "_ffi_calls.so")
-    except ImportError:
-        pass
-    source = os.path.join(here, "ffi_calls.cc")
-    with open(source, "rb") as f:
-        digest = hashlib.sha256(f.read()).hexdigest()[:12]
-    version = jax.__version__.replace(".", "_")
-    cache = os.environ.get("DDL_JAX_CACHE") or os.path.join(
-        os.path.expanduser("~"), ".cache", "ddl", "jax")
-    os.makedirs(cache, exist_ok=True)
-    target = os.path.join(cache, f"ddl_jax_ffi_{version}_{digest}.so")
-    if os.path.exists(target):
-        return target
-    # Every rank of a job imports at once: one compiles, the others wait for it.
-    with open(os.path.join(cache, ".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not os.path.exists(target):
-            _compile(source, target)
-    return target
-
-
-def _compile(source, target):
-    compiler = os.environ.get("CXX", "c++")
-    fd, partial = tempfile.mkstemp(suffix=".so", dir=os.path.dirname(target))
-    os.close(fd)
-    command = [compiler, "-std=c++17", "-O2", "-shared", "-fPIC",
-               f"-I{jax.ffi.include_dir()}", source, "-o", partial, "-ldl"]
-    try:
-        done = subprocess.run(command, capture_output=True, text=True)
-    except OSError as e:
-        os.unlink(partial)
-        raise ImportError(f"ddl.jax: cannot run the C++ compiler {compiler!r} to build its "
-                          f"XLA handlers: {e}") from None
-    if done.returncode != 0:
-        os.unlink(partial)
-        raise ImportError(f"ddl.jax: building its XLA handlers failed ({' '.join(command)}):\n"
-                          f"{done.stderr}")
-    os.replace(partial, target)
+            _registered = True
+    return lib
 
 
 # -- the communicator
@@ -144,16 +83,11 @@ def communicator():
 
 
 def _attrs(comm):
-    """The communicator of a call and the number its handlers know it by (ffi_calls.cc: a
-    compiled function keeps that number, and a destroyed communicator's is forgotten)."""
+    """The communicator of a call and the number its handlers know it by (a compiled function
+    keeps that number; a destroyed communicator's is forgotten, and its calls fail saying so)."""
     comm = comm if comm is not None else communicator()
-    number = getattr(comm, "_jax_number", None)
-    if number is None:
-        lib = _handler_library()
-        number = lib.ddl_jax_attach(comm._live())
-        comm._jax_number = number
-        comm._on_destroy.append(lambda: lib.ddl_jax_detach(number))
-    return comm, np.int64(number)
+    _handler_library()
+    return comm, np.int64(_BINDING.number(comm))
 
 
 def _op(op):

@@ -2,74 +2,22 @@
 // operand and its result in host memory; the handler makes libddl.so.0's blocking C call on
 // them, with the communicator and the reduce op as the call's attributes. Nothing is copied
 // beyond what the call needs (broadcast, in place in ddl, copies the operand into the
-// result first). libddl's functions are resolved with dlsym from the library the ddl package
-// loaded (ddl_jax_load, called once from Python), so this library links to nothing but
-// libdl, and any libddl.so.0 with these calls serves.
+// result first). libddl's calls, and the numbers by which a jitted function names its
+// communicator: ../framework_abi.h.
 //
 // Every handler takes a second operand it never reads: the result of the previous ddl call
 // of the same jitted function (ddl/jax/__init__.py), so that XLA, which may run independent
 // operations in any order or at once, runs the collectives in program order on every rank.
-#include <dlfcn.h>
-
-#include <cstddef>
-#include <cstdint>
-#include <cstdio>
 #include <cstring>
-#include <map>
-#include <mutex>
 #include <string>
-#include <type_traits>
 
+#include "framework_abi.h"
 #include "xla/ffi/api/ffi.h"
 
 namespace ffi = xla::ffi;
+using namespace ddl_framework;  // api(), Attached, Comm, the DdlType values
 
 namespace {
-
-// ddl.h's enum values (never renumbered, by its ABI rules).
-enum DdlType {
-  I8 = 0,
-  U8 = 1,
-  I32 = 2,
-  U32 = 3,
-  I64 = 4,
-  U64 = 5,
-  F16 = 6,
-  BF16 = 7,
-  F32 = 8,
-  F64 = 9
-};
-using Comm = void *;
-
-struct Api {
-  int (*allreduce)(const void *, void *, size_t, int, int, Comm) = nullptr;
-  int (*broadcast)(void *, size_t, int, int, Comm) = nullptr;
-  int (*allgather)(const void *, void *, size_t, int, Comm) = nullptr;
-  int (*reduce_scatter)(const void *, void *, size_t, int, int, Comm) = nullptr;
-  int (*alltoall)(const void *, void *, size_t, int, Comm) = nullptr;
-  int (*comm_size)(Comm, int *) = nullptr;
-  int (*comm_rank)(Comm, int *) = nullptr;
-  const char *(*result_string)(int) = nullptr;
-  const char *(*last_error)(Comm) = nullptr;
-};
-Api api;
-
-// The communicators jitted functions name: a compiled function keeps the number it was traced
-// with, never a pointer, so that one whose communicator was destroyed fails with an error
-// instead of touching freed memory (ddl_jax_attach, ddl_jax_detach).
-std::mutex comms_lock;
-struct Attached {
-  Comm comm;
-  int rank;  // for the errors: a destroyed communicator cannot say it
-};
-std::map<int64_t, Attached> comms;
-int64_t next_comm_id = 1;
-
-Attached comm_of(int64_t id) {
-  std::lock_guard<std::mutex> hold(comms_lock);
-  const auto it = comms.find(id);
-  return it == comms.end() ? Attached{nullptr, -1} : it->second;
-}
 
 // The ddl type of an XLA element type, or -1 (ddl has no complex, boolean or 8-bit float).
 int ddl_type(ffi::DataType t) {
@@ -111,22 +59,17 @@ struct Call {
                       std::string("ddl.jax ") + collective + where + ": " + why);
   }
 
-  // ddl's error for rc, in ddl's words: "DDL_ERR_...: <what the communicator last said>".
-  ffi::Error failed(int rc) const {
-    const char *words = api.last_error(at.comm);
-    return fail(std::string(api.result_string(rc)) +
-                (words && *words ? std::string(": ") + words : std::string()));
-  }
+  // ddl's error for rc, in ddl's words.
+  ffi::Error failed(int rc) const { return fail(api().failure(rc, at.comm)); }
 
   // allgather, reduce_scatter and alltoall split a vector of `elements` into one block per
   // rank; the Python side shaped the result, this checks the split against the communicator.
   ffi::Error blocks(size_t elements, size_t *block) const {
-    int size = 0;
-    if (const int rc = api.comm_size(at.comm, &size)) return failed(rc);
-    if (size <= 0 || elements % static_cast<size_t>(size) != 0)
+    const size_t size = static_cast<size_t>(at.size);
+    if (size == 0 || elements % size != 0)
       return fail(std::to_string(elements) + " elements do not split into " + std::to_string(size) +
                   " equal blocks");
-    *block = elements / static_cast<size_t>(size);
+    *block = elements / size;
     return ffi::Error::Success();
   }
 };
@@ -135,17 +78,12 @@ struct Call {
 // number), the array's type.
 ffi::Error start(const char *collective, const ffi::AnyBuffer &x, int64_t id, Call *call) {
   call->collective = collective;
-  call->at = comm_of(id);
-  if (!api.allreduce) return call->fail("libddl is not loaded (import ddl.jax first)");
-  if (!call->at.comm)
-    return call->fail("communicator " + std::to_string(id) +
-                      " was destroyed; a jitted function keeps the communicator it was traced "
-                      "with: trace it again after ddl.jax.init()");
+  call->at = Communicators::get().find(id);
+  if (!api().loaded()) return call->fail("libddl is not loaded (import ddl.jax first)");
+  if (!call->at.comm) return call->fail(destroyed(id));
   call->type = ddl_type(x.element_type());
   if (call->type < 0)
-    return call->fail(
-        "ddl has no type for this array's dtype (ddl takes int8, uint8, int32, "
-        "uint32, int64, uint64, float16, bfloat16, float32, float64)");
+    return call->fail(std::string("ddl has no type for this array's dtype (") + kDdlTypes + ")");
   return ffi::Error::Success();
 }
 
@@ -153,8 +91,8 @@ ffi::Error allreduce(ffi::AnyBuffer x, ffi::AnyBuffer, ffi::Result<ffi::AnyBuffe
                      int32_t op) {
   Call c;
   if (ffi::Error e = start("allreduce", x, id, &c); e.failure()) return e;
-  const int rc =
-      api.allreduce(x.untyped_data(), y->untyped_data(), x.element_count(), c.type, op, c.at.comm);
+  const int rc = api().allreduce(x.untyped_data(), y->untyped_data(), x.element_count(), c.type, op,
+                                 c.at.comm);
   return rc ? c.failed(rc) : ffi::Error::Success();
 }
 
@@ -164,7 +102,7 @@ ffi::Error broadcast(ffi::AnyBuffer x, ffi::AnyBuffer, ffi::Result<ffi::AnyBuffe
   if (ffi::Error e = start("broadcast", x, id, &c); e.failure()) return e;
   if (y->untyped_data() != x.untyped_data())
     std::memcpy(y->untyped_data(), x.untyped_data(), x.size_bytes());
-  const int rc = api.broadcast(y->untyped_data(), x.element_count(), c.type, root, c.at.comm);
+  const int rc = api().broadcast(y->untyped_data(), x.element_count(), c.type, root, c.at.comm);
   return rc ? c.failed(rc) : ffi::Error::Success();
 }
 
@@ -174,7 +112,7 @@ ffi::Error allgather(ffi::AnyBuffer x, ffi::AnyBuffer, ffi::Result<ffi::AnyBuffe
   if (ffi::Error e = start("allgather", x, id, &c); e.failure()) return e;
   if (ffi::Error e = c.blocks(y->element_count(), &block); e.failure()) return e;
   if (block != x.element_count()) return c.fail("the result is not the ranks' operands in turn");
-  const int rc = api.allgather(x.untyped_data(), y->untyped_data(), block, c.type, c.at.comm);
+  const int rc = api().allgather(x.untyped_data(), y->untyped_data(), block, c.type, c.at.comm);
   return rc ? c.failed(rc) : ffi::Error::Success();
 }
 
@@ -186,7 +124,7 @@ ffi::Error reduce_scatter(ffi::AnyBuffer x, ffi::AnyBuffer, ffi::Result<ffi::Any
   if (ffi::Error e = c.blocks(x.element_count(), &block); e.failure()) return e;
   if (block != y->element_count()) return c.fail("the result is not one block of the operand");
   const int rc =
-      api.reduce_scatter(x.untyped_data(), y->untyped_data(), block, c.type, op, c.at.comm);
+      api().reduce_scatter(x.untyped_data(), y->untyped_data(), block, c.type, op, c.at.comm);
   return rc ? c.failed(rc) : ffi::Error::Success();
 }
 
@@ -194,56 +132,15 @@ ffi::Error alltoall(ffi::AnyBuffer x, ffi::AnyBuffer, ffi::Result<ffi::AnyBuffer
   Call c;
   size_t block = 0;
   if (ffi::Error e = start("alltoall", x, id, &c); e.failure()) return e;
-  if (!api.alltoall) return c.fail("this libddl has no ddl_alltoall");
+  if (!api().alltoall) return c.fail("this libddl has no ddl_alltoall");
   if (ffi::Error e = c.blocks(x.element_count(), &block); e.failure()) return e;
-  const int rc = api.alltoall(x.untyped_data(), y->untyped_data(), block, c.type, c.at.comm);
+  const int rc = api().alltoall(x.untyped_data(), y->untyped_data(), block, c.type, c.at.comm);
   return rc ? c.failed(rc) : ffi::Error::Success();
 }
 
 }  // namespace
 
-// Resolves libddl's functions from `path` (already loaded by the ddl package). Returns 0, or
-// -1 with the reason in `why` (`why_len` bytes).
-extern "C" int ddl_jax_load(const char *path, char *why, size_t why_len) {
-  void *h = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
-  if (!h) h = dlopen(path, RTLD_NOW);
-  Api a;
-  const char *missing = nullptr;
-  auto need = [&](auto &fn, const char *name) {
-    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(h ? dlsym(h, name) : nullptr);
-    if (!fn && !missing) missing = name;
-  };
-  need(a.allreduce, "ddl_allreduce");
-  need(a.broadcast, "ddl_broadcast");
-  need(a.allgather, "ddl_allgather");
-  need(a.reduce_scatter, "ddl_reduce_scatter");
-  need(a.comm_size, "ddl_comm_size");
-  need(a.comm_rank, "ddl_comm_rank");
-  need(a.result_string, "ddl_result_string");
-  need(a.last_error, "ddl_comm_last_error");
-  a.alltoall = h ? reinterpret_cast<decltype(a.alltoall)>(dlsym(h, "ddl_alltoall")) : nullptr;
-  if (!h || missing) {
-    std::snprintf(why, why_len, "%s: %s", path, h ? missing : dlerror());
-    return -1;
-  }
-  api = a;
-  return 0;
-}
-
-// Numbers a communicator for the handlers (its `comm` attribute); ddl_jax_detach forgets it.
-extern "C" int64_t ddl_jax_attach(void *comm) {
-  int rank = -1;
-  if (api.comm_rank) api.comm_rank(comm, &rank);
-  std::lock_guard<std::mutex> hold(comms_lock);
-  comms[next_comm_id] = Attached{comm, rank};
-  return next_comm_id++;
-}
-
-extern "C" void ddl_jax_detach(int64_t id) {
-  std::lock_guard<std::mutex> hold(comms_lock);
-  const auto it = comms.find(id);
-  if (it != comms.end()) it->second.comm = nullptr;  // its rank stays, for the error
-}
+DDL_FRAMEWORK_EXPORTS(ddl_jax)
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(ddl_jax_allreduce, allreduce,
                               ffi::Ffi::Bind()

@@ -23,99 +23,39 @@ use and cached (~/.cache/ddl/tensorflow, or $DDL_TF_CACHE): that needs a C++ com
 first time.
 """
 
-import ctypes
-import fcntl
-import hashlib
-import os
-import subprocess
-import tempfile
 import threading
 import weakref
 
 import tensorflow as tf
 
 import ddl
+from .._framework import Binding
 
 __all__ = ["BroadcastInitialVariables", "DistributedOptimizer", "allgather", "allreduce",
            "alltoall", "broadcast", "broadcast_variables", "communicator", "init",
            "reduce_scatter"]
 
 _OPS = {"sum": ddl.SUM, "prod": ddl.PROD, "min": ddl.MIN, "max": ddl.MAX, "avg": ddl.AVG}
+_BINDING = Binding("tensorflow", "ops.cc", "_ops.so", "TF_VERSION", "ddl_tf", "DDL_TF_CACHE")
 
 _lock = threading.Lock()
-_library = None  # (the op module, the same library through ctypes)
+_module = None  # the ops, as tf.load_op_library gives them
 _comm = None
 _by_number = {}  # the number the ops know a communicator by -> a weak reference to it
 
 
-# -- the op library
-
-
 def _ops():
-    """ops.cc compiled against this TensorFlow, loaded, and bound to the ddl package's libddl
+    """The ops (ops.cc) for this TensorFlow, loaded and bound to the ddl package's libddl
     (once per process)."""
-    global _library
+    global _module
     with _lock:
-        if _library is None:
-            path = _compiled()
-            module = tf.load_op_library(path)
-            lib = ctypes.CDLL(path)
-            lib.ddl_tf_load.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
-            lib.ddl_tf_attach.argtypes = [ctypes.c_void_p]
-            lib.ddl_tf_attach.restype = ctypes.c_int64
-            lib.ddl_tf_detach.argtypes = [ctypes.c_int64]
-            why = ctypes.create_string_buffer(512)
-            if lib.ddl_tf_load(ddl.library_path().encode(), why, len(why)) != 0:
-                raise ImportError(f"ddl.tensorflow: cannot bind libddl: {why.value.decode()}")
-            _library = (module, lib)
-    return _library
-
-
-def _compiled():
-    """The compiled ops: the package's own (a wheel built against this TensorFlow), else built
-    once per TensorFlow version and source digest (a TensorFlow op only loads into the
-    TensorFlow whose headers built it)."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    try:
-        from . import _build_info
-        if _build_info.TF_VERSION == tf.__version__:
-            return os.path.join(here, "_ops.so")
-    except ImportError:
-        pass
-    source = os.path.join(here, "ops.cc")
-    with open(source, "rb") as f:
-        digest = hashlib.sha256(f.read()).hexdigest()[:12]
-    cache = os.environ.get("DDL_TF_CACHE") or os.path.join(
-        os.path.expanduser("~"), ".cache", "ddl", "tensorflow")
-    os.makedirs(cache, exist_ok=True)
-    target = os.path.join(cache, f"ddl_tf_ops_{tf.__version__.replace('.', '_')}_{digest}.so")
-    if os.path.exists(target):
-        return target
-    # Every rank of a job imports at once: one compiles, the others wait for it.
-    with open(os.path.join(cache, ".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not os.path.exists(target):
-            _compile(source, target)
-    return target
-
-
-def _compile(source, target):
-    compiler = os.environ.get("CXX", "c++")
-    fd, partial = tempfile.mkstemp(suffix=".so", dir=os.path.dirname(target))
-    os.close(fd)
-    command = ([compiler, "-O2", "-shared", "-fPIC", "-w", source, "-o", partial]
-               + tf.sysconfig.get_compile_flags() + tf.sysconfig.get_link_flags() + ["-ldl"])
-    try:
-        done = subprocess.run(command, capture_output=True, text=True)
-    except OSError as e:
-        os.unlink(partial)
-        raise ImportError(f"ddl.tensorflow: cannot run the C++ compiler {compiler!r} to build "
-                          f"its ops: {e}") from None
-    if done.returncode != 0:
-        os.unlink(partial)
-        raise ImportError(f"ddl.tensorflow: building its ops failed ({' '.join(command)}):\n"
-                          f"{done.stderr}")
-    os.replace(partial, target)
+        if _module is None:
+            flags = tf.sysconfig.get_compile_flags() + tf.sysconfig.get_link_flags()
+            # TensorFlow's loader first: it sees the ops register as the library loads.
+            module = tf.load_op_library(_BINDING.path(tf.__version__, flags))
+            _BINDING.load(tf.__version__, flags)
+            _module = module
+    return _module
 
 
 # -- the communicator
@@ -140,13 +80,9 @@ def _number(comm):
     """The communicator of a call and the number the ops know it by (a traced function keeps
     that number; a destroyed communicator's is forgotten, and its ops fail saying so)."""
     comm = comm if comm is not None else communicator()
-    number = getattr(comm, "_tf_number", None)
-    if number is None:
-        lib = _ops()[1]
-        number = lib.ddl_tf_attach(comm._live())
-        comm._tf_number = number
-        comm._on_destroy.append(lambda: lib.ddl_tf_detach(number))
-        _by_number[number] = weakref.ref(comm)
+    _ops()
+    number = _BINDING.number(comm)
+    _by_number[number] = weakref.ref(comm)
     return comm, number
 
 
@@ -164,34 +100,34 @@ def _op(op):
 
 
 def _allreduce_tensor(x, op, comm):
-    c, number = _number(comm)
-    return _ops()[0].ddl_allreduce(x, comm=number, op=op)
+    _, number = _number(comm)
+    return _ops().ddl_allreduce(x, comm=number, op=op)
 
 
 def _broadcast_tensor(x, root, comm):
     c, number = _number(comm)
     if not 0 <= root < c.size:
         raise ValueError(f"ddl.tensorflow.broadcast: root {root} is not a rank of {c.size}")
-    return _ops()[0].ddl_broadcast(x, comm=number, root=root)
+    return _ops().ddl_broadcast(x, comm=number, root=root)
 
 
 def allgather(x, comm=None):
     """Every rank's x one after the other along axis 0."""
     c, number = _number(comm)
-    return _ops()[0].ddl_allgather(x, comm=number, size=c.size)
+    return _ops().ddl_allgather(x, comm=number, size=c.size)
 
 
 def reduce_scatter(x, op="sum", comm=None):
     """x reduced across ranks, this rank's block of axis 0 (one block per rank)."""
     c, number = _number(comm)
-    return _ops()[0].ddl_reduce_scatter(x, comm=number, op=_op(op), size=c.size)
+    return _ops().ddl_reduce_scatter(x, comm=number, op=_op(op), size=c.size)
 
 
 def alltoall(x, comm=None):
     """Block k of x's axis 0 (one block per rank) goes to rank k; block k of the result came
     from rank k."""
-    c, number = _number(comm)
-    return _ops()[0].ddl_alltoall(x, comm=number)
+    _, number = _number(comm)
+    return _ops().ddl_alltoall(x, comm=number)
 
 
 # -- nests: one call per dtype
@@ -246,19 +182,19 @@ def _allreduce_grad(op, grad):
     if kind not in (int(ddl.SUM), int(ddl.AVG)):
         raise NotImplementedError(f"ddl.tensorflow.allreduce: no gradient for op "
                                   f"{ddl.Op(kind).name}")
-    return _ops()[0].ddl_allreduce(grad, comm=op.get_attr("comm"), op=kind)
+    return _ops().ddl_allreduce(grad, comm=op.get_attr("comm"), op=kind)
 
 
 @tf.RegisterGradient("DdlBroadcast")
 def _broadcast_grad(op, grad):
-    total = _ops()[0].ddl_allreduce(grad, comm=op.get_attr("comm"), op=int(ddl.SUM))
+    total = _ops().ddl_allreduce(grad, comm=op.get_attr("comm"), op=int(ddl.SUM))
     mine = _comm_attr(op).rank == op.get_attr("root")
     return total if mine else tf.zeros_like(total)
 
 
 @tf.RegisterGradient("DdlAllgather")
 def _allgather_grad(op, grad):
-    return _ops()[0].ddl_reduce_scatter(grad, comm=op.get_attr("comm"), op=int(ddl.SUM),
+    return _ops().ddl_reduce_scatter(grad, comm=op.get_attr("comm"), op=int(ddl.SUM),
                                         size=op.get_attr("size"))
 
 
@@ -269,13 +205,13 @@ def _reduce_scatter_grad(op, grad):
         raise NotImplementedError(f"ddl.tensorflow.reduce_scatter: no gradient for op "
                                   f"{ddl.Op(kind).name}")
     size = op.get_attr("size")
-    gathered = _ops()[0].ddl_allgather(grad, comm=op.get_attr("comm"), size=size)
+    gathered = _ops().ddl_allgather(grad, comm=op.get_attr("comm"), size=size)
     return gathered / size if kind == int(ddl.AVG) else gathered
 
 
 @tf.RegisterGradient("DdlAlltoall")
 def _alltoall_grad(op, grad):
-    return _ops()[0].ddl_alltoall(grad, comm=op.get_attr("comm"))
+    return _ops().ddl_alltoall(grad, comm=op.get_attr("comm"))
 
 
 # -- Keras

@@ -6,73 +6,25 @@
 // peer, and the calls of one rank keep the order its program gave them (the ops are stateful:
 // tf.function runs stateful ops in program order).
 //
-// libddl's functions are resolved with dlsym from the library the ddl package loaded
-// (ddl_tf_load); a communicator is known by a number (ddl_tf_attach), so that a traced
-// function whose communicator was destroyed fails with an error instead of touching freed
-// memory.
-#include <dlfcn.h>
-
+// libddl's calls, and the numbers by which a traced function names its communicator:
+// ../framework_abi.h.
 #include <condition_variable>
-#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <functional>
-#include <map>
 #include <mutex>
 #include <string>
 #include <thread>
-#include <type_traits>
 
+#include "framework_abi.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/shape_inference.h"
 
 namespace tf = tensorflow;
+using namespace ddl_framework;  // api(), Attached, Comm, the DdlType values
 
 namespace {
-
-// ddl.h's enum values (never renumbered, by its ABI rules).
-enum DdlType {
-  I8 = 0,
-  U8 = 1,
-  I32 = 2,
-  U32 = 3,
-  I64 = 4,
-  U64 = 5,
-  F16 = 6,
-  BF16 = 7,
-  F32 = 8,
-  F64 = 9
-};
-using Comm = void *;
-
-struct Api {
-  int (*allreduce)(const void *, void *, size_t, int, int, Comm) = nullptr;
-  int (*broadcast)(void *, size_t, int, int, Comm) = nullptr;
-  int (*allgather)(const void *, void *, size_t, int, Comm) = nullptr;
-  int (*reduce_scatter)(const void *, void *, size_t, int, int, Comm) = nullptr;
-  int (*alltoall)(const void *, void *, size_t, int, Comm) = nullptr;
-  int (*comm_size)(Comm, int *) = nullptr;
-  int (*comm_rank)(Comm, int *) = nullptr;
-  const char *(*result_string)(int) = nullptr;
-  const char *(*last_error)(Comm) = nullptr;
-};
-Api api;
-
-struct Attached {
-  Comm comm = nullptr;
-  int rank = -1;  // kept after a detach, for the error
-  int size = 0;
-};
-std::mutex comms_lock;
-std::map<int64_t, Attached> comms;
-int64_t next_comm_id = 1;
-
-Attached comm_of(int64_t id) {
-  std::lock_guard<std::mutex> hold(comms_lock);
-  const auto it = comms.find(id);
-  return it == comms.end() ? Attached{} : it->second;
-}
 
 int ddl_type(tf::DataType t) {
   switch (t) {
@@ -149,19 +101,13 @@ class DdlKernel : public tf::AsyncOpKernel {
 
   void ComputeAsync(tf::OpKernelContext *c, DoneCallback done) override {
     const tf::Tensor &x = c->input(0);
-    const Attached at = comm_of(comm_id_);
-    if (!api.allreduce) return fail(c, at, done, "libddl is not loaded (import ddl.tensorflow)");
-    if (!at.comm)
-      return fail(c, at, done,
-                  "communicator " + std::to_string(comm_id_) +
-                      " was destroyed; a traced function keeps the communicator it was traced "
-                      "with: trace it again after ddl.tensorflow.init()");
+    const Attached at = Communicators::get().find(comm_id_);
+    if (!api().loaded()) return fail(c, at, done, "libddl is not loaded (import ddl.tensorflow)");
+    if (!at.comm) return fail(c, at, done, destroyed(comm_id_));
     const int type = ddl_type(x.dtype());
     if (type < 0)
       return fail(c, at, done,
-                  "ddl has no type for " + tf::DataTypeString(x.dtype()) +
-                      " (ddl takes int8, uint8, int32, uint32, int64, uint64, float16, "
-                      "bfloat16, float32, float64)");
+                  "ddl has no type for " + tf::DataTypeString(x.dtype()) + " (" + kDdlTypes + ")");
     tf::Tensor *y = nullptr;
     tf::TensorShape shape;
     if (!output_shape(c, at, x.shape(), &shape)) return done();  // the reason is set
@@ -169,7 +115,7 @@ class DdlKernel : public tf::AsyncOpKernel {
     Caller::get().queue([this, c, done, x, y, type, at] {
       const int rc = call(x, y, type, at);
       if (rc)
-        fail(c, at, done, failed(rc, at.comm));
+        fail(c, at, done, api().failure(rc, at.comm));
       else
         done();
     });
@@ -201,12 +147,6 @@ class DdlKernel : public tf::AsyncOpKernel {
     return tf::errors::Internal("ddl.tensorflow ", collective_, where, ": ", why);
   }
 
-  std::string failed(int rc, Comm comm) const {
-    const char *words = api.last_error(comm);
-    return std::string(api.result_string(rc)) +
-           (words && *words ? std::string(": ") + words : std::string());
-  }
-
   void fail(tf::OpKernelContext *c, const Attached &at, const DoneCallback &done,
             const std::string &why) const {
     c->SetStatus(error(at, why));
@@ -223,8 +163,8 @@ class Allreduce : public DdlKernel {
     OP_REQUIRES_OK(c, c->GetAttr("op", &op_));
   }
   int call(const tf::Tensor &x, tf::Tensor *y, int type, const Attached &at) override {
-    return api.allreduce(x.tensor_data().data(), const_cast<char *>(y->tensor_data().data()),
-                         x.NumElements(), type, op_, at.comm);
+    return api().allreduce(x.tensor_data().data(), const_cast<char *>(y->tensor_data().data()),
+                           x.NumElements(), type, op_, at.comm);
   }
 
  private:
@@ -239,7 +179,7 @@ class Broadcast : public DdlKernel {
   int call(const tf::Tensor &x, tf::Tensor *y, int type, const Attached &at) override {
     char *out = const_cast<char *>(y->tensor_data().data());
     std::memcpy(out, x.tensor_data().data(), x.tensor_data().size());
-    return api.broadcast(out, x.NumElements(), type, root_, at.comm);
+    return api().broadcast(out, x.NumElements(), type, root_, at.comm);
   }
 
  private:
@@ -260,8 +200,8 @@ class Allgather : public DdlKernel {
     return true;
   }
   int call(const tf::Tensor &x, tf::Tensor *y, int type, const Attached &at) override {
-    return api.allgather(x.tensor_data().data(), const_cast<char *>(y->tensor_data().data()),
-                         x.NumElements(), type, at.comm);
+    return api().allgather(x.tensor_data().data(), const_cast<char *>(y->tensor_data().data()),
+                           x.NumElements(), type, at.comm);
   }
 };
 
@@ -278,8 +218,8 @@ class ReduceScatter : public DdlKernel {
     return true;
   }
   int call(const tf::Tensor &x, tf::Tensor *y, int type, const Attached &at) override {
-    return api.reduce_scatter(x.tensor_data().data(), const_cast<char *>(y->tensor_data().data()),
-                              y->NumElements(), type, op_, at.comm);
+    return api().reduce_scatter(x.tensor_data().data(), const_cast<char *>(y->tensor_data().data()),
+                                y->NumElements(), type, op_, at.comm);
   }
 
  private:
@@ -291,7 +231,7 @@ class Alltoall : public DdlKernel {
   explicit Alltoall(tf::OpKernelConstruction *c) : DdlKernel(c, "alltoall") {}
   bool output_shape(tf::OpKernelContext *c, const Attached &at, const tf::TensorShape &in,
                     tf::TensorShape *out) override {
-    if (!api.alltoall) {
+    if (!api().alltoall) {
       c->SetStatus(error(at, "this libddl has no ddl_alltoall"));
       return false;
     }
@@ -299,8 +239,8 @@ class Alltoall : public DdlKernel {
     return blocks(c, at, in);
   }
   int call(const tf::Tensor &x, tf::Tensor *y, int type, const Attached &at) override {
-    return api.alltoall(x.tensor_data().data(), const_cast<char *>(y->tensor_data().data()),
-                        x.NumElements() / at.size, type, at.comm);
+    return api().alltoall(x.tensor_data().data(), const_cast<char *>(y->tensor_data().data()),
+                          x.NumElements() / at.size, type, at.comm);
   }
 };
 
@@ -380,46 +320,4 @@ REGISTER_KERNEL_BUILDER(Name("DdlAllgather").Device(tf::DEVICE_CPU), Allgather);
 REGISTER_KERNEL_BUILDER(Name("DdlReduceScatter").Device(tf::DEVICE_CPU), ReduceScatter);
 REGISTER_KERNEL_BUILDER(Name("DdlAlltoall").Device(tf::DEVICE_CPU), Alltoall);
 
-// Resolves libddl's functions from `path` (already loaded by the ddl package). Returns 0, or
-// -1 with the reason in `why`.
-extern "C" int ddl_tf_load(const char *path, char *why, size_t why_len) {
-  void *h = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
-  if (!h) h = dlopen(path, RTLD_NOW);
-  Api a;
-  const char *missing = nullptr;
-  auto need = [&](auto &fn, const char *name) {
-    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(h ? dlsym(h, name) : nullptr);
-    if (!fn && !missing) missing = name;
-  };
-  need(a.allreduce, "ddl_allreduce");
-  need(a.broadcast, "ddl_broadcast");
-  need(a.allgather, "ddl_allgather");
-  need(a.reduce_scatter, "ddl_reduce_scatter");
-  need(a.comm_size, "ddl_comm_size");
-  need(a.comm_rank, "ddl_comm_rank");
-  need(a.result_string, "ddl_result_string");
-  need(a.last_error, "ddl_comm_last_error");
-  a.alltoall = h ? reinterpret_cast<decltype(a.alltoall)>(dlsym(h, "ddl_alltoall")) : nullptr;
-  if (!h || missing) {
-    std::snprintf(why, why_len, "%s: %s", path, h ? missing : dlerror());
-    return -1;
-  }
-  api = a;
-  return 0;
-}
-
-// Numbers a communicator for the ops (their `comm` attribute); ddl_tf_detach forgets it.
-extern "C" int64_t ddl_tf_attach(void *comm) {
-  Attached at{comm, -1, 0};
-  api.comm_rank(comm, &at.rank);
-  api.comm_size(comm, &at.size);
-  std::lock_guard<std::mutex> hold(comms_lock);
-  comms[next_comm_id] = at;
-  return next_comm_id++;
-}
-
-extern "C" void ddl_tf_detach(int64_t id) {
-  std::lock_guard<std::mutex> hold(comms_lock);
-  const auto it = comms.find(id);
-  if (it != comms.end()) it->second.comm = nullptr;
-}
+DDL_FRAMEWORK_EXPORTS(ddl_tf)

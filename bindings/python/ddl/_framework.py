@@ -1,0 +1,101 @@
+"""What ddl.jax and ddl.tensorflow share: their native library (the package's own, built by
+the wheel against the framework there, or compiled here on first use against the installed
+framework and cached), bound to the libddl the package loaded, and the numbers by which a
+compiled program names its communicator (framework_abi.h)."""
+
+import ctypes
+import fcntl
+import hashlib
+import os
+import subprocess
+import tempfile
+
+from . import _core
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class Binding:
+    """One framework's native library: `package` (ddl/jax, ddl/tensorflow), its `source` there,
+    `built` the wheel's build of it (with `_build_info.<version_name>` naming the framework's
+    version it was built for), `prefix` of its exported functions (ddl_jax_load, ...)."""
+
+    def __init__(self, name, source, built, version_name, prefix, cache_env):
+        self.name, self.source, self.built = name, source, built
+        self.version_name, self.prefix, self.cache_env = version_name, prefix, cache_env
+        self.lib = None
+
+    def load(self, version, compile_flags):
+        """The library for framework `version`, loaded and bound to libddl (once)."""
+        if self.lib is None:
+            lib = ctypes.CDLL(self.path(version, compile_flags))
+            load = getattr(lib, f"{self.prefix}_load")
+            load.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
+            attach = getattr(lib, f"{self.prefix}_attach")
+            attach.argtypes, attach.restype = [ctypes.c_void_p], ctypes.c_int64
+            getattr(lib, f"{self.prefix}_detach").argtypes = [ctypes.c_int64]
+            why = ctypes.create_string_buffer(512)
+            if load(_core.library_path().encode(), why, len(why)) != 0:
+                raise ImportError(f"ddl.{self.name}: cannot bind libddl: {why.value.decode()}")
+            self.lib = lib
+        return self.lib
+
+    def number(self, comm):
+        """The number the library knows `comm` by (given at the first call, forgotten when
+        the communicator is destroyed, so that its compiled calls fail saying so)."""
+        attribute = f"_{self.prefix}_number"
+        number = getattr(comm, attribute, None)
+        if number is None:
+            lib = self.lib
+            number = getattr(lib, f"{self.prefix}_attach")(comm._live())
+            setattr(comm, attribute, number)
+            comm._on_destroy.append(lambda: getattr(lib, f"{self.prefix}_detach")(number))
+        return number
+
+    def path(self, version, compile_flags):
+        """The package's build for `version`, else one compiled for it (per version and
+        source digest: a native library built against one framework's headers is not
+        promised to load into another)."""
+        package = os.path.join(HERE, self.name)
+        try:
+            info = __import__(f"ddl.{self.name}._build_info", fromlist=["_"])
+            if getattr(info, self.version_name) == version:
+                return os.path.join(package, self.built)
+        except ImportError:
+            pass
+        sources = [os.path.join(package, self.source), os.path.join(HERE, "framework_abi.h")]
+        digest = hashlib.sha256()
+        for source in sources:
+            with open(source, "rb") as f:
+                digest.update(f.read())
+        cache = os.environ.get(self.cache_env) or os.path.join(
+            os.path.expanduser("~"), ".cache", "ddl", self.name)
+        os.makedirs(cache, exist_ok=True)
+        target = os.path.join(cache, f"{self.prefix}_{version.replace('.', '_')}_"
+                                     f"{digest.hexdigest()[:12]}.so")
+        if os.path.exists(target):
+            return target
+        # Every rank of a job imports at once: one compiles, the others wait for it.
+        with open(os.path.join(cache, ".lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not os.path.exists(target):
+                self._compile(sources[0], target, compile_flags)
+        return target
+
+    def _compile(self, source, target, flags):
+        compiler = os.environ.get("CXX", "c++")
+        fd, partial = tempfile.mkstemp(suffix=".so", dir=os.path.dirname(target))
+        os.close(fd)
+        command = ([compiler, "-std=c++17", "-O2", "-shared", "-fPIC", "-w", f"-I{HERE}", source,
+                    "-o", partial] + flags + ["-ldl"])
+        try:
+            done = subprocess.run(command, capture_output=True, text=True)
+        except OSError as e:
+            os.unlink(partial)
+            raise ImportError(f"ddl.{self.name}: cannot run the C++ compiler {compiler!r} to "
+                              f"build its native library: {e}") from None
+        if done.returncode != 0:
+            os.unlink(partial)
+            raise ImportError(f"ddl.{self.name}: building its native library failed "
+                              f"({' '.join(command)}):\n{done.stderr}")
+        os.replace(partial, target)
