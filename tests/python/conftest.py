@@ -144,9 +144,11 @@ def run_mpirun(nranks, command, timeout):
 
 
 def largest_differences(out, nprocs):
-    """The "largest difference ...: D" lines of an example's --check, one per process."""
+    """The "largest difference ...: D" lines of an example's --check, one per process (the
+    processes' lines may run into each other: "...: 5.96e-08rank 1: largest ...")."""
     import re
-    diffs = [float(d) for d in re.findall(r"largest difference .*: ([-+0-9.eE]+)", out)]
+    diffs = [float(d) for d in
+             re.findall(r"largest difference [^:\n]*: ([-+]?[0-9.]+(?:e[-+]?[0-9]+)?)", out)]
     assert len(diffs) == nprocs, out
     return diffs
 
