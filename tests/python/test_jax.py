@@ -50,6 +50,7 @@ def test_example_over_jax_collectives():
     assert max(largest_differences(out, 2)) <= TOLERANCE, out
 
 
-def test_example_under_mpirun():
-    out = run_mpirun(2, [EXAMPLE, "--steps", "10", "--check"], timeout=240)
-    assert max(largest_differences(out, 2)) <= TOLERANCE, out
+@pytest.mark.parametrize("nprocs", [2, 4])
+def test_example_under_mpirun(nprocs):
+    out = run_mpirun(nprocs, [EXAMPLE, "--steps", "10", "--check"], timeout=240)
+    assert max(largest_differences(out, nprocs)) <= TOLERANCE, out

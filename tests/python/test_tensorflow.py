@@ -52,6 +52,7 @@ def test_multi_worker_mirrored_strategy():
     assert max(largest_differences(out, 2)) <= TOLERANCE, out
 
 
-def test_keras_fit_under_mpirun():
-    out = run_mpirun(2, [EXAMPLE, "--steps", "10", "--check"], timeout=240)
-    assert max(largest_differences(out, 2)) <= TOLERANCE, out
+@pytest.mark.parametrize("nprocs", [2, 4])
+def test_keras_fit_under_mpirun(nprocs):
+    out = run_mpirun(nprocs, [EXAMPLE, "--steps", "10", "--check"], timeout=240)
+    assert max(largest_differences(out, nprocs)) <= TOLERANCE, out
