@@ -15,18 +15,14 @@ jax.config.update("jax_enable_x64", True)  # int64, uint64 and float64 arrays st
 
 import ddl  # noqa: E402
 import ddl.jax  # noqa: E402
+from framework_checks import raises, reference  # noqa: E402
 
 DTYPES = [jnp.int8, jnp.uint8, jnp.int32, jnp.uint32, jnp.int64, jnp.uint64, jnp.float16,
           jnp.bfloat16, jnp.float32, jnp.float64]
 
 
 def data(rank, n, dtype):
-    """Small integers, exact in every dtype and in their sums over 4 ranks."""
-    return jnp.asarray((np.arange(n) + 3 * rank) % 23, dtype=dtype)
-
-
-def reference(rank, n):
-    return ((np.arange(n) + 3 * rank) % 23).astype(np.float64)
+    return jnp.asarray(reference(rank, n), dtype=dtype)
 
 
 def close(got, want):
@@ -112,13 +108,6 @@ def check_gradients(comm):
 def check_errors(comm):
     r, n = comm.rank, comm.size
 
-    def raises(kind, words, fn):
-        try:
-            fn()
-        except kind as e:
-            assert all(w in str(e) for w in words), f"{words} not in: {e}"
-            return
-        raise AssertionError(f"no {kind.__name__} with {words}")
 
     raises(ValueError, ["reduce_scatter", "equal blocks"],
            lambda: ddl.jax.reduce_scatter(jnp.ones(2 * n + 1)))

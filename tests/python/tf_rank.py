@@ -12,18 +12,14 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import ddl.tensorflow as ddl_tf  # noqa: E402
+from framework_checks import raises, reference  # noqa: E402
 
 DTYPES = [tf.int8, tf.uint8, tf.int32, tf.uint32, tf.int64, tf.uint64, tf.float16,
           tf.bfloat16, tf.float32, tf.float64]
 
 
 def data(rank, n, dtype):
-    """Small integers, exact in every dtype and in their sums over 4 ranks."""
-    return tf.constant((np.arange(n) + 3 * rank) % 23, dtype=dtype)
-
-
-def reference(rank, n):
-    return ((np.arange(n) + 3 * rank) % 23).astype(np.float64)
+    return tf.cast(reference(rank, n), dtype)
 
 
 def close(got, want):
@@ -99,13 +95,6 @@ def check_gradients(comm):
 def check_errors(comm):
     r, n = comm.rank, comm.size
 
-    def raises(kind, words, fn):
-        try:
-            fn()
-        except kind as e:
-            assert all(w in str(e) for w in words), f"{words} not in: {e}"
-            return
-        raise AssertionError(f"no {kind.__name__} with {words}")
 
     raises(tf.errors.InternalError, ["reduce_scatter", f"rank {r}", "equal blocks"],
            lambda: ddl_tf.reduce_scatter(tf.ones(2 * n + 1)))

@@ -6,11 +6,16 @@ compiled program names its communicator (framework_abi.h)."""
 import ctypes
 import fcntl
 import hashlib
+import importlib
 import os
 import subprocess
 import tempfile
+import weakref
 
 from . import _core
+
+_OPS = {"sum": _core.SUM, "prod": _core.PROD, "min": _core.MIN, "max": _core.MAX,
+        "avg": _core.AVG}
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -24,11 +29,13 @@ class Binding:
         self.name, self.source, self.built = name, source, built
         self.version_name, self.prefix, self.cache_env = version_name, prefix, cache_env
         self.lib = None
+        self.comm = None  # init()'s
+        self._by_number = {}  # number -> weak reference to its communicator
 
-    def load(self, version, compile_flags):
-        """The library for framework `version`, loaded and bound to libddl (once)."""
+    def load(self, path):
+        """The library at `path` (path()'s), loaded and bound to libddl (once)."""
         if self.lib is None:
-            lib = ctypes.CDLL(self.path(version, compile_flags))
+            lib = ctypes.CDLL(path)
             load = getattr(lib, f"{self.prefix}_load")
             load.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
             attach = getattr(lib, f"{self.prefix}_attach")
@@ -40,6 +47,21 @@ class Binding:
             self.lib = lib
         return self.lib
 
+    def init(self, comm):
+        """Sets the communicator the binding's calls use: `comm`, else ddl.init() (the
+        launcher's ranks: ddlrun, mpirun, srun, torchrun). Returns it."""
+        self.comm = comm if comm is not None else _core.init()
+        return self.comm
+
+    def communicator(self, comm=None):
+        """`comm`, else init()'s; raises if there is none."""
+        if comm is not None:
+            return comm
+        if self.comm is None:
+            raise RuntimeError(f"ddl.{self.name}: call ddl.{self.name}.init() (or init(comm)) "
+                               "before a collective")
+        return self.comm
+
     def number(self, comm):
         """The number the library knows `comm` by (given at the first call, forgotten when
         the communicator is destroyed, so that its compiled calls fail saying so)."""
@@ -50,7 +72,25 @@ class Binding:
             number = getattr(lib, f"{self.prefix}_attach")(comm._live())
             setattr(comm, attribute, number)
             comm._on_destroy.append(lambda: getattr(lib, f"{self.prefix}_detach")(number))
+            self._by_number[number] = weakref.ref(comm)
         return number
+
+    def communicator_numbered(self, number):
+        """The live communicator the library knows by `number` (for a gradient's op)."""
+        comm = self._by_number.get(number, lambda: None)()
+        if comm is None:
+            raise RuntimeError(f"ddl.{self.name}: communicator {number} is gone")
+        return comm
+
+    def op(self, op):
+        """A reduce op given as "sum", "avg", "prod", "min", "max" or ddl.Op: its ddl.Op."""
+        if isinstance(op, str):
+            try:
+                return _OPS[op.lower()]
+            except KeyError:
+                raise ValueError(f"ddl.{self.name}: op {op!r} is not one of "
+                                 f"{', '.join(_OPS)}") from None
+        return _core.Op(op)
 
     def path(self, version, compile_flags):
         """The package's build for `version`, else one compiled for it (per version and
@@ -58,7 +98,7 @@ class Binding:
         promised to load into another)."""
         package = os.path.join(HERE, self.name)
         try:
-            info = __import__(f"ddl.{self.name}._build_info", fromlist=["_"])
+            info = importlib.import_module(f"ddl.{self.name}._build_info")
             if getattr(info, self.version_name) == version:
                 return os.path.join(package, self.built)
         except ImportError:

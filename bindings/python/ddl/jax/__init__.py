@@ -38,29 +38,24 @@ from .._framework import Binding
 __all__ = ["allgather", "allreduce", "alltoall", "broadcast", "communicator", "init",
            "reduce_scatter"]
 
-_OPS = {"sum": ddl.SUM, "prod": ddl.PROD, "min": ddl.MIN, "max": ddl.MAX, "avg": ddl.AVG}
 _TARGETS = ("allreduce", "broadcast", "allgather", "reduce_scatter", "alltoall")
 _BINDING = Binding("jax", "ffi_calls.cc", "_ffi_calls.so", "JAX_VERSION", "ddl_jax",
                    "DDL_JAX_CACHE")
 
 _lock = threading.Lock()
-_registered = False
-_comm = None
 
 
 def _handler_library():
     """The XLA handlers (ffi_calls.cc) for this jax, loaded, bound to the ddl package's libddl
     and registered with XLA (once per process)."""
-    global _registered
     with _lock:
-        lib = _BINDING.load(jax.__version__, [f"-I{jax.ffi.include_dir()}"])
-        if not _registered:
+        if _BINDING.lib is None:
+            lib = _BINDING.load(_BINDING.path(jax.__version__, [f"-I{jax.ffi.include_dir()}"]))
             for name in _TARGETS:
                 jax.ffi.register_ffi_target(f"ddl_{name}",
                                             jax.ffi.pycapsule(getattr(lib, f"ddl_jax_{name}")),
                                             platform="cpu")
-            _registered = True
-    return lib
+    return _BINDING.lib
 
 
 # -- the communicator
@@ -69,34 +64,21 @@ def _handler_library():
 def init(comm=None):
     """Sets the communicator ddl.jax's calls use: `comm`, else ddl.init() (the launcher's
     ranks: ddlrun, mpirun, srun, torchrun). Returns it. Loads (or builds) the handlers."""
-    global _comm
     _handler_library()
-    _comm = comm if comm is not None else ddl.init()
-    return _comm
+    return _BINDING.init(comm)
 
 
 def communicator():
     """The communicator of init(); raises if init() was not called."""
-    if _comm is None:
-        raise RuntimeError("ddl.jax: call ddl.jax.init() (or init(comm)) before a collective")
-    return _comm
+    return _BINDING.communicator()
 
 
 def _attrs(comm):
     """The communicator of a call and the number its handlers know it by (a compiled function
     keeps that number; a destroyed communicator's is forgotten, and its calls fail saying so)."""
-    comm = comm if comm is not None else communicator()
+    comm = _BINDING.communicator(comm)
     _handler_library()
     return comm, np.int64(_BINDING.number(comm))
-
-
-def _op(op):
-    if isinstance(op, str):
-        try:
-            return _OPS[op.lower()]
-        except KeyError:
-            raise ValueError(f"ddl.jax: op {op!r} is not one of {', '.join(_OPS)}") from None
-    return ddl.Op(op)
 
 
 # -- program order inside one trace, and gradients
@@ -125,7 +107,6 @@ class _Order:
 def _collective(name, x, shape, backward, **attrs):
     """One FFI call of `name` on array x (its result: `shape`, x's dtype), differentiable with
     `backward` (the cotangent's collective), after the previous call of the same trace."""
-    _handler_library()
     call = jax.ffi.ffi_call(f"ddl_{name}", jax.ShapeDtypeStruct(shape, x.dtype),
                             has_side_effect=True, vmap_method="sequential")
 
@@ -196,7 +177,7 @@ def reduce_scatter(x, op="sum", comm=None):
     """x reduced across ranks, this rank's block of axis 0 (cut into one block per rank)."""
     c, handle = _attrs(comm)
     x = jnp.asarray(x)
-    op = _op(op)
+    op = _BINDING.op(op)
     block = _blocks(x, c, "reduce_scatter")
     scale = 1.0 / c.size if op == ddl.AVG else 1.0
     backward = _linear_only(op, "reduce_scatter") or (lambda ct: allgather(ct, c) * scale)
@@ -237,13 +218,13 @@ def _fused(tree, one_array):
 def allreduce(tree, op="sum", comm=None):
     """Every leaf of tree reduced across ranks (op: "sum", "avg", "prod", "min", "max"); one
     call for all leaves of one dtype."""
-    op = _op(op)
+    op = _BINDING.op(op)
     return _fused(tree, lambda x: _allreduce_array(x, op, comm))
 
 
 def broadcast(tree, root=0, comm=None):
     """Every leaf of tree as rank `root` has it; one call for all leaves of one dtype."""
-    c = comm if comm is not None else communicator()
+    c = _BINDING.communicator(comm)
     if not 0 <= root < c.size:
         raise ValueError(f"ddl.jax.broadcast: root {root} is not a rank of {c.size}")
     return _fused(tree, lambda x: _broadcast_array(x, root, c))

@@ -24,7 +24,6 @@ first time.
 """
 
 import threading
-import weakref
 
 import tensorflow as tf
 
@@ -35,13 +34,10 @@ __all__ = ["BroadcastInitialVariables", "DistributedOptimizer", "allgather", "al
            "alltoall", "broadcast", "broadcast_variables", "communicator", "init",
            "reduce_scatter"]
 
-_OPS = {"sum": ddl.SUM, "prod": ddl.PROD, "min": ddl.MIN, "max": ddl.MAX, "avg": ddl.AVG}
 _BINDING = Binding("tensorflow", "ops.cc", "_ops.so", "TF_VERSION", "ddl_tf", "DDL_TF_CACHE")
 
 _lock = threading.Lock()
 _module = None  # the ops, as tf.load_op_library gives them
-_comm = None
-_by_number = {}  # the number the ops know a communicator by -> a weak reference to it
 
 
 def _ops():
@@ -51,9 +47,10 @@ def _ops():
     with _lock:
         if _module is None:
             flags = tf.sysconfig.get_compile_flags() + tf.sysconfig.get_link_flags()
+            path = _BINDING.path(tf.__version__, flags)
             # TensorFlow's loader first: it sees the ops register as the library loads.
-            module = tf.load_op_library(_BINDING.path(tf.__version__, flags))
-            _BINDING.load(tf.__version__, flags)
+            module = tf.load_op_library(path)
+            _BINDING.load(path)
             _module = module
     return _module
 
@@ -64,36 +61,25 @@ def _ops():
 def init(comm=None):
     """Sets the communicator the ops use: `comm`, else ddl.init() (the launcher's ranks).
     Returns it. Loads (or builds) the ops."""
-    global _comm
     _ops()
-    _comm = comm if comm is not None else ddl.init()
-    return _comm
+    return _BINDING.init(comm)
 
 
 def communicator():
-    if _comm is None:
-        raise RuntimeError("ddl.tensorflow: call ddl.tensorflow.init() (or init(comm)) first")
-    return _comm
+    """The communicator of init(); raises if init() was not called."""
+    return _BINDING.communicator()
 
 
 def _number(comm):
     """The communicator of a call and the number the ops know it by (a traced function keeps
     that number; a destroyed communicator's is forgotten, and its ops fail saying so)."""
-    comm = comm if comm is not None else communicator()
+    comm = _BINDING.communicator(comm)
     _ops()
-    number = _BINDING.number(comm)
-    _by_number[number] = weakref.ref(comm)
-    return comm, number
+    return comm, _BINDING.number(comm)
 
 
 def _op(op):
-    if isinstance(op, str):
-        try:
-            return int(_OPS[op.lower()])
-        except KeyError:
-            raise ValueError(f"ddl.tensorflow: op {op!r} is not one of {', '.join(_OPS)}") \
-                from None
-    return int(ddl.Op(op))
+    return int(_BINDING.op(op))
 
 
 # -- one tensor
@@ -168,14 +154,6 @@ def broadcast(nest, root=0, comm=None):
 # -- gradients (the op's own communicator, by its number)
 
 
-def _comm_attr(op):
-    number = op.get_attr("comm")
-    comm = _by_number.get(number, lambda: None)()
-    if comm is None:
-        raise RuntimeError(f"ddl.tensorflow: communicator {number} of a gradient is gone")
-    return comm
-
-
 @tf.RegisterGradient("DdlAllreduce")
 def _allreduce_grad(op, grad):
     kind = op.get_attr("op")
@@ -188,7 +166,7 @@ def _allreduce_grad(op, grad):
 @tf.RegisterGradient("DdlBroadcast")
 def _broadcast_grad(op, grad):
     total = _ops().ddl_allreduce(grad, comm=op.get_attr("comm"), op=int(ddl.SUM))
-    mine = _comm_attr(op).rank == op.get_attr("root")
+    mine = _BINDING.communicator_numbered(op.get_attr("comm")).rank == op.get_attr("root")
     return total if mine else tf.zeros_like(total)
 
 
