@@ -262,8 +262,9 @@ class ScheduleRunner : public CallRunner {
  private:
   static Status plan_of(ddl_comm *comm, const CollectiveCall &call, const Plan **plan) {
     // A call that moves no data compares its signature only (empty_plan); a v form's own
-    // count says nothing of its peers'.
-    if (call.count == 0 && !per_peer_counts(call.collective)) {
+    // count says nothing of its peers'. A barrier's schedule is its signals.
+    if (call.count == 0 && call.collective != Collective::kBarrier &&
+        !per_peer_counts(call.collective)) {
       *plan = &empty_plan();
       return Status::Ok();
     }

@@ -250,3 +250,39 @@ Test(collectives, five_ranks) {
 Test(collectives, eight_ranks) {
   expect_all_ranks_pass(8);
 }
+
+// Nobody leaves a barrier before the last rank has entered it: the last rank writes a file
+// only then (after a pause, so that a barrier that does not wait is caught), and every rank
+// finds it after the barrier. Over shared memory's slots and over UCX's signals (DDL_SHM=0),
+// where a barrier once compared its call with the ring's neighbour only.
+Test(collectives, barrier_waits_for_every_rank) {
+  for (const char *shm : {"1", "0"}) {
+    char dir[] = "/tmp/ddl_barrier_XXXXXX";
+    cr_assert(mkdtemp(dir) != nullptr);
+    const std::string marker = std::string(dir) + "/entered";
+    RunOptions options;
+    options.before_init = [shm](int) { setenv("DDL_SHM", shm, 1); };
+    std::string failures = run_ranks(
+        5,
+        [&marker](ddl_comm_t comm, int rank, int nranks) {
+          for (int round = 0; round < 3; ++round) {
+            const std::string mine = marker + std::to_string(round);
+            if (rank == nranks - 1) {
+              usleep(200 * 1000);
+              FILE *f = fopen(mine.c_str(), "w");
+              RANK_CHECK(f != nullptr, "cannot write %s", mine.c_str());
+              fclose(f);
+            }
+            RANK_OK(ddl_barrier(comm));
+            RANK_CHECK(access(mine.c_str(), F_OK) == 0,
+                       "rank %d left barrier %d before rank %d entered it", rank, round,
+                       nranks - 1);
+          }
+          return 0;
+        },
+        options);
+    for (int round = 0; round < 3; ++round) unlink((marker + std::to_string(round)).c_str());
+    rmdir(dir);
+    cr_assert(failures.empty(), "DDL_SHM=%s:\n%s", shm, failures.c_str());
+  }
+}
