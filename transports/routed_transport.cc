@@ -66,6 +66,10 @@ Status RoutedTransport::post_recv_any(uint32_t tag, void *buf, size_t bytes, Tra
   return network_->post_recv_any(tag, buf, bytes, req);
 }
 
+bool RoutedTransport::probe(int peer, uint32_t seq, uint32_t tag) {
+  return transport_of(route_of(peer, tag))->probe(peer, seq, tag);
+}
+
 bool RoutedTransport::reduces_on_receive(int peer) const {
   return local_peer(peer, 0) && local_->reduces_on_receive(peer);
 }

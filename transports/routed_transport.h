@@ -23,6 +23,7 @@ class RoutedTransport : public Transport {
   Status post_recv(int peer, uint32_t seq, uint32_t tag, void *buf, size_t bytes,
                    TransferRequest *req) override;
   Status post_recv_any(uint32_t tag, void *buf, size_t bytes, TransferRequest *req) override;
+  bool probe(int peer, uint32_t seq, uint32_t tag) override;
   bool reduces_on_receive(int peer) const override;
   Status post_recv_reduce(int peer, uint32_t seq, uint32_t tag, void *dst, const void *src,
                           size_t bytes, const ReduceSpec &spec, TransferRequest *req) override;

@@ -59,6 +59,9 @@ class Transport {
   // A receive of the next message with this tag from any rank and of any sequence number
   // (for out-of-band notices).
   virtual Status post_recv_any(uint32_t tag, void *buf, size_t bytes, TransferRequest *req) = 0;
+  // Whether the message (peer, seq, tag) has arrived, or begun to, without taking it: a
+  // receive posted for it then matches it. Receives from any source find their sender so.
+  virtual bool probe(int peer, uint32_t seq, uint32_t tag) = 0;
   // Transports that hold arriving data in their own memory (shared memory) can reduce it
   // from there while it is still in cache, saving the copy into a landing buffer. Only
   // called when reduces_on_receive(peer); a message of another size than `bytes` completes

@@ -301,10 +301,11 @@ DDL_API ddl_result_t ddl_iscatterv(const void *sendbuf, const size_t *sendcounts
  *
  * ddl_send and ddl_recv are not collective: only the two ranks take part, and they do not
  * count among the collectives whose order ranks must agree on. Messages between two ranks are
- * matched in the order they were posted (NCCL's rule; there are no tags): the k-th send from
- * rank a to rank b meets the k-th receive of rank b from rank a, and their counts and
- * datatypes must be equal (else DDL_ERR_INVALID_USAGE on the receiver, naming the sender and
- * both sizes). Large messages go straight from the sender's buffer over the transport.
+ * matched in the order they were posted (NCCL's rule): the k-th send from rank a to rank b
+ * meets the k-th receive of rank b from rank a, and their counts and datatypes must be equal
+ * (else DDL_ERR_INVALID_USAGE on the receiver, naming the sender and both sizes). Tags and
+ * receives from any source: ddl_send_tag/ddl_recv_tag below. Large messages go straight from
+ * the sender's buffer over the transport.
  *
  * A blocking ddl_send may wait until the peer receives (as MPI_Send), so two ranks that both
  * send first can wait for each other until the deadline. Put such exchanges in a group: the
@@ -322,6 +323,30 @@ DDL_API ddl_result_t ddl_isend(const void *buf, size_t count, ddl_datatype_t dty
                                ddl_comm_t comm, ddl_request_t *request);
 DDL_API ddl_result_t ddl_irecv(void *buf, size_t count, ddl_datatype_t dtype, int peer,
                                ddl_comm_t comm, ddl_request_t *request);
+
+/* Tagged messages and receives from any source (MPI's and torch.distributed's form).
+ * ddl_send/ddl_recv are these with tag 0. Messages are matched per (sender, receiver, tag) in
+ * the order they were posted; tags are 0..DDL_TAG_UB and each tag is its own order, so a
+ * receive with tag 3 never takes a message sent with tag 4 (it waits, up to the deadline).
+ *
+ * peer DDL_ANY_SOURCE (receives only) takes the first message with that tag to arrive from
+ * any rank; *source (may be NULL) is set to the sender when the receive is done (for
+ * ddl_irecv_tag, once ddl_test/ddl_wait report it done). A receive from a given rank takes
+ * that rank's next message with the tag not already taken by a receive posted before it, so
+ * a receive from rank r posted while a DDL_ANY_SOURCE receive of the same tag is pending takes
+ * r's next message even if the pending one would have matched it (MPI would give it to the
+ * earlier receive). A message longer than an any-source receive fails on the receiver,
+ * naming the sender and both sizes, as for any receive; so does a shorter one. */
+#define DDL_ANY_SOURCE (-1)
+#define DDL_TAG_UB ((1 << 22) - 1)
+DDL_API ddl_result_t ddl_send_tag(const void *buf, size_t count, ddl_datatype_t dtype, int peer,
+                                  int tag, ddl_comm_t comm);
+DDL_API ddl_result_t ddl_recv_tag(void *buf, size_t count, ddl_datatype_t dtype, int peer, int tag,
+                                  ddl_comm_t comm, int *source);
+DDL_API ddl_result_t ddl_isend_tag(const void *buf, size_t count, ddl_datatype_t dtype, int peer,
+                                   int tag, ddl_comm_t comm, ddl_request_t *request);
+DDL_API ddl_result_t ddl_irecv_tag(void *buf, size_t count, ddl_datatype_t dtype, int peer, int tag,
+                                   ddl_comm_t comm, int *source, ddl_request_t *request);
 
 /* ---- Device buffers and stream-ordered collectives (CUDA) -------------------------------
  *

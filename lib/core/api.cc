@@ -231,9 +231,12 @@ ddl::CollectiveCall reduce_call(const void *sendbuf, void *recvbuf, size_t count
   return call;
 }
 ddl::CollectiveCall p2p_call(ddl::Collective collective, const void *sendbuf, void *recvbuf,
-                             size_t count, ddl_datatype_t dtype, int peer) {
+                             size_t count, ddl_datatype_t dtype, int peer, int tag = 0,
+                             int *source = nullptr) {
   ddl::CollectiveCall call = data_call(collective, sendbuf, recvbuf, count, dtype);
   call.peer = peer;
+  call.tag = tag;
+  call.source = source;
   return call;
 }
 CountArrays alltoallv_arrays(const size_t *sendcounts, const size_t *sdispls,
@@ -490,6 +493,16 @@ ddl_result_t ddl_recv(void *buf, size_t count, ddl_datatype_t dtype, int peer, d
   return run(comm, p2p_call(ddl::Collective::kRecv, nullptr, buf, count, dtype, peer));
 }
 
+ddl_result_t ddl_send_tag(const void *buf, size_t count, ddl_datatype_t dtype, int peer, int tag,
+                          ddl_comm_t comm) {
+  return run(comm, p2p_call(ddl::Collective::kSend, buf, nullptr, count, dtype, peer, tag));
+}
+
+ddl_result_t ddl_recv_tag(void *buf, size_t count, ddl_datatype_t dtype, int peer, int tag,
+                          ddl_comm_t comm, int *source) {
+  return run(comm, p2p_call(ddl::Collective::kRecv, nullptr, buf, count, dtype, peer, tag, source));
+}
+
 ddl_result_t ddl_ialltoall(const void *sendbuf, void *recvbuf, size_t count, ddl_datatype_t dtype,
                            ddl_comm_t comm, ddl_request_t *request) {
   return start(comm, data_call(ddl::Collective::kAlltoall, sendbuf, recvbuf, count, dtype), request,
@@ -548,6 +561,19 @@ ddl_result_t ddl_irecv(void *buf, size_t count, ddl_datatype_t dtype, int peer, 
                        ddl_request_t *request) {
   return start(comm, p2p_call(ddl::Collective::kRecv, nullptr, buf, count, dtype, peer), request,
                "ddl_irecv");
+}
+
+ddl_result_t ddl_isend_tag(const void *buf, size_t count, ddl_datatype_t dtype, int peer, int tag,
+                           ddl_comm_t comm, ddl_request_t *request) {
+  return start(comm, p2p_call(ddl::Collective::kSend, buf, nullptr, count, dtype, peer, tag),
+               request, "ddl_isend_tag");
+}
+
+ddl_result_t ddl_irecv_tag(void *buf, size_t count, ddl_datatype_t dtype, int peer, int tag,
+                           ddl_comm_t comm, int *source, ddl_request_t *request) {
+  return start(comm,
+               p2p_call(ddl::Collective::kRecv, nullptr, buf, count, dtype, peer, tag, source),
+               request, "ddl_irecv_tag");
 }
 
 ddl_result_t ddl_test(ddl_request_t request, int *done) {

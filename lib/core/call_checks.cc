@@ -178,9 +178,17 @@ Status check_call(const ddl_comm *comm, const CollectiveCall &call, bool *in_pla
     return invalid_argument("root %d is not a rank of this communicator (0..%d)", call.root,
                             comm->nranks - 1);
   if (is_point_to_point(c)) {
-    if (call.peer < 0 || call.peer >= comm->nranks)
-      return invalid_argument("peer %d is not a rank of this communicator (0..%d)", call.peer,
-                              comm->nranks - 1);
+    if (call.tag < 0 || call.tag > DDL_TAG_UB)
+      return invalid_argument("tag %d is not a message tag (0..%d)", call.tag, DDL_TAG_UB);
+    const bool any_source = c == Collective::kRecv && call.peer == DDL_ANY_SOURCE;
+    if (any_source && comm->nranks < 2)
+      return invalid_argument(
+          "a receive from any source needs another rank; this "
+          "communicator has one");
+    if (!any_source && (call.peer < 0 || call.peer >= comm->nranks))
+      return invalid_argument("peer %d is not a rank of this communicator (0..%d%s)", call.peer,
+                              comm->nranks - 1,
+                              c == Collective::kRecv ? ", or DDL_ANY_SOURCE" : "");
     if (call.peer == comm->rank)
       return invalid_argument("peer %d is this rank: a rank cannot %s itself", call.peer,
                               c == Collective::kSend ? "send to" : "receive from");

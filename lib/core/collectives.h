@@ -23,8 +23,10 @@ struct CollectiveCall {
   // ddl_op_t only once checked, as an out-of-range enum value is undefined behaviour in C++.
   int dtype = DDL_FLOAT32;
   int op = DDL_SUM;
-  int root = 0;   // rooted collectives
-  int peer = -1;  // send, recv
+  int root = 0;           // rooted collectives
+  int peer = -1;          // send, recv (DDL_ANY_SOURCE: a receive from any rank)
+  int tag = 0;            // send, recv: 0..DDL_TAG_UB
+  int *source = nullptr;  // recv: where the sender's rank goes once it is done (may be null)
   // The v forms: this rank's counts and displacements, copied from the caller's arrays at the
   // call (null for the other calls).
   std::shared_ptr<const BlockLayout> layout;

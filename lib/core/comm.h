@@ -93,9 +93,10 @@ struct ddl_comm {
   // The plan of the last call with per-peer counts (the v forms): built for each call, as
   // their counts change from call to call.
   std::unique_ptr<ddl::Plan> counts_plan;
-  // Point-to-point messages sent to and received from each rank so far: the k-th message of
-  // a pair carries k in its tag (lib/core/point_to_point.h).
-  std::vector<uint32_t> pairs_sent, pairs_received;
+  // Point-to-point messages sent to and received from each (rank, tag) so far: the k-th
+  // message of a pair and tag carries k as its sequence number (lib/core/point_to_point.h).
+  std::map<std::pair<int, int>, uint32_t> pairs_sent, pairs_received;
+  int last_any_source = 0;  // the sender a receive from any source found last
 
   // Failure notices: a standing receive from any rank, and what this rank sends when it
   // finds the job broken itself (mismatched calls, a dead rank).

@@ -14,21 +14,33 @@ namespace {
 
 // How often (in idle polls) the deadline, notices, abort and the peers' life are looked at.
 constexpr int kCheckEvery = 256;
+// Transports match sequence numbers of 20 bits (transports/transport.h): the k-th message of
+// a pair and tag travels as k modulo this, which both sides compute alike.
+constexpr uint32_t kNumberMask = (1u << 20) - 1;
+
+uint32_t transport_tag(const CollectiveCall &call) {
+  return kPointToPointTagBase + static_cast<uint32_t>(call.tag);
+}
 
 }  // namespace
 
 struct PointToPointBatch::Transfer {
   const CollectiveCall *call = nullptr;
-  uint32_t number = 0;  // the k-th of this direction and pair (what its tag says)
+  int peer = -1;        // the rank it goes to or comes from (found later for any source)
+  uint32_t number = 0;  // the k-th of this direction, pair and tag (its sequence number)
   size_t bytes = 0;
-  bool seen = false;  // its completion was looked at
+  bool posted = false;  // handed to the transport (a receive from any source: once found)
+  bool seen = false;    // its completion was looked at
   TransferRequest request;
 
-  // "send #3 to rank 1 (count 8, float32)"
+  // "send #3 to rank 1 (tag 0, count 8, float32)", "recv from any rank (tag 2, ...)"
   std::string name() const {
     const bool send = call->collective == Collective::kSend;
-    return strprintf("%s #%u %s rank %d (count %zu, %s)", send ? "send" : "recv", number,
-                     send ? "to" : "from", call->peer, call->count, datatype_name(call->dtype));
+    const std::string who = peer >= 0
+                                ? strprintf("#%u %s rank %d", number, send ? "to" : "from", peer)
+                                : std::string("from any rank");
+    return strprintf("%s %s (tag %d, count %zu, %s)", send ? "send" : "recv", who.c_str(),
+                     call->tag, call->count, datatype_name(call->dtype));
   }
 };
 
@@ -50,27 +62,58 @@ PointToPointBatch::PointToPointBatch(ddl_comm *comm, std::vector<CollectiveCall>
         invalid_usage("rank %d: %s: the communicator was aborted; destroy it", comm->rank, what);
     return;
   }
-  if (comm->pairs_sent.size() != static_cast<size_t>(comm->nranks)) {
-    comm->pairs_sent.assign(comm->nranks, 0);
-    comm->pairs_received.assign(comm->nranks, 0);
-  }
-  Transport *transport = comm->routes.get();
   for (size_t i = 0; i < calls_.size(); ++i) {
     Transfer &t = transfers_[i];
-    const CollectiveCall &call = calls_[i];
-    const bool send = call.collective == Collective::kSend;
-    t.call = &call;
-    t.number = (send ? comm->pairs_sent : comm->pairs_received)[call.peer]++;
-    t.bytes = call_bytes(call);
-    const uint32_t tag = kPointToPointTagBase + t.number % kPointToPointTagSpan;
-    Status s = send ? transport->post_send(call.peer, 0, tag, call.sendbuf, t.bytes, &t.request)
-                    : transport->post_recv(call.peer, 0, tag, call.recvbuf, t.bytes, &t.request);
-    if (!s.ok()) {
-      fail(s.prefix(strprintf("rank %d: ", comm->rank) + t.name() + ": "), true);
-      return;
+    t.call = &calls_[i];
+    t.bytes = call_bytes(calls_[i]);
+    t.peer = calls_[i].peer;
+    if (t.peer == DDL_ANY_SOURCE) {
+      ++any_source_;
+      continue;
     }
-    ++posted_;
+    if (!post(t)) return;
   }
+}
+
+// Numbers the transfer within its pair and tag and hands it to the transport.
+bool PointToPointBatch::post(Transfer &t) {
+  const CollectiveCall &call = *t.call;
+  const bool send = call.collective == Collective::kSend;
+  t.number = (send ? comm_->pairs_sent : comm_->pairs_received)[{t.peer, call.tag}]++;
+  const uint32_t seq = t.number & kNumberMask;
+  Transport *transport = comm_->routes.get();
+  Status s = send ? transport->post_send(t.peer, seq, transport_tag(call), call.sendbuf, t.bytes,
+                                         &t.request)
+                  : transport->post_recv(t.peer, seq, transport_tag(call), call.recvbuf, t.bytes,
+                                         &t.request);
+  if (!s.ok()) {
+    fail(s.prefix(strprintf("rank %d: ", comm_->rank) + t.name() + ": "), true);
+    return false;
+  }
+  t.posted = true;
+  return true;
+}
+
+// A receive from any source takes the first rank whose next message with its tag (the one
+// no receive posted so far has taken) has arrived; ranks are looked at from the one after
+// the last found, so that no sender is always passed over.
+bool PointToPointBatch::find_sources() {
+  const int n = comm_->nranks;
+  for (Transfer &t : transfers_) {
+    if (t.posted || t.peer != DDL_ANY_SOURCE) continue;
+    for (int i = 1; i <= n; ++i) {
+      const int peer = (comm_->last_any_source + i) % n;
+      if (peer == comm_->rank) continue;
+      const uint32_t next = comm_->pairs_received[{peer, t.call->tag}];
+      if (!comm_->routes->probe(peer, next & kNumberMask, transport_tag(*t.call))) continue;
+      comm_->last_any_source = peer;
+      t.peer = peer;
+      if (!post(t)) return false;
+      --any_source_;
+      break;
+    }
+  }
+  return true;
 }
 
 PointToPointBatch::~PointToPointBatch() {
@@ -78,8 +121,8 @@ PointToPointBatch::~PointToPointBatch() {
 }
 
 void PointToPointBatch::fail(Status s, bool news) {
-  for (size_t i = 0; i < posted_; ++i)
-    if (!transfers_[i].request.done) comm_->routes->cancel(&transfers_[i].request);
+  for (Transfer &t : transfers_)
+    if (t.posted && !t.request.done) comm_->routes->cancel(&t.request);
   if (news) send_failure_notice(comm_, s);
   comm_->failure = s;  // messages may still be in flight: no safe reuse
   status_ = std::move(s);
@@ -89,28 +132,38 @@ void PointToPointBatch::fail(Status s, bool news) {
 bool PointToPointBatch::poll() {
   if (over_) return true;
   if (comm_->routes->progress()) idle_ = 0;
-  for (size_t i = 0; i < posted_; ++i) {
-    Transfer &t = transfers_[i];
-    if (t.seen || !t.request.done) continue;
+  if (any_source_ > 0 && !find_sources()) return true;
+  for (Transfer &t : transfers_) {
+    if (t.seen || !t.posted || !t.request.done) continue;
     t.seen = true;
     ++done_;
     // Built only on failure: the success path stays free of string formatting.
     auto where = [&] { return strprintf("rank %d: ", comm_->rank) + t.name(); };
+    const bool recv = t.call->collective == Collective::kRecv;
+    if (recv && t.request.status.code() == DDL_ERR_INVALID_USAGE) {  // longer than the receive
+      fail(invalid_usage("%s: rank %d sent more than the %zu B this receive expects (a send and "
+                         "its receive must have the same count and datatype)",
+                         where().c_str(), t.peer, t.bytes),
+           true);
+      return true;
+    }
     if (!t.request.status.ok()) {
       const ddl_result_t code =
           t.request.status.code() == DDL_ERR_SYSTEM ? DDL_ERR_REMOTE : t.request.status.code();
       fail(Status(code, where() + ": " + t.request.status.message()), true);
       return true;
     }
-    if (t.call->collective == Collective::kRecv && t.request.received != t.bytes) {
+    if (!recv) continue;
+    if (t.request.received != t.bytes) {
       fail(invalid_usage("%s: rank %d sent %zu B but this receive expects %zu B (a send and its "
                          "receive must have the same count and datatype)",
-                         where().c_str(), t.call->peer, t.request.received, t.bytes),
+                         where().c_str(), t.peer, t.request.received, t.bytes),
            true);
       return true;
     }
+    if (t.call->source) *t.call->source = t.peer;
   }
-  if (done_ == posted_) {
+  if (done_ == transfers_.size()) {
     over_ = true;
     return true;
   }
@@ -138,10 +191,10 @@ Status PointToPointBatch::check_waiting() {
     return status_;
   }
   std::string pending;
-  for (size_t i = 0; i < posted_; ++i) {
-    const Transfer &t = transfers_[i];
-    if (t.request.done) continue;
-    Status alive = comm_->routes->peer_status(t.call->peer);
+  for (const Transfer &t : transfers_) {
+    if (t.posted && t.request.done) continue;
+    // A receive from any source waits for no rank in particular: only the deadline ends it.
+    Status alive = t.peer >= 0 ? comm_->routes->peer_status(t.peer) : Status::Ok();
     if (!alive.ok()) {
       fail(alive.prefix(rank + t.name() + ": "), true);
       return status_;

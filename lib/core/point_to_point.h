@@ -1,18 +1,20 @@
 // ddl_send and ddl_recv: messages between two ranks, outside the collectives' sequence.
 //
-// Messages of one pair of ranks are matched in the order they were posted (NCCL's rule): the
-// k-th send from a to b carries tag kPointToPointTagBase + k (mod kPointToPointTagSpan), and
-// b's k-th receive from a expects it. Both sides count, so no message of its own tells the
-// peer what is coming; counts that disagree fail on the receiver (its size check) and the
-// receiver tells everyone, as for mismatched collectives. The messages leave straight from
+// Messages of one pair of ranks and one tag are matched in the order they were posted (MPI's
+// and NCCL's rule): the k-th send from a to b with tag t travels with transport tag
+// kPointToPointTagBase + t and sequence number k, and b's k-th receive from a with tag t
+// expects it. A receive from any source probes each rank's next message with its tag (the one
+// no receive has taken yet) until one has arrived, then receives it as above. Both sides
+// count, so no message of its own tells the peer what is coming; counts that disagree fail on
+// the receiver (its size check) and the receiver tells everyone, as for mismatched
+// collectives. The messages leave straight from
 // the caller's buffer: shared memory's cells inside a host, UCX across hosts (rendezvous for
 // large ones: no copy into a bounce buffer).
 //
-// A batch (one call, a group's sends and receives, or consecutive queued ddl_isend/ddl_irecv)
-// is posted at once and then polled. The progress thread keeps its batches in flight while it
-// runs later jobs, so an isend and an irecv issued one after the other never wait for each
-// other. Every wait has the communicator's deadline and watches for dead peers, notices and
-// ddl_comm_abort, like a collective's.
+// A batch (one call, or a group's sends and receives) is posted at once and then polled. The
+// progress thread keeps its batches in flight while it runs later jobs, so an isend and an irecv
+// issued one after the other never wait for each other. Every wait has the communicator's deadline
+// and watches for dead peers, notices and ddl_comm_abort, like a collective's.
 #pragma once
 
 #include <chrono>
@@ -41,13 +43,16 @@ class PointToPointBatch {
 
  private:
   struct Transfer;
+  bool post(Transfer &t);
+  bool find_sources();
   void fail(Status s, bool news);
   Status check_waiting();
 
   ddl_comm *comm_;
   std::vector<CollectiveCall> calls_;
   std::vector<Transfer> transfers_;
-  size_t posted_ = 0, done_ = 0;
+  size_t done_ = 0;
+  size_t any_source_ = 0;  // receives from any source whose sender is not found yet
   int idle_ = 0;
   bool over_ = false;
   Status status_;

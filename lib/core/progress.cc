@@ -114,7 +114,6 @@ bool on_progress_thread() {
 struct ProgressQueue::InFlight {
   std::unique_ptr<PointToPointBatch> batch;
   std::vector<std::shared_ptr<RequestState>> requests;
-  size_t jobs = 1;  // queued jobs it stands for
 };
 
 void ProgressQueue::loop() {
@@ -126,7 +125,7 @@ void ProgressQueue::loop() {
   pacing.yields_before_sleep = comm_->yields_before_sleep;
   for (int idle = 1;; ++idle) {
     Job job;
-    size_t jobs = 0;  // of the queue that `job` stands for
+    bool have_job = false;
     {
       std::unique_lock<std::mutex> lock(mu_);
       if (in_flight.empty()) wake_.wait(lock, [this] { return stop_ || !jobs_.empty(); });
@@ -134,28 +133,22 @@ void ProgressQueue::loop() {
       if (!jobs_.empty()) {
         job = std::move(jobs_.front());
         jobs_.pop_front();
-        jobs = 1;
-        // Sends and receives queued back to back are posted as one batch.
-        while (is_point_to_point_job(job) && !jobs_.empty() &&
-               is_point_to_point_job(jobs_.front())) {
-          Job &next = jobs_.front();
-          job.calls.insert(job.calls.end(), next.calls.begin(), next.calls.end());
-          job.requests.insert(job.requests.end(), next.requests.begin(), next.requests.end());
-          ++jobs;
-          jobs_.pop_front();
-        }
+        // One job, one batch, even for sends and receives queued back to back: a batch is
+        // done when all of its transfers are, and a receive queued after another must not
+        // wait for it (with tags or other peers, the later one may be the one to come first,
+        // and its caller's next step what the earlier one waits for).
+        have_job = true;
       }
     }
-    if (jobs > 0 && is_point_to_point_job(job)) {
+    if (have_job && is_point_to_point_job(job)) {
       // Posted now and polled below: later jobs run while it is in flight.
       InFlight posted;
       posted.batch.reset(new PointToPointBatch(comm_, job.calls));
       posted.requests = std::move(job.requests);
-      posted.jobs = jobs;
       in_flight.push_back(std::move(posted));
       idle = 0;
-    } else if (jobs > 0) {
-      finish(run_job(comm_, job, &fusion_buffer_), job.requests, jobs);
+    } else if (have_job) {
+      finish(run_job(comm_, job, &fusion_buffer_), job.requests);
       idle = 0;
     }
     for (size_t i = 0; i < in_flight.size();) {
@@ -163,21 +156,20 @@ void ProgressQueue::loop() {
         ++i;
         continue;
       }
-      finish(in_flight[i].batch->status(), in_flight[i].requests, in_flight[i].jobs);
+      finish(in_flight[i].batch->status(), in_flight[i].requests);
       in_flight.erase(in_flight.begin() + static_cast<long>(i));
       idle = 0;
     }
-    if (jobs == 0) idle_pause(idle, pacing);
+    if (!have_job) idle_pause(idle, pacing);
   }
 }
 
 void ProgressQueue::finish(const Status &s,
-                           const std::vector<std::shared_ptr<RequestState>> &requests,
-                           size_t jobs) {
+                           const std::vector<std::shared_ptr<RequestState>> &requests) {
   // Logged here, once: ddl_test and ddl_wait only hand the words to their caller.
   if (!s.ok()) DDL_LOG(LogLevel::kError, "%s", s.message().c_str());
   for (const auto &request : requests) request->finish(s);
-  outstanding_.fetch_sub(jobs, std::memory_order_acq_rel);
+  outstanding_.fetch_sub(1, std::memory_order_acq_rel);
 }
 
 bool is_point_to_point_job(const Job &job) {

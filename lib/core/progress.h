@@ -80,8 +80,7 @@ class ProgressQueue {
   struct InFlight;
   void loop();
   // Finishes the requests of `jobs` queued jobs with s.
-  void finish(const Status &s, const std::vector<std::shared_ptr<RequestState>> &requests,
-              size_t jobs);
+  void finish(const Status &s, const std::vector<std::shared_ptr<RequestState>> &requests);
 
   ddl_comm *comm_;
   std::mutex mu_;

@@ -109,10 +109,46 @@ def check_send_recv(comm):
     np.testing.assert_array_equal(got, data(frm, 10).astype(np.float32))
 
 
+def check_tags_and_any_source(comm):
+    r, n = comm.rank, comm.size
+    if n == 1:
+        return
+    to, frm = (r + 1) % n, (r - 1) % n
+    # Two tags to the next rank, received in the other order.
+    reqs = [comm.send(data(r, 50), to, async_=True, tag=5),
+            comm.send(data(r, 60), to, async_=True, tag=3)]
+    sixty, fifty = np.empty(60), np.empty(50)
+    comm.recv(sixty, frm, tag=3)
+    comm.recv(fifty, frm, tag=5)
+    for q in reqs:
+        q.wait()
+    np.testing.assert_array_equal(sixty, data(frm, 60))
+    np.testing.assert_array_equal(fifty, data(frm, 50))
+    # Every other rank sends rank 0 one message; rank 0 takes them from any source.
+    if r != 0:
+        comm.send(np.full(3, float(r)), 0, tag=ddl.TAG_UB)
+    else:
+        seen = []
+        for k in range(n - 1):
+            buf = np.empty(3)
+            if k % 2:
+                q = comm.recv_any(buf, tag=ddl.TAG_UB, async_=True)
+                q.wait()
+                src = q.source
+            else:
+                buf, src = comm.recv_any(buf, tag=ddl.TAG_UB)
+            np.testing.assert_array_equal(buf, np.full(3, float(src)))
+            seen.append(src)
+        assert sorted(seen) == list(range(1, n)), seen
+    comm.barrier()
+
+
 def check_bad_arguments(comm):
     r, n = comm.rank, comm.size
     for call in (lambda: comm.reduce(data(r, 2), root=n),
                  lambda: comm.send(data(r, 2), r),
+                 lambda: comm.send(data(r, 2), (r + 1) % n, tag=-1),
+                 lambda: comm.recv(np.empty(2), (r + 1) % n, tag=ddl.TAG_UB + 1),
                  lambda: comm.alltoallv(data(r, 2), [1] * (n + 1), np.empty(2), [1] * n)):
         try:
             call()
@@ -132,6 +168,7 @@ def check_bad_arguments(comm):
 
 SCENARIOS = {"alltoall": check_alltoall, "alltoallv": check_alltoallv, "reduce": check_reduce,
              "gather_scatter": check_gather_scatter, "send_recv": check_send_recv,
+             "tags_and_any_source": check_tags_and_any_source,
              "bad_arguments": check_bad_arguments}
 
 

@@ -1,5 +1,5 @@
-"""The Communicator's alltoall(v), reduce, gather(v), scatter(v), send and recv over real
-processes, every result checked exactly (rooted_rank.py)."""
+"""The Communicator's alltoall(v), reduce, gather(v), scatter(v), send and recv (tags, from
+any source) over real processes, every result checked exactly (rooted_rank.py)."""
 
 import os
 

@@ -1,6 +1,6 @@
-"""The ddl torch backend's alltoall, send/recv, reduce, gather and scatter, in real processes,
-each result compared with gloo's for the same inputs (a gloo group of the same ranks in the
-same job). Run as a script by torchrun/ddlrun; pytest's side below."""
+"""The ddl torch backend's alltoall, send/recv (tags, from any source), reduce, gather and
+scatter, in real processes, each result compared with gloo's for the same inputs (a gloo group
+of the same ranks in the same job). Run as a script by torchrun/ddlrun; pytest's side below."""
 
 import os
 import subprocess
@@ -91,14 +91,91 @@ def scenario_p2p(torch, dist, rank, size, gloo):
             r.wait()
         _same(torch, left, _data(torch, frm, 4096, torch.float32), "batch_isend_irecv left")
         _same(torch, right, _data(torch, to, 4096, torch.float32, 5), "batch_isend_irecv right")
-    for bad, words in ((lambda: dist.recv(torch.empty(1)), "recvAnysource"),
-                       (lambda: dist.send(torch.empty(1), to, tag=3), "no tags")):
-        try:
-            bad()
-        except Exception as e:  # torch wraps the backend's error
-            assert words in str(e), str(e)
+    try:
+        dist.send(torch.empty(1), to, tag=-2)
+    except Exception as e:  # torch wraps the backend's error
+        assert "tags are 0.." in str(e), str(e)
+    else:
+        raise AssertionError("no error for a negative tag")
+    dist.barrier()
+
+
+def scenario_tags(torch, dist, rank, size, gloo):
+    """Tags and receives from any source, under ddl and gloo alike."""
+    to, frm = (rank + 1) % size, (rank - 1) % size
+
+    def reversed_tags(group):
+        # Two messages to the next rank, tag 5 then tag 3; received tag 3 first.
+        outs = [_data(torch, rank, 1000, torch.float32, 5), _data(torch, rank, 1000,
+                                                                  torch.float32, 3)]
+        works = [dist.isend(outs[0], to, group=group, tag=5),
+                 dist.isend(outs[1], to, group=group, tag=3)]
+        three, five = torch.empty(1000), torch.empty(1000)
+        dist.recv(three, frm, group=group, tag=3)
+        dist.recv(five, frm, group=group, tag=5)
+        for w in works:
+            w.wait()
+        return torch.cat([three, five])
+    a, b = _both(dist, gloo, reversed_tags)
+    _same(torch, a, b, "tags received in another order")
+    _same(torch, a, torch.cat([_data(torch, frm, 1000, torch.float32, 3),
+                               _data(torch, frm, 1000, torch.float32, 5)]), "tags, by content")
+
+    def mixed_batch(group):
+        # batch_isend_irecv with two tags each way; receives posted in the other tag order.
+        got = {t: torch.empty(64) for t in (1, 2)}
+        ops = [dist.P2POp(dist.isend, _data(torch, rank, 64, torch.float32, t), to, group, tag=t)
+               for t in (1, 2)]
+        ops += [dist.P2POp(dist.irecv, got[t], frm, group, tag=t) for t in (2, 1)]
+        for w in dist.batch_isend_irecv(ops):
+            w.wait()
+        return torch.cat([got[1], got[2]])
+    a, b = _both(dist, gloo, mixed_batch)
+    _same(torch, a, b, "batch_isend_irecv mixing tags")
+
+    def any_source(group):
+        # Every other rank sends rank 0 its rank, twice (tag 7); rank 0 receives them from
+        # any source: the (source, value) pairs, sorted, and each sender's two in order.
+        if rank != 0:
+            for k in range(2):
+                dist.send(torch.tensor([rank * 10 + k]), 0, group=group, tag=7)
+            return torch.empty(0, dtype=torch.int64)
+        pairs = []
+        for _ in range(2 * (size - 1)):
+            t = torch.empty(1, dtype=torch.int64)
+            src = dist.recv(t, group=group, tag=7)
+            assert t.item() // 10 == src, (t.item(), src)
+            pairs.append((src, t.item()))
+        for s_ in range(1, size):
+            mine = [v for p, v in pairs if p == s_]
+            assert mine == [s_ * 10, s_ * 10 + 1], (s_, mine)
+        return torch.tensor(sorted(pairs))
+    if size > 1:
+        a, b = _both(dist, gloo, any_source)
+        _same(torch, a, b, "recv from any source")
+        # The Work of irecv without a source tells its sender.
+        if rank == 1:
+            dist.send(torch.tensor([5.0]), 0, tag=9)
+        if rank == 0:
+            t = torch.empty(1)
+            work = dist.irecv(t, tag=9)
+            work.wait()
+            assert work._source_rank() == 1 and t.item() == 5.0, (work._source_rank(), t)
+
+    if size > 1 and rank < 2:
+        # A message of tag 1 does not complete a receive of tag 2 posted before it.
+        if rank == 1:
+            dist.send(torch.tensor([1.0]), 0, tag=1)
+            dist.recv(torch.empty(1), 0, tag=9)  # rank 0 looked
+            dist.send(torch.tensor([2.0]), 0, tag=2)
         else:
-            raise AssertionError(f"no error for {words}")
+            two, one = torch.empty(1), torch.empty(1)
+            pending = dist.irecv(two, 1, tag=2)
+            dist.recv(one, 1, tag=1)
+            assert one.item() == 1.0 and not pending.is_completed(), (one, two)
+            dist.send(torch.empty(1), 1, tag=9)
+            pending.wait()
+            assert two.item() == 2.0, two
     dist.barrier()
 
 
@@ -196,6 +273,10 @@ if __name__ != "__main__":
     @pytest.mark.parametrize("launcher,nranks", [("torchrun", 2), ("torchrun", 3), ("ddlrun", 4)])
     def test_send_recv_match_gloo(launcher, nranks):
         _run(launcher, nranks, "p2p")
+
+    @pytest.mark.parametrize("launcher,nranks", [("torchrun", 2), ("ddlrun", 3)])
+    def test_tags_and_any_source_match_gloo(launcher, nranks):
+        _run(launcher, nranks, "tags")
 
 
 if __name__ == "__main__":

@@ -265,6 +265,27 @@ Status ShmTransport::post_recv_any(uint32_t, void *, size_t, TransferRequest *) 
   return unsupported("the shm transport does not receive from any rank (notices use UCX)");
 }
 
+// Early messages, then those still in their cells: first fragments only, each message
+// spanning one cell per payload (one at least), the one now arriving its remaining bytes'.
+bool ShmTransport::probe(int peer, uint32_t seq, uint32_t tag) {
+  if (!serves(peer) || peer == rank_) return false;
+  Inbound &in = inbound_[peer];
+  for (const auto &early : in.early_messages)
+    if (early->seq == seq && early->tag == tag) return true;
+  const size_t payload = layout_.payload_bytes();
+  auto cells_for = [&](size_t bytes) {
+    return std::max<size_t>(1, (bytes + payload - 1) / payload);
+  };
+  uint64_t index = in.consumed;
+  if (in.target != Target::kNone && in.remaining > 0) index += cells_for(in.remaining);
+  for (;;) {
+    const Cell *cell = cell_at(in.cells, index);
+    if (cell->stamp.load(std::memory_order_acquire) != index + 1) return false;
+    if (cell->seq == seq && cell->tag == tag) return true;
+    index += cells_for(cell->total);
+  }
+}
+
 Status ShmTransport::post_receive(int peer, uint32_t seq, uint32_t tag, void *dst, const void *src,
                                   size_t bytes, const ReduceSpec *spec, TransferRequest *req) {
   if (!serves(peer) || peer == rank_) return internal_error("rank %d is not a shm peer", peer);

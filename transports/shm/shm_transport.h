@@ -74,6 +74,7 @@ class ShmTransport : public Transport {
   Status post_recv(int peer, uint32_t seq, uint32_t tag, void *buf, size_t bytes,
                    TransferRequest *req) override;
   Status post_recv_any(uint32_t tag, void *buf, size_t bytes, TransferRequest *req) override;
+  bool probe(int peer, uint32_t seq, uint32_t tag) override;
   bool reduces_on_receive(int peer) const override { return serves(peer); }
   bool carries_stamps(int peer) const override { return serves(peer); }
   void begin_call(uint32_t seq, const CallStamp &stamp) override;

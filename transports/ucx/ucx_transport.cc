@@ -172,7 +172,12 @@ void finish(void *request, ucs_status_t status, size_t received, TransferRequest
   UcxRequest *r = static_cast<UcxRequest *>(request);
   if (!r->detached) {
     owner->received = owner->empty_payload ? 0 : received;
-    if (status != UCS_OK) owner->status = ucx_error(status, "transfer failed");
+    // A message longer than its receive is the caller's mistake, not the transport's: said
+    // in the words of a size mismatch (UCX does not tell the message's length then).
+    if (status == UCS_ERR_MESSAGE_TRUNCATED)
+      owner->status = invalid_usage("the message is longer than the receive");
+    else if (status != UCS_OK)
+      owner->status = ucx_error(status, "transfer failed");
     owner->handle = nullptr;
     owner->done = true;
   }
@@ -447,6 +452,13 @@ Status UcxTransport::post_recv(int peer, uint32_t seq, uint32_t tag, void *buf, 
 
 Status UcxTransport::post_recv_any(uint32_t tag, void *buf, size_t bytes, TransferRequest *req) {
   return post_tag_recv(make_tag(0, 0, tag), (1ull << kTagBits) - 1, buf, bytes, req, "any rank");
+}
+
+// A probe that leaves the message where it is (remove = 0): the receive posted after it
+// finds it among UCX's unexpected messages, eager or rendezvous alike.
+bool UcxTransport::probe(int peer, uint32_t seq, uint32_t tag) {
+  ucp_tag_recv_info_t info = {};
+  return ucp_tag_probe_nb(worker_, make_tag(peer, seq, tag), kFullMask, 0, &info) != nullptr;
 }
 
 Status UcxTransport::post_tag_recv(uint64_t tag, uint64_t mask, void *buf, size_t bytes,

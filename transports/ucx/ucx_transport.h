@@ -79,6 +79,7 @@ class UcxTransport : public Transport {
 
  public:
   Status post_recv_any(uint32_t tag, void *buf, size_t bytes, TransferRequest *req) override;
+  bool probe(int peer, uint32_t seq, uint32_t tag) override;
   bool progress() override;
   void cancel(TransferRequest *req) override;
   Status peer_status(int peer) const override;

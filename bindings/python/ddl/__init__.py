@@ -13,12 +13,14 @@ is released while ddl works. Failures raise ddl.Error with ddl's code and messag
 
 from ._buffers import DataType
 from ._core import (
+    ANY_SOURCE,
     AVG,
     MAX,
     MIN,
     PROD,
     SPLIT_NOCOLOR,
     SUM,
+    TAG_UB,
     Communicator,
     Error,
     LibraryTooOldError,
@@ -36,7 +38,7 @@ from .fusion import Fuser
 __version__ = "0.1.0"
 
 __all__ = [
-    "AVG", "MAX", "MIN", "PROD", "SUM", "SPLIT_NOCOLOR", "Communicator", "DataType", "Error",
-    "Fuser", "LibraryNotFoundError", "LibraryTooOldError", "Op", "Request", "group", "init",
+    "ANY_SOURCE", "AVG", "MAX", "MIN", "PROD", "SUM", "SPLIT_NOCOLOR", "TAG_UB", "Communicator",
+    "DataType", "Error", "Fuser", "LibraryNotFoundError", "LibraryTooOldError", "Op", "Request", "group", "init",
     "library_path", "version",
 ]

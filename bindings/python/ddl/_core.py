@@ -28,6 +28,8 @@ ERR_INVALID_USAGE = 2
 ERR_UNSUPPORTED = 7
 
 SPLIT_NOCOLOR = -1
+ANY_SOURCE = -1  # recv's peer: a message from any rank (DDL_ANY_SOURCE)
+TAG_UB = (1 << 22) - 1  # the largest message tag (DDL_TAG_UB)
 
 
 class Error(Exception):
@@ -187,15 +189,25 @@ def _sweep_orphans(fns):
 class Request:
     """A nonblocking collective in flight. Holds its buffers until it completes."""
 
-    __slots__ = ("_handle", "_pending", "_keep", "_comm", "_name", "_error", "__weakref__")
+    __slots__ = ("_handle", "_pending", "_keep", "_comm", "_name", "_error", "_source",
+                 "__weakref__")
 
-    def __init__(self, handle, keep, comm, name):
+    def __init__(self, handle, keep, comm, name, source=None):
         self._handle = handle   # ctypes.c_void_p
         self._pending = True
         self._keep = keep       # buffers (and their owners) ddl reads or writes
         self._comm = comm       # keeps the Communicator (and its C handle) alive
         self._name = name
         self._error = None
+        self._source = source   # a receive's ctypes.c_int, where ddl writes its sender
+
+    @property
+    def source(self):
+        """A receive's sender (from any source: the rank whose message it took), once it
+        has finished successfully; None before, and for other calls."""
+        if self._source is None or not self.done or self._error is not None:
+            return None
+        return self._source.value
 
     def _finished(self, rc):
         # The collective is over: ddl no longer touches the buffers.
@@ -363,9 +375,11 @@ class Communicator(ElasticMixin):
 
     # -- plumbing shared by the collectives
 
-    def _issue(self, name, async_, keep, result, blocking_call, nonblocking_fn, args):
-        """Runs one collective: blocking, nonblocking (a Request) or recorded in a group."""
-        handle = args[-1]
+    def _issue(self, name, async_, keep, result, blocking_call, nonblocking_fn, args,
+               handle_at=-1, source=None):
+        """Runs one collective: blocking, nonblocking (a Request) or recorded in a group.
+        handle_at: where the communicator is among args; source: a receive's sender cell."""
+        handle = args[handle_at]
         if async_:
             if nonblocking_fn is None:
                 raise LibraryTooOldError("ddl_i" + name)
@@ -376,7 +390,7 @@ class Communicator(ElasticMixin):
                 _raise_for(rc, handle)
             if _group.depth:
                 _group.handles.append(handle)
-            return Request(req, keep, self, name)
+            return Request(req, (keep, source), self, name, source)
         if blocking_call is None:
             raise LibraryTooOldError("ddl_" + name)
         rc = blocking_call(*args)
@@ -641,23 +655,59 @@ class Communicator(ElasticMixin):
                              f"(0..{self.size - 1}, not {self.rank})")
         return peer
 
-    def send(self, buf, peer, async_=False):
+    def _tag(self, tag, what):
+        tag = int(tag)
+        if not 0 <= tag <= TAG_UB:
+            raise ValueError(f"{what}: tag {tag} is not a message tag (0..{TAG_UB})")
+        if tag and self._fns.ddl_send_tag is None:
+            raise LibraryTooOldError("ddl_send_tag")
+        return tag
+
+    def send(self, buf, peer, async_=False, tag=0):
         """Sends buf to rank peer, which receives it with recv (same count and dtype).
-        Messages between two ranks are matched in order; exchanges go in `with ddl.group()`
-        or use async_. Returns None, or a Request."""
+        Messages between two ranks with one tag are matched in order (tags 0..TAG_UB, each
+        its own order); exchanges go in `with ddl.group()` or use async_. Returns None, or
+        a Request."""
         handle = self._live()
         peer = self._peer(peer, "send")
+        tag = self._tag(tag, "send")
         b = as_buffer(buf, "send: buf", writable=False)
-        return self._issue("send", async_, b.keep, None, self._fns.ddl_send, self._fns.ddl_isend,
-                           (b.address, b.count, int(b.dtype), peer, handle))
+        args = (b.address, b.count, int(b.dtype), peer)
+        if tag == 0:
+            return self._issue("send", async_, b.keep, None, self._fns.ddl_send,
+                               self._fns.ddl_isend, args + (handle,))
+        return self._issue("send_tag", async_, b.keep, None, self._fns.ddl_send_tag,
+                           self._fns.ddl_isend_tag, args + (tag, handle))
 
-    def recv(self, buf, peer, async_=False):
-        """Receives into buf what rank peer sends. Returns buf, or a Request."""
+    def recv(self, buf, peer, async_=False, tag=0):
+        """Receives into buf what rank peer sends with tag; peer ANY_SOURCE takes the first
+        such message from any rank (recv_any, or the Request's source, tells whose).
+        Returns buf, or a Request."""
+        return self._receive(buf, peer, async_, tag)[0]
+
+    def recv_any(self, buf, tag=0, async_=False):
+        """Receives into buf the first message with tag from any rank. Returns (buf, the
+        sender's rank), or a Request whose source is the sender once it has finished."""
+        result, source = self._receive(buf, ANY_SOURCE, async_, tag)
+        return result if async_ else (result, source.value)
+
+    def _receive(self, buf, peer, async_, tag):
         handle = self._live()
-        peer = self._peer(peer, "recv")
+        if peer != ANY_SOURCE:
+            peer = self._peer(peer, "recv")
+        tag = self._tag(tag, "recv")
         b = as_buffer(buf, "recv: buf", writable=True)
-        return self._issue("recv", async_, b.keep, buf, self._fns.ddl_recv, self._fns.ddl_irecv,
-                           (b.address, b.count, int(b.dtype), peer, handle))
+        args = (b.address, b.count, int(b.dtype), peer)
+        source = ctypes.c_int(peer)
+        if tag == 0 and peer != ANY_SOURCE:
+            return self._issue("recv", async_, b.keep, buf, self._fns.ddl_recv,
+                               self._fns.ddl_irecv, args + (handle,), source=source), source
+        if self._fns.ddl_recv_tag is None:
+            raise LibraryTooOldError("ddl_recv_tag")
+        return self._issue("recv_tag", async_, (b.keep, source), buf, self._fns.ddl_recv_tag,
+                           self._fns.ddl_irecv_tag,
+                           args + (tag, handle, ctypes.byref(source)), handle_at=-2,
+                           source=source), source
 
     def split(self, color, key=0):
         """ddl_comm_split: the ranks passing the same color >= 0 form a new Communicator,

@@ -217,6 +217,14 @@ _OPTIONAL_PROTOTYPES.update({
     "ddl_irecv": (_R, [_P, _N, _I, _I, _handle, _PH]),
 })
 
+# Tagged point to point and receives from any source: newer still.
+_OPTIONAL_PROTOTYPES.update({
+    "ddl_send_tag": (_R, [_P, _N, _I, _I, _I, _handle]),
+    "ddl_recv_tag": (_R, [_P, _N, _I, _I, _I, _handle, _c_int_p]),
+    "ddl_isend_tag": (_R, [_P, _N, _I, _I, _I, _handle, _PH]),
+    "ddl_irecv_tag": (_R, [_P, _N, _I, _I, _I, _handle, _c_int_p, _PH]),
+})
+
 # Fault tolerance: revoke, agree, shrink, grow.
 _OPTIONAL_PROTOTYPES.update({
     "ddl_comm_revoke": (_R, [_handle]),

@@ -300,8 +300,8 @@ class DdlBackend : public c10d::Backend {
                                       int tag) override;
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int srcRank,
                                       int tag) override;
-  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& /*tensors*/,
-                                               int /*tag*/) override;
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors,
+                                               int tag) override;
   c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors,
                                         const c10d::ReduceOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
@@ -547,6 +547,7 @@ class DdlBackend : public c10d::Backend {
 
   // The nonblocking call `start` of a point-to-point transfer or rooted collective, in a Work
   // (run's nonblocking path, with the group of startCoalescing when one is open).
+  c10::intrusive_ptr<c10d::Work> receive(std::vector<at::Tensor>& tensors, int srcRank, int tag);
   c10::intrusive_ptr<c10d::Work> start(c10d::OpType type, std::vector<at::Tensor> outputs,
                                        std::vector<at::Tensor> keep, std::function<void()> after,
                                        const std::function<int(Req*)>& start_call) {
@@ -560,6 +561,17 @@ class DdlBackend : public c10d::Backend {
   void check_root(int64_t root, const char* what) const {
     TORCH_CHECK(root >= 0 && root < size_, "ddl backend: ", what, " root ", root,
                 " is not a rank of this group of ", size_);
+  }
+  // Tags other than 0 (and receives from any source) need ddl_isend_tag/ddl_irecv_tag.
+  void check_tag(int tag, const char* what) const {
+    TORCH_CHECK(tag >= 0 && tag <= kLargestTag, "ddl backend: ", what, " with tag ", tag,
+                ": tags are 0..", kLargestTag);
+    TORCH_CHECK(api_->isend_tag || tag == 0, "ddl backend: ", what, " with tag ", tag,
+                " needs a libddl with ddl_isend_tag; rebuild ddl from a current checkout");
+  }
+  void check_any_source() const {
+    TORCH_CHECK(api_->irecv_tag, "ddl backend: recv from any source needs a libddl with ",
+                "ddl_irecv_tag; rebuild ddl from a current checkout");
   }
   void check_peer(int peer, const char* what) const {
     TORCH_CHECK(peer >= 0 && peer < size_ && peer != rank_, "ddl backend: ", what, " peer ", peer,

@@ -20,6 +20,8 @@ namespace ddl_torch {
 // here (the header is not installed with the Python package).
 enum DdlType { I8 = 0, U8 = 1, I32 = 2, U32 = 3, I64 = 4, U64 = 5, F16 = 6, BF16 = 7, F32 = 8, F64 = 9 };
 enum DdlOp { OP_SUM = 0, OP_PROD = 1, OP_MIN = 2, OP_MAX = 3, OP_AVG = 4 };
+constexpr int kAnySource = -1;           // DDL_ANY_SOURCE
+constexpr int kLargestTag = (1 << 22) - 1;  // DDL_TAG_UB
 
 using Req = void*;  // ddl_request_t
 using Comm = void*; // ddl_comm_t
@@ -61,6 +63,9 @@ struct Api {
   int (*iscatter)(const void*, void*, size_t, int, int, Comm, Req*) = nullptr;
   int (*isend)(const void*, size_t, int, int, Comm, Req*) = nullptr;
   int (*irecv)(void*, size_t, int, int, Comm, Req*) = nullptr;
+  // Tagged messages and receives from any source; missing in a libddl older than them.
+  int (*isend_tag)(const void*, size_t, int, int, int, Comm, Req*) = nullptr;
+  int (*irecv_tag)(void*, size_t, int, int, int, Comm, int*, Req*) = nullptr;
   // Stream-ordered calls (CUDA tensors; device_path.h); the last argument is a cudaStream_t.
   int (*allreduce_stream)(const void*, void*, size_t, int, int, Comm, void*) = nullptr;
   int (*broadcast_stream)(void*, size_t, int, int, Comm, void*) = nullptr;
@@ -119,6 +124,8 @@ struct Api {
     maybe(a.iscatter, "ddl_iscatter");
     maybe(a.isend, "ddl_isend");
     maybe(a.irecv, "ddl_irecv");
+    maybe(a.isend_tag, "ddl_isend_tag");
+    maybe(a.irecv_tag, "ddl_irecv_tag");
     maybe(a.allreduce_stream, "ddl_allreduce_stream");
     maybe(a.broadcast_stream, "ddl_broadcast_stream");
     maybe(a.allgather_stream, "ddl_allgather_stream");

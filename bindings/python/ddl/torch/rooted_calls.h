@@ -108,7 +108,8 @@ inline c10::intrusive_ptr<c10d::Work> DdlBackend::alltoall(std::vector<at::Tenso
   return work;
 }
 
-// ddl matches sends and receives per pair in order (NCCL's rule), without tags.
+// ddl matches sends and receives per pair and tag in order, as gloo and MPI do. Tag 0 needs
+// nothing newer than ddl_isend/ddl_irecv.
 inline c10::intrusive_ptr<c10d::Work> DdlBackend::send(std::vector<at::Tensor>& tensors,
                                                        int dstRank, int tag) {
   if (!tensors.empty() && on_device(tensors[0])) {
@@ -118,44 +119,59 @@ inline c10::intrusive_ptr<c10d::Work> DdlBackend::send(std::vector<at::Tensor>& 
   }
   need(api_->isend != nullptr, "send");
   TORCH_CHECK(tensors.size() == 1, "ddl backend: send takes one tensor");
-  TORCH_CHECK(tag == 0, "ddl backend: send with tag ", tag, ": ddl matches the messages of two ",
-              "ranks in the order they were sent and has no tags; pass tag 0");
+  check_tag(tag, "send");
   check_peer(dstRank, "send");
   check_tensor(tensors[0], "send's tensor");
   at::Tensor t = tensors[0].contiguous();
   const void* p = t.data_ptr();
   const size_t n = t.numel();
   const int dt = ddl_type(t);
-  return start(c10d::OpType::SEND, {tensors[0]}, {t}, nullptr,
-               [=](Req* q) { return api_->isend(p, n, dt, dstRank, comm_, q); });
+  return start(c10d::OpType::SEND, {tensors[0]}, {t}, nullptr, [=](Req* q) {
+    return tag == 0 ? api_->isend(p, n, dt, dstRank, comm_, q)
+                    : api_->isend_tag(p, n, dt, dstRank, tag, comm_, q);
+  });
 }
 
-inline c10::intrusive_ptr<c10d::Work> DdlBackend::recv(std::vector<at::Tensor>& tensors,
-                                                       int srcRank, int tag) {
+// A receive from srcRank, or from any rank (kAnySource: the Work's sourceRank() says which).
+inline c10::intrusive_ptr<c10d::Work> DdlBackend::receive(std::vector<at::Tensor>& tensors,
+                                                          int srcRank, int tag) {
+  const bool any = srcRank == kAnySource;
+  const char* what = any ? "recv from any source" : "recv";
   if (!tensors.empty() && on_device(tensors[0])) {
     Staging staging;
     staging.stage(tensors, false, true);
-    return staged(staging, [&] { return recv(tensors, srcRank, tag); });
+    return staged(staging, [&] { return receive(tensors, srcRank, tag); });
   }
   need(api_->irecv != nullptr, "recv");
-  TORCH_CHECK(tensors.size() == 1, "ddl backend: recv takes one tensor");
-  TORCH_CHECK(tag == 0, "ddl backend: recv with tag ", tag, ": ddl matches the messages of two ",
-              "ranks in the order they were sent and has no tags; pass tag 0");
-  check_peer(srcRank, "recv");
+  TORCH_CHECK(tensors.size() == 1, "ddl backend: ", what, " takes one tensor");
+  check_tag(tag, what);
+  if (any)
+    check_any_source();
+  else
+    check_peer(srcRank, what);
   check_tensor(tensors[0], "recv's tensor");
   std::vector<std::function<void()>> back;
   at::Tensor t = contiguous_for(tensors[0], back, true);
   void* p = t.data_ptr();
   const size_t n = t.numel();
   const int dt = ddl_type(t);
-  return start(c10d::OpType::RECV, {tensors[0]}, {t}, all_of(std::move(back)),
-               [=](Req* q) { return api_->irecv(p, n, dt, srcRank, comm_, q); });
+  auto source = std::make_shared<int>(-1);
+  auto work = start(c10d::OpType::RECV, {tensors[0]}, {t}, all_of(std::move(back)), [=](Req* q) {
+    return tag == 0 && !any ? api_->irecv(p, n, dt, srcRank, comm_, q)
+                            : api_->irecv_tag(p, n, dt, srcRank, tag, comm_, source.get(), q);
+  });
+  if (auto* w = dynamic_cast<DdlWork*>(work.get())) w->source = source;
+  return work;
 }
 
-inline c10::intrusive_ptr<c10d::Work> DdlBackend::recvAnysource(
-    std::vector<at::Tensor>& /*tensors*/, int /*tag*/) {
-  TORCH_CHECK(false, "ddl backend: recv without a source (recvAnysource) is not supported: ",
-              "ddl matches each receive with one peer's sends, in order; pass src=");
+inline c10::intrusive_ptr<c10d::Work> DdlBackend::recv(std::vector<at::Tensor>& tensors,
+                                                       int srcRank, int tag) {
+  return receive(tensors, srcRank, tag);
+}
+
+inline c10::intrusive_ptr<c10d::Work> DdlBackend::recvAnysource(std::vector<at::Tensor>& tensors,
+                                                                int tag) {
+  return receive(tensors, kAnySource, tag);
 }
 
 inline c10::intrusive_ptr<c10d::Work> DdlBackend::reduce(std::vector<at::Tensor>& tensors,

@@ -56,6 +56,13 @@ class DdlWork : public c10d::Work {
   }
 
   std::vector<Req> requests;          // freed here once done
+  // A receive from any source: where ddl writes the sender's rank when it is done.
+  std::shared_ptr<int> source;
+  int sourceRank() const override {
+    TORCH_CHECK(source && *source >= 0, "ddl backend: sourceRank() of a Work that is not a ",
+                "finished receive from any source");
+    return *source;
+  }
   std::vector<at::Tensor> keep;       // buffers ddl reads or writes until then
   std::function<void()> after;        // copies out of temporaries, on success
   // The Works of a coalesced batch (startCoalescing .. endCoalescing): this one is done when
