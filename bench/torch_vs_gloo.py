@@ -50,6 +50,8 @@ SIZES = {  # bytes per rank's tensor
     "reduce_scatter_tensor": [8, 65536, 1 << 20, 4 << 20],   # each rank's result
     "all_to_all_single": [16, 65536, 1 << 20, 4 << 20],     # what each rank sends in all
     "send/recv": [8, 65536, 1 << 20, 4 << 20],  # ping-pong between ranks 0 and 1: half round trip
+    "send/recv tag 3": [8, 65536],      # the same with a tag
+    "send/recv any source": [8, 65536],  # the same, each receive from any source
     "reduce": [8, 65536, 1 << 20, 4 << 20],
     "gather": [8, 65536, 1 << 20, 4 << 20],     # each rank's share
 }
@@ -210,16 +212,16 @@ class Bench:
                 "gloo": lambda x=x, o=out: dist.reduce_scatter_tensor(o, x, group=self.gloo)}
         yield from self.p2p_cases(sizes)
 
-    def pingpong(self, t, group):
+    def pingpong(self, t, group, tag=0, any_source=False):
         """Rank 0 sends t to rank 1 and gets it back; the others wait. A half round trip is
         half the time of one call."""
         dist = self.dist
         if self.rank == 0:
-            dist.send(t, 1, group=group)
-            dist.recv(t, 1, group=group)
+            dist.send(t, 1, group=group, tag=tag)
+            dist.recv(t, None if any_source else 1, group=group, tag=tag)
         elif self.rank == 1:
-            dist.recv(t, 0, group=group)
-            dist.send(t, 0, group=group)
+            dist.recv(t, None if any_source else 0, group=group, tag=tag)
+            dist.send(t, 0, group=group, tag=tag)
 
     def p2p_cases(self, sizes):
         torch, dist = self.torch, self.dist
@@ -235,6 +237,13 @@ class Bench:
             yield "send/recv", nbytes, {
                 "ddl": lambda t=t: self.pingpong(t, None),
                 "gloo": lambda t=t: self.pingpong(t, self.gloo)}
+        for name, how in (("send/recv tag 3", {"tag": 3}),
+                          ("send/recv any source", {"any_source": True})):
+            for nbytes in sizes[name]:
+                t = torch.ones(n_of(nbytes))
+                yield name, nbytes, {
+                    "ddl": lambda t=t, how=how: self.pingpong(t, None, **how),
+                    "gloo": lambda t=t, how=how: self.pingpong(t, self.gloo, **how)}
         for nbytes in sizes["reduce"]:
             t = torch.ones(n_of(nbytes))
             yield "reduce", nbytes, {

@@ -11,10 +11,11 @@ _coalescing_manager) and new_group; all_to_all_single (even or uneven split size
 included: ddl_alltoall / ddl_alltoallv) and all_to_all (tensors of any sizes), send, recv,
 isend, irecv and batch_isend_irecv (supports_coalescing: a batch is one ddl group, so its sends
 and receives never wait for each other), reduce, gather, scatter, and what torch builds on them
-(gather_object, scatter_object_list, ...). ddl matches the messages of two ranks in the order
-they were sent, as NCCL does: send and recv take tag 0 only, and a recv without a source
-(recvAnysource) is refused with an error saying so. Asynchronous calls (async_op=True, DDP's buckets) run on
-ddl's progress thread and return a Work whose Future completes without anyone waiting on it.
+(gather_object, scatter_object_list, ...). ddl matches the messages of two ranks and one tag
+in the order they were sent, as gloo and MPI do; a recv without a source (recvAnysource) takes
+the first message with its tag from any rank, and its Work's sourceRank() says whose.
+Asynchronous calls (async_op=True, DDP's buckets) run on ddl's progress thread and return a
+Work whose Future completes without anyone waiting on it.
 
 The collectives are a C++ c10d::Backend (backend.cpp). An installed package (a wheel, from
 `pip install ./bindings/python`) carries it built against the torch that was in the
