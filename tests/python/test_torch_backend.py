@@ -290,6 +290,43 @@ def scenario_smoke(torch, dist, rank, size):
     dist.barrier()
 
 
+def scenario_direct(torch, dist, rank, size):
+    """ddl.torch.all_reduce_ and torch.ops.ddl.all_reduce_ (in place, no Work), also inside
+    torch.compile, against dist.all_reduce on the same inputs; bad inputs raise."""
+    import ddl.torch
+    for dtype in (torch.float32, torch.bfloat16, torch.int64):
+        for op, reduce_op in (("sum", dist.ReduceOp.SUM), ("max", dist.ReduceOp.MAX),
+                              ("avg", dist.ReduceOp.AVG)):
+            if op == "avg" and dtype == torch.int64:
+                continue
+            x = _input(torch, rank, 1001, dtype)
+            want = x.clone()
+            dist.all_reduce(want, op=reduce_op)
+            got = ddl.torch.all_reduce_(x, op=op)
+            assert got is x
+            _check(torch, got, want, f"all_reduce_ {op} {dtype}")
+    handle = ddl.torch.direct_handle()
+
+    @torch.compile(backend="aot_eager", fullgraph=True)
+    def step(a):
+        b = a * 2
+        torch.ops.ddl.all_reduce_(b, handle, 0)
+        return b + 1
+    out = step(torch.full((7,), float(rank)))
+    assert torch.equal(out, torch.full((7,), 2.0 * sum(range(size)) + 1)), out
+    for bad, words in ((lambda: ddl.torch.all_reduce_(torch.ones(4, 2).t()), "contiguous"),
+                       (lambda: ddl.torch.all_reduce_(torch.ones(2), op="xor"), "xor"),
+                       (lambda: torch.ops.ddl.all_reduce_(torch.ones(2), 12345, 0),
+                        "not a live communicator")):
+        try:
+            bad()
+        except (RuntimeError, ValueError) as e:
+            assert words in str(e), str(e)
+        else:
+            raise AssertionError(f"no error for {words}")
+    dist.barrier()
+
+
 def scenario_mismatch(torch, dist, rank, size):
     """Ranks disagree on the size of an all_reduce: every rank must raise, not hang."""
     t = torch.ones(10 if rank == 0 else 20)
@@ -394,7 +431,8 @@ if __name__ != "__main__":
     # Every scenario at 2 and 4 ranks under torchrun; under ddlrun (which only changes how the
     # processes meet) one scenario per rank count, to keep the suite short.
     CASES = [("torchrun", n, s) for n in (2, 4) for s in ("ops", "async", "groups")] + \
-        [("ddlrun", 2, "ops"), ("ddlrun", 2, "async"), ("ddlrun", 4, "groups")]
+        [("ddlrun", 2, "ops"), ("ddlrun", 2, "async"), ("ddlrun", 4, "groups"),
+         ("ddlrun", 3, "direct")]
 
     @pytest.mark.parametrize("launcher,nranks,scenario", CASES)
     def test_collectives(launcher, nranks, scenario):

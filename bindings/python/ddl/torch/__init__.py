@@ -43,13 +43,15 @@ import os
 import secrets
 import socket
 import threading
+import weakref
 
 import torch
 import torch.distributed as dist
 
 import ddl
 
-__all__ = ["BACKEND", "communicator_from_store", "extension", "nonblocking"]
+__all__ = ["BACKEND", "all_reduce_", "communicator_from_store", "direct_handle", "extension",
+           "nonblocking"]
 
 BACKEND = "ddl"
 
@@ -105,7 +107,7 @@ def _extension_built_here():
     tag = torch.__version__.split("+")[0].replace(".", "_")
     files = [os.path.join(here, name) for name in
              ("backend.cpp", "libddl_api.h", "work.h", "membership.h", "device_path.h",
-              "device_calls.h", "rooted_calls.h")]
+              "device_calls.h", "rooted_calls.h", "direct_ops.h")]
     digest = hashlib.sha256()
     for path in files:
         with open(path, "rb") as f:
@@ -274,6 +276,42 @@ def shrink_group(group=None, attempts=3):
 
 
 # ---- launchers -----------------------------------------------------------------------------
+
+_DIRECT_OPS = {"sum": 0, "prod": 1, "min": 2, "max": 3, "avg": 4}
+# Process group -> its ddl.Communicator, looked up once per group (a group's backend never
+# changes); an entry goes with its group.
+_direct_comms = weakref.WeakKeyDictionary()
+
+
+def _direct_comm(group):
+    group = group or dist.group.WORLD
+    comm = _direct_comms.get(group)
+    if comm is None:
+        backend = group._get_backend(torch.device("cpu"))
+        comm = getattr(backend, "communicator", None)
+        if comm is None:
+            raise ValueError(f"not a ddl process group (its backend: {type(backend).__name__})")
+        _direct_comms[group] = comm
+    return comm
+
+
+def direct_handle(group=None):
+    """The ddl communicator of a "ddl" process group (default: the world), as the integer
+    torch.ops.ddl.all_reduce_ takes. Look it up once, outside a compiled function."""
+    return _direct_comm(group)._live().value
+
+
+def all_reduce_(tensor, op="sum", group=None):
+    """Allreduces a contiguous CPU tensor in place on a "ddl" process group, straight into
+    libddl's blocking call: no c10d dispatch, no Work (for latency-bound code such as
+    tensor-parallel inference, DeepSpeed's inference_all_reduce). op: sum, prod, min, max,
+    avg. Returns the tensor. Inside torch.compile call the op itself with a handle looked up
+    beforehand: torch.ops.ddl.all_reduce_(tensor, ddl.torch.direct_handle(), 0)."""
+    if op not in _DIRECT_OPS:
+        raise ValueError(f"all_reduce_: op {op!r} is not one of {sorted(_DIRECT_OPS)}")
+    torch.ops.ddl.all_reduce_(tensor, _direct_comm(group)._live().value, _DIRECT_OPS[op])
+    return tensor
+
 
 def _env_from_launcher(env=os.environ):
     """Makes env:// work under ddlrun, mpirun and srun: sets RANK, WORLD_SIZE, MASTER_ADDR and

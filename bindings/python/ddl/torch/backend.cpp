@@ -28,6 +28,7 @@
 #include <torch/extension.h>
 
 #include "device_path.h"
+#include "direct_ops.h"  // torch.ops.ddl.all_reduce_
 #include "libddl_api.h"
 #include "work.h"
 
@@ -42,7 +43,9 @@ class DdlBackend : public c10d::Backend {
         async_(api_->nonblocking()),
         completer_(std::make_shared<Completer>()),
         owner_(std::move(owner)),
-        library_(library) {}
+        library_(library) {
+    enable_direct_ops(api_);
+  }
 
   ~DdlBackend() override {
     // The completer may need the GIL to finish (a Future's Python callback, the last reference
