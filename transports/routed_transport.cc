@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "lib/algorithms/schedule.h"
+#include "lib/common/tags.h"
 
 namespace ddl {
 namespace {

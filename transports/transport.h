@@ -9,6 +9,7 @@
 
 #include "ddl/ddl.h"
 #include "lib/common/status.h"
+#include "lib/common/tags.h"
 
 namespace ddl {
 
@@ -35,15 +36,6 @@ struct ReduceSpec {
 struct CallStamp {
   uint8_t bytes[16] = {};
 };
-
-// Tags from here up are point-to-point messages (ddl_send/ddl_recv), which belong to no
-// collective call: transports that stamp messages with the current call leave them unstamped
-// and never compare them (lib/algorithms/schedule.h lays out the tag space).
-// The last two tags (call signatures, failure notices) are stamped as before.
-constexpr uint32_t kFirstUnstampedTag = 1u << 23;
-inline bool stamped_tag(uint32_t tag) {
-  return tag < kFirstUnstampedTag || tag >= (1u << 24) - 2;
-}
 
 class Transport {
  public:

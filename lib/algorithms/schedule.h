@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "lib/algorithms/cost_model.h"
+#include "lib/common/tags.h"
 
 namespace ddl {
 
@@ -38,17 +39,6 @@ enum class StepKind : uint8_t {
   kPeerRead,   // dst = `count` elements of `peer`'s input at `src`
   kPeerWrite,  // `count` elements at `src` into `peer`'s output at `dst`
 };
-
-// Tags must fit the transport's 24-bit tag field (see transports/transport.h). Steps of
-// collectives use the lower half; the upper half is point-to-point messages (ddl_send and
-// ddl_recv, numbered per pair of ranks: lib/core/point_to_point.h), and its last values are
-// reserved: the call signature every rank sends ahead of a collective, and the notices a
-// rank sends everyone when it finds the job's calls inconsistent.
-constexpr uint32_t kMaxStepTag = (1u << 23) - 1;
-constexpr uint32_t kPointToPointTagBase = 1u << 23;
-constexpr uint32_t kPointToPointTagSpan = 1u << 22;
-constexpr uint32_t kNoticeTag = (1u << 24) - 2;
-constexpr uint32_t kSignatureTag = (1u << 24) - 1;
 
 struct Step {
   StepKind kind = StepKind::kCopy;

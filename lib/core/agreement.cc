@@ -16,7 +16,7 @@
 namespace ddl {
 namespace {
 
-// Above the point-to-point messages' tags and below the two reserved last ones (schedule.h):
+// Above the point-to-point messages' tags and below the two reserved last ones (tags.h):
 // unstamped, so that no collective's stamp check ever looks at them.
 constexpr uint32_t kValueTag = kPointToPointTagBase + kPointToPointTagSpan;
 constexpr uint32_t kDecisionTag = kValueTag + 1;

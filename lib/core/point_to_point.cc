@@ -5,8 +5,6 @@
 
 namespace ddl {
 
-static_assert(kPointToPointTagBase == kFirstUnstampedTag,
-              "point-to-point messages are the ones transports leave unstamped");
 static_assert(kPointToPointTagBase + kPointToPointTagSpan <= kNoticeTag,
               "point-to-point tags stay below the reserved ones");
 

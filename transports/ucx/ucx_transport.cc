@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "lib/algorithms/schedule.h"
+#include "lib/common/tags.h"
 #include "lib/common/log.h"
 #include "lib/common/params.h"
 #include "lib/common/process_liveness.h"
