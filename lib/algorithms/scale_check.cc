@@ -34,9 +34,6 @@ const char *buffer_name(BufferId id) {
 
 // One rank's receives (or sends), by (peer, tag), sorted: what matches a message.
 using MatchIndex = std::vector<std::pair<uint64_t, uint32_t>>;
-uint64_t match_key(int peer, uint32_t tag) {
-  return (static_cast<uint64_t>(static_cast<uint32_t>(peer)) << 32) | tag;
-}
 
 class ScaleCheck {
  public:

@@ -6,6 +6,26 @@
 
 namespace ddl {
 
+const char *step_kind_text(StepKind kind) {
+  switch (kind) {
+    case StepKind::kSend:
+      return "send to";
+    case StepKind::kRecv:
+      return "receive from";
+    case StepKind::kRecvReduce:
+      return "receive-and-reduce from";
+    case StepKind::kCopy:
+      return "local copy";
+    case StepKind::kReduce:
+      return "local reduce";
+    case StepKind::kPeerRead:
+      return "single-copy read from";
+    case StepKind::kPeerWrite:
+      return "single-copy write into";
+  }
+  return "?";
+}
+
 const char *collective_name(Collective collective) {
   switch (collective) {
     case Collective::kAllreduce:

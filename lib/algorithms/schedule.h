@@ -57,6 +57,14 @@ struct Step {
   std::vector<uint32_t> deps;
 };
 
+// What a step does, in the words of reports and errors: "send to", "local copy", ...
+const char *step_kind_text(StepKind kind);
+// A send is matched to a receive by its (peer, tag): the receiver's key names the sender, the
+// sender's the receiver (one 64-bit key, for the walkers that index steps by it).
+inline uint64_t match_key(int peer, uint32_t tag) {
+  return (static_cast<uint64_t>(static_cast<uint32_t>(peer)) << 32) | tag;
+}
+
 // Values are fixed: they travel in call signatures. The v forms take a count per peer
 // (BlockLayout); send and recv are point to point, not collective (only their checks and
 // requests share the collectives' machinery).

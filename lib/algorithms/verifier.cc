@@ -47,29 +47,9 @@ bool operator==(const Sym &a, const Sym &b) {
   return a.defined == b.defined && a.mask == b.mask && a.index == b.index;
 }
 
-const char *kind_name(StepKind kind) {
-  switch (kind) {
-    case StepKind::kSend:
-      return "send";
-    case StepKind::kRecv:
-      return "recv";
-    case StepKind::kRecvReduce:
-      return "recv_reduce";
-    case StepKind::kCopy:
-      return "copy";
-    case StepKind::kReduce:
-      return "reduce";
-    case StepKind::kPeerRead:
-      return "peer_read";
-    case StepKind::kPeerWrite:
-      return "peer_write";
-  }
-  return "?";
-}
-
 std::string where(int rank, size_t index, const Step &step) {
-  return strprintf("rank %d step %zu (%s peer %d tag %u count %zu)", rank, index,
-                   kind_name(step.kind), step.peer, step.tag, step.count);
+  return strprintf("rank %d step %zu (%s rank %d, tag %u, count %zu)", rank, index,
+                   step_kind_text(step.kind), step.peer, step.tag, step.count);
 }
 
 // One rank's memory. In place, input and output are windows of one array.

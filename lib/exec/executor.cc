@@ -29,34 +29,15 @@ constexpr std::chrono::milliseconds kPeerStateGrace(100);
 constexpr std::chrono::milliseconds kPeerStateSettle(300);
 constexpr std::chrono::milliseconds kPeerStateLimit(2000);
 
-const char *kind_text(StepKind kind) {
-  switch (kind) {
-    case StepKind::kSend:
-      return "send to";
-    case StepKind::kRecv:
-      return "receive from";
-    case StepKind::kRecvReduce:
-      return "receive-and-reduce from";
-    case StepKind::kCopy:
-      return "local copy";
-    case StepKind::kReduce:
-      return "local reduce";
-    case StepKind::kPeerRead:
-      return "single-copy read from";
-    case StepKind::kPeerWrite:
-      return "single-copy write into";
-  }
-  return "?";
-}
-
 std::string describe(const Step &step, size_t index, size_t elem_size) {
   if (step.kind == StepKind::kCopy || step.kind == StepKind::kReduce)
-    return strprintf("step %zu (%s of %zu B)", index, kind_text(step.kind), step.count * elem_size);
-  if (is_peer_memory(step.kind))
-    return strprintf("step %zu (%s rank %d, %zu B)", index, kind_text(step.kind), step.peer,
+    return strprintf("step %zu (%s of %zu B)", index, step_kind_text(step.kind),
                      step.count * elem_size);
-  return strprintf("step %zu (%s rank %d, tag %u, %zu B)", index, kind_text(step.kind), step.peer,
-                   step.tag, step.count * elem_size);
+  if (is_peer_memory(step.kind))
+    return strprintf("step %zu (%s rank %d, %zu B)", index, step_kind_text(step.kind), step.peer,
+                     step.count * elem_size);
+  return strprintf("step %zu (%s rank %d, tag %u, %zu B)", index, step_kind_text(step.kind),
+                   step.peer, step.tag, step.count * elem_size);
 }
 
 char *address(const ExecArgs &args, Range range, size_t elem_size) {

@@ -38,9 +38,6 @@ struct RankSteps {
   std::vector<std::pair<uint64_t, uint32_t>> receives;
 };
 
-uint64_t match_key(int peer, uint32_t tag) {
-  return (static_cast<uint64_t>(static_cast<uint32_t>(peer)) << 32) | tag;
-}
 
 RankSteps compact(const ddl::Schedule &schedule, size_t elem_size) {
   RankSteps out;
@@ -57,7 +54,7 @@ RankSteps compact(const ddl::Schedule &schedule, size_t elem_size) {
     s.pending = static_cast<uint32_t>(step.deps.size());
     for (uint32_t d : step.deps) ++count[d + 1];
     if (step.kind == StepKind::kRecv || step.kind == StepKind::kRecvReduce)
-      out.receives.emplace_back(match_key(step.peer, step.tag), static_cast<uint32_t>(i));
+      out.receives.emplace_back(ddl::match_key(step.peer, step.tag), static_cast<uint32_t>(i));
   }
   for (size_t i = 0; i < n; ++i) count[i + 1] += count[i];
   out.first = count;
@@ -220,8 +217,8 @@ class Simulation {
         const SimStep &s = ranks_[r].steps[i];
         if (!s.done)
           return ddl::internal_error(
-              "the schedules stall: rank %zu's step %u (%s peer %d tag %u) never ran", r, i,
-              kind_name(s.kind), s.peer, s.tag);
+              "the schedules stall: rank %zu's step %u (%s rank %d, tag %u) never ran", r, i,
+              ddl::step_kind_text(s.kind), s.peer, s.tag);
       }
       last = std::max(last, finish_[r]);
       result->steps += ranks_[r].steps.size();
@@ -238,23 +235,6 @@ class Simulation {
   }
 
  private:
-  static const char *kind_name(StepKind kind) {
-    switch (kind) {
-      case StepKind::kSend:
-        return "send to";
-      case StepKind::kRecv:
-        return "receive from";
-      case StepKind::kRecvReduce:
-        return "receive-reduce from";
-      case StepKind::kPeerRead:
-        return "read from";
-      case StepKind::kPeerWrite:
-        return "write to";
-      default:
-        return "local";
-    }
-  }
-
   // Finds each of rank r's sends the receive it feeds.
   Status match_sends(int r) {
     const int n = static_cast<int>(ranks_.size());
@@ -263,7 +243,7 @@ class Simulation {
       if (s.peer < 0 || s.peer >= n)
         return ddl::invalid_argument("rank %d sends to rank %d of %d", r, s.peer, n);
       const auto &receives = ranks_[static_cast<size_t>(s.peer)].receives;
-      const auto key = std::make_pair(match_key(r, s.tag), uint32_t{0});
+      const auto key = std::make_pair(ddl::match_key(r, s.tag), uint32_t{0});
       const auto found = std::lower_bound(receives.begin(), receives.end(), key);
       if (found == receives.end() || found->first != key.first)
         return ddl::invalid_argument("rank %d's send to rank %d (tag %u) has no receive", r, s.peer,
