@@ -26,7 +26,8 @@ Also all_to_all_single (size: what each rank sends in all), a send/recv ping-pon
 ranks 0 and 1 (its time: half a round trip), reduce and gather to rank 0.
 
 Then the DDP example's training step (examples/ddp_train.py's model and data), DDP over ddl
-vs over gloo, and the same step without DDP (compute only) for the communication share.
+(its buckets in plain memory, and in ddl's: DDP_DISABLE_COMM_MEM=0) vs over gloo, and the
+same step without DDP (compute only) for the communication share.
 """
 
 import argparse
@@ -286,6 +287,15 @@ class Bench:
                   "gloo": DDP(ddp_train.make_model(ex.features, ex.hidden, ex.classes, 1),
                               process_group=self.gloo),
                   "compute only": ddp_train.make_model(ex.features, ex.hidden, ex.classes, 1)}
+        # The same DDP with its buckets in ddl's memory: torch's Reducer asks the backend for
+        # them when DDP_DISABLE_COMM_MEM=0 as it is built.
+        saved = os.environ.get("DDP_DISABLE_COMM_MEM")
+        os.environ["DDP_DISABLE_COMM_MEM"] = "0"
+        models["ddl, ddl memory"] = DDP(ddp_train.make_model(ex.features, ex.hidden, ex.classes, 1))
+        if saved is None:
+            del os.environ["DDP_DISABLE_COMM_MEM"]
+        else:
+            os.environ["DDP_DISABLE_COMM_MEM"] = saved
         opts = {k: torch.optim.SGD(m.parameters(), lr=0.01) for k, m in models.items()}
 
         def step(k, i):
@@ -337,13 +347,16 @@ class Bench:
             c = ddp.get("compute only")
             print(f"\nDDP step (examples/ddp_train.py model, {self.args.ddp_steps} steps/block, "
                   f"local batch {next(k[1] for k in med if k[0] == 'ddp step')}):")
-            for k in ("ddl", "gloo", "compute only"):
+            for k in ("ddl", "ddl, ddl memory", "gloo", "compute only"):
                 if k in ddp:
                     share = (f", communication share {(ddp[k] - c) / ddp[k] * 100:.0f}%"
                              if c and k != "compute only" else "")
                     print(f"  {k:13} {ddp[k] * 1e3:8.2f} ms{share}")
             if "ddl" in ddp and "gloo" in ddp:
                 print(f"  ratio gloo / ddl: {ddp['gloo'] / ddp['ddl']:.2f}")
+            if "ddl" in ddp and "ddl, ddl memory" in ddp:
+                print(f"  ratio ddl / ddl with its memory: "
+                      f"{ddp['ddl'] / ddp['ddl, ddl memory']:.2f}")
 
     def main(self):
         self.rounds = 2 if self.args.quick else self.args.rounds

@@ -222,7 +222,8 @@ def scenario_async(torch, dist, rank, size):
 
 def _ddp_with_hooks(torch, dist, rank, size):
     """DDP with small buckets (several allreduces in flight during backward, completed through
-    their Futures) and with a Python comm hook that chains on the Future (fp16 compression):
+    their Futures), with a Python comm hook that chains on the Future (fp16 compression), and
+    with its buckets in ddl's memory:
     after a few steps on different data, every rank holds the same parameters, and they equal
     one process's training on the whole batch."""
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
@@ -237,8 +238,15 @@ def _ddp_with_hooks(torch, dist, rank, size):
     g = torch.Generator().manual_seed(5)
     x, y = torch.randn(3, 8 * size, 16, generator=g), torch.randint(0, 4, (3, 8 * size),
                                                                      generator=g)
-    for hook in (None, default_hooks.fp16_compress_hook):
+    backend = dist.group.WORLD._get_backend(torch.device("cpu"))
+    # The third: buckets in ddl's memory (torch's Reducer asks the backend for them).
+    for hook, ddl_memory in ((None, False), (default_hooks.fp16_compress_hook, False),
+                             (None, True)):
+        made = backend.tensors_allocated
+        os.environ["DDP_DISABLE_COMM_MEM"] = "0" if ddl_memory else "1"
         ddp = DDP(model(), bucket_cap_mb=0.01)  # ~10 KB buckets: 3+ allreduces per backward
+        del os.environ["DDP_DISABLE_COMM_MEM"]
+        assert (backend.tensors_allocated > made) == ddl_memory, (made, ddl_memory)
         if hook is not None:
             ddp.register_comm_hook(None, hook)
         ref = model()

@@ -78,6 +78,14 @@ class DdlBackend : public c10d::Backend {
   void shutdown() override;
   // The ddl.Communicator behind this backend (ddl.torch.shrink_group agrees on it).
   py::object communicator() const { return owner_; }
+  // DDP's gradient buckets in ddl's host-shareable memory (ddl_mem_alloc), when torch's
+  // Reducer asks for them (DDP_DISABLE_COMM_MEM=0): the ranks of a host then reduce them in
+  // place, reading each other's buckets, instead of copying them through the kernel.
+  bool supportsTensorAlloc(c10::DeviceIndex device) override {
+    return device < 0 && api_->mem_alloc && api_->mem_free;  // CPU tensors only
+  }
+  at::Tensor allocateTensor(long size, at::TensorOptions options) override;
+  int64_t tensors_allocated() const { return tensors_allocated_.load(); }
   bool supportsSplitting() const override { return true; }
   c10::intrusive_ptr<Options> getBackendOptions() override;
   c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store,
@@ -582,6 +590,7 @@ class DdlBackend : public c10d::Backend {
   }
   Comm comm_;
   std::shared_ptr<const Api> api_;
+  std::atomic<int64_t> tensors_allocated_{0};  // by allocateTensor (DDP's buckets)
   bool async_;
   std::shared_ptr<Completer> completer_;
   py::object owner_;
@@ -597,6 +606,20 @@ class DdlBackend : public c10d::Backend {
 
 }  // namespace ddl_torch
 
+inline at::Tensor ddl_torch::DdlBackend::allocateTensor(long size, at::TensorOptions options) {
+  TORCH_CHECK(!options.has_device() || options.device().is_cpu(),
+              "ddl backend: allocateTensor makes CPU tensors only, not ", options.device());
+  TORCH_CHECK(size >= 0, "ddl backend: allocateTensor of ", size, " elements");
+  const size_t bytes = static_cast<size_t>(size) * options.dtype().itemsize();
+  void* p = nullptr;
+  const int rc = api_->mem_alloc(&p, bytes);
+  TORCH_CHECK(rc == 0, "ddl backend: allocateTensor of ", bytes, " B: ", api_->last_error(nullptr));
+  ++tensors_allocated_;
+  std::shared_ptr<const Api> api = api_;  // the memory may outlive this backend
+  return at::from_blob(
+      p, {size}, [api](void* q) { api->mem_free(q); }, options.device(at::kCPU));
+}
+
 #include "device_calls.h"  // DdlBackend's calls on CUDA tensors
 #include "rooted_calls.h"  // alltoall, send, recv, reduce, gather, scatter
 #include "membership.h"    // DdlBackend's shutdown, split and shrink
@@ -610,6 +633,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
            py::arg("size"), py::arg("comm"), py::arg("library"), py::arg("owner"))
       .def_property_readonly("communicator", &ddl_torch::DdlBackend::communicator,
                              "the ddl.Communicator this backend runs on")
+      .def_property_readonly("tensors_allocated", &ddl_torch::DdlBackend::tensors_allocated,
+                             "tensors made in ddl's memory for torch (DDP's buckets)")
       .def_property_readonly("nonblocking", &ddl_torch::DdlBackend::nonblocking,
                              "whether libddl has nonblocking collectives (else every call blocks)");
 }

@@ -63,6 +63,9 @@ struct Api {
   int (*iscatter)(const void*, void*, size_t, int, int, Comm, Req*) = nullptr;
   int (*isend)(const void*, size_t, int, int, Comm, Req*) = nullptr;
   int (*irecv)(void*, size_t, int, int, Comm, Req*) = nullptr;
+  // ddl's host-shareable memory (DDP's buckets, allocateTensor); always in libddl.so.0.
+  int (*mem_alloc)(void**, size_t) = nullptr;
+  int (*mem_free)(void*) = nullptr;
   // Tagged messages and receives from any source; missing in a libddl older than them.
   int (*isend_tag)(const void*, size_t, int, int, int, Comm, Req*) = nullptr;
   int (*irecv_tag)(void*, size_t, int, int, int, Comm, int*, Req*) = nullptr;
@@ -124,6 +127,8 @@ struct Api {
     maybe(a.iscatter, "ddl_iscatter");
     maybe(a.isend, "ddl_isend");
     maybe(a.irecv, "ddl_irecv");
+    maybe(a.mem_alloc, "ddl_mem_alloc");
+    maybe(a.mem_free, "ddl_mem_free");
     maybe(a.isend_tag, "ddl_isend_tag");
     maybe(a.irecv_tag, "ddl_irecv_tag");
     maybe(a.allreduce_stream, "ddl_allreduce_stream");
