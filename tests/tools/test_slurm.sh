@@ -5,7 +5,9 @@
 #      at a port from the job and step ids, with a token from ~/.ddl/slurm-secret;
 #   2. the same with --mpi=pmix, where Slurm has its PMIx plugin;
 #   3. srun -N 2 -n 2 python examples/ddp_train.py over backend "ddl" (when DDL_PYTHON has
-#      torch).
+#      torch);
+#   4. srun -N 2 -n 2 python examples/jax_train.py and keras_train.py --check (when it has jax,
+#      tensorflow): ddl.jax and ddl.tensorflow find their ranks from Slurm's variables.
 # emuslurm stops and removes everything it started at the end, whatever happens.
 #
 #   test_slurm.sh BUILD_DIR
@@ -66,6 +68,24 @@ if "$python" -c "import torch" 2> /dev/null; then
 else
   echo "skipped: $python has no torch"
 fi
+
+echo "=== 4. srun -N 2 -n 2: the JAX and Keras examples, checked against one process"
+# The bindings' compiled handlers come from the caller's cache (built at first use).
+caches="DDL_JAX_CACHE=${DDL_JAX_CACHE:-$HOME/.cache/ddl/jax} DDL_TF_CACHE=${DDL_TF_CACHE:-$HOME/.cache/ddl/tensorflow}"
+for example in jax_train.py keras_train.py; do
+  module=${example%%_*}
+  [ "$module" = keras ] && module=tensorflow
+  if ! "$python" -c "import $module" 2> /dev/null; then
+    echo "skipped: $python has no $module"
+    continue
+  fi
+  # shellcheck disable=SC2086  # $caches: two assignments for env
+  out=$(srun_on_h0 -N 2 -n 2 --mpi=none env OMP_NUM_THREADS=1 $caches "$python" \
+    "$root/examples/$example" --steps 5 --check 2>&1)
+  [ "$(grep -c "largest difference from one process" <<< "$out")" -eq 2 ] ||
+    fail "$example under srun: $out"
+  grep -h "process(es): loss" <<< "$out"
+done
 
 echo "=== test_slurm: $failures failure(s)"
 [ "$failures" -eq 0 ]
