@@ -275,7 +275,7 @@ def shrink_group(group=None, attempts=3):
                 raise
 
 
-# ---- launchers -----------------------------------------------------------------------------
+# ---- the direct op -------------------------------------------------------------------------
 
 _DIRECT_OPS = {"sum": 0, "prod": 1, "min": 2, "max": 3, "avg": 4}
 # Process group -> its ddl.Communicator, looked up once per group (a group's backend never
@@ -312,6 +312,8 @@ def all_reduce_(tensor, op="sum", group=None):
     torch.ops.ddl.all_reduce_(tensor, _direct_comm(group)._live().value, _DIRECT_OPS[op])
     return tensor
 
+
+# ---- launchers -----------------------------------------------------------------------------
 
 def _env_from_launcher(env=os.environ):
     """Makes env:// work under ddlrun, mpirun and srun: sets RANK, WORLD_SIZE, MASTER_ADDR and
