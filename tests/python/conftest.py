@@ -119,13 +119,14 @@ def _run_job(cmd, env, timeout):
     return p.stdout
 
 
-def run_ddlrun(nranks, command, timeout, keep_going=False):
-    """Runs `command` (a Python script and its arguments) as nranks processes under ddlrun,
-    torch's launcher variables cleared (see _run_job); skips without ddlrun."""
+def run_ddlrun(nranks, command, timeout, keep_going=False, torch_store=False):
+    """Runs `command` (a Python script and its arguments) as nranks processes under ddlrun
+    (--keep-going, --torch-store when asked), torch's launcher variables cleared (see
+    _run_job); skips without ddlrun."""
     if not os.access(DDLRUN, os.X_OK):
         pytest.skip(f"no ddlrun at {DDLRUN} (build ddl first)")
     cmd = [DDLRUN, "-n", str(nranks)] + (["--keep-going"] if keep_going else []) + \
-        ["--", sys.executable, *command]
+        (["--torch-store"] if torch_store else []) + ["--", sys.executable, *command]
     env = package_env(dict(os.environ))
     for var in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
         env.pop(var, None)

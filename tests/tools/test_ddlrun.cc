@@ -377,3 +377,42 @@ Test(ddlrun, usage_errors_are_clear) {
   cr_assert_eq(help.exit_status, 0);
   cr_assert(contains(help.out, "Usage: ddlrun -n N"));
 }
+
+// --torch-store: a stand-in for `python -m ddl.torch.store` ($DDL_PYTHON, since the ranks'
+// program is not python) says it is ready and records its pid and arguments; the ranks get
+// MASTER_ADDR, MASTER_PORT (its port) and TORCHELASTIC_USE_AGENT_STORE=True, and the store is
+// gone when ddlrun is. A store that fails to start fails the job before any rank starts.
+Test(ddlrun, torch_store_is_hosted_by_ddlrun) {
+  const std::string store = g_dir + "/fake_python";
+  const std::string script = "#!/bin/sh\necho $$ > " + g_dir + "/store_pid\necho \"$*\" > " +
+                             g_dir + "/store_args\necho 'ddl.torch.store: ready on here'\n" +
+                             "exec sleep 60\n";
+  FILE *file = std::fopen(store.c_str(), "w");
+  cr_assert(file);
+  std::fputs(script.c_str(), file);
+  std::fclose(file);
+  chmod(store.c_str(), 0755);
+  setenv("DDL_PYTHON", store.c_str(), 1);
+  RunResult run =
+      run_command(ddlrun({"--torch-store", "-n", "2"},
+                         "echo \"$MASTER_ADDR $MASTER_PORT $TORCHELASTIC_USE_AGENT_STORE\""),
+                  30);
+  cr_assert_eq(run.exit_status, 0, "stderr: %s", run.err.c_str());
+  std::string args = ddltest::read_file(g_dir + "/store_args");
+  args.erase(args.find_last_not_of('\n') + 1);
+  cr_assert(contains(args, "-m ddl.torch.store --port "), "store arguments: %s", args.c_str());
+  const std::string port = args.substr(args.rfind(' ') + 1);
+  cr_assert_eq(count_of(run.out, "127.0.0.1 " + port + " True"), 2, "ranks saw: %s (port %s)",
+               run.out.c_str(), port.c_str());
+  const pid_t store_pid = std::stoi(ddltest::read_file(g_dir + "/store_pid"));
+  cr_assert(ddltest::wait_until_gone(store_pid, 5), "the store outlived ddlrun");
+
+  setenv("DDL_PYTHON", "/bin/false", 1);
+  RunResult failed =
+      run_command(ddlrun({"--torch-store", "-n", "2"}, "touch " + g_dir + "/rank_ran"), 30);
+  unsetenv("DDL_PYTHON");
+  cr_assert_eq(failed.exit_status, 1, "stderr: %s", failed.err.c_str());
+  cr_assert(contains(failed.err, "--torch-store: the torch store exited before it was ready"),
+            "stderr: %s", failed.err.c_str());
+  cr_assert(access((g_dir + "/rank_ran").c_str(), F_OK) != 0, "a rank started anyway");
+}

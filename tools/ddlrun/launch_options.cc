@@ -38,6 +38,12 @@ const char kUsage[] =
     "  --keep-going          a rank killed by a signal does not stop the others: for jobs\n"
     "                        that shrink and go on (ddl_comm_shrink); the exit status is\n"
     "                        the others' (a rank's own non-zero exit still stops the job)\n"
+    "  --torch-store         host the job's torch.distributed store (a TCPStore) in a\n"
+    "                        process of ddlrun's, as torchrun's agent does, not in rank 0:\n"
+    "                        any rank may then die and the others shrink and go on. Runs\n"
+    "                        `python -m ddl.torch.store` (the job's python, else $DDL_PYTHON,\n"
+    "                        else python3; on host1 with -H) and gives the ranks MASTER_ADDR,\n"
+    "                        MASTER_PORT and TORCHELASTIC_USE_AGENT_STORE=True\n"
     "  --grace-ms MS         when stopping ranks, wait MS ms after SIGTERM before\n"
     "                        SIGKILL (default 3000)\n"
     "  -x VAR=VALUE          set VAR in every rank's environment (repeatable)\n"
@@ -157,6 +163,10 @@ ParseOutcome parse_launch_options(int argc, char **argv, LaunchOptions *options,
     if (name == "-h" || name == "--help") return ParseOutcome::kHelp;
     if (name == "--keep-going") {
       options->keep_going = true;
+      continue;
+    }
+    if (name == "--torch-store") {
+      options->torch_store = true;
       continue;
     }
     if (name == "-t" || name == "--tag-output") {

@@ -20,9 +20,10 @@ struct LaunchOptions {
   std::vector<std::string> launch_agent;  // --launch-agent, split on blanks (with -H)
   int port = 0;                           // --port of rank 0's rendezvous (with -H; 0: random)
   bool tag_output = false;
-  bool keep_going = false;  // a rank killed by a signal does not stop the others
-  double timeout_sec = 0;  // 0: no deadline
-  int grace_ms = 3000;     // SIGTERM -> SIGKILL delay when stopping ranks
+  bool keep_going = false;   // a rank killed by a signal does not stop the others
+  bool torch_store = false;  // host the job's torch store in a helper (torch_store.h)
+  double timeout_sec = 0;    // 0: no deadline
+  int grace_ms = 3000;       // SIGTERM -> SIGKILL delay when stopping ranks
   std::vector<std::pair<std::string, std::string>> extra_env;  // -x VAR=VALUE, -x VAR
   std::vector<std::string> command;                            // prog args...
 };

@@ -21,6 +21,7 @@
 #include "job_env.h"
 #include "line_tagger.h"
 #include "remote_launch.h"
+#include "torch_store.h"
 
 extern char **environ;
 
@@ -32,6 +33,8 @@ using Clock = std::chrono::steady_clock;
 // After the last rank exits, how long to keep reading output that orphaned grandchildren
 // may still hold pipes open for.
 constexpr std::chrono::milliseconds kDrainTime{500};
+// How long the torch store may take to start (python importing torch on a busy host).
+constexpr double kTorchStoreStartSec = 120;
 
 struct RankProcess {
   int rank = 0;
@@ -76,6 +79,8 @@ class Job {
 
  private:
   bool install_signal_handling();
+  bool start_torch_store(const std::string &host,
+                         std::vector<std::pair<std::string, std::string>> *vars);
   void spawn_ranks();
   bool spawn_rank(RankProcess *proc, const std::vector<std::string> &command,
                   const std::vector<std::string> &env, std::string *error);
@@ -96,6 +101,7 @@ class Job {
 
   const LaunchOptions &options_;
   std::vector<RankProcess> ranks_;
+  TorchStore store_;  // --torch-store
   int signal_fd_ = -1;
   sigset_t saved_mask_;
   pid_t launcher_pid_ = getpid();
@@ -130,6 +136,7 @@ int Job::run() {
     if (proc.out_tagger) proc.out_tagger->flush();
     if (proc.err_tagger) proc.err_tagger->flush();
   }
+  store_.stop(options_.grace_ms);
   sweep_leftovers();
   return exit_status_;
 }
@@ -152,6 +159,29 @@ bool Job::install_signal_handling() {
   return true;
 }
 
+// The torch store on `host` (through the launch agent; "": here), before any rank starts, so
+// that no rank waits for a store that will not come.
+bool Job::start_torch_store(const std::string &host,
+                            std::vector<std::pair<std::string, std::string>> *vars) {
+  std::string error;
+  int port = 0;
+  const bool have_port =
+      host.empty() ? pick_free_port(&port, &error) : pick_remote_port(&port, &error);
+  std::vector<std::string> command = torch_store_command(options_.command, port);
+  if (!host.empty())
+    command = agent_command(options_.launch_agent, host, options_.extra_env, command);
+  if (!have_port || !store_.start(command, kTorchStoreStartSec, &error)) {
+    std::fprintf(stderr, "ddlrun: --torch-store: %s\n", error.c_str());
+    stop_reason_ = StopReason::kSpawnFailed;
+    exit_status_ = 1;
+    return false;
+  }
+  *vars = {{"MASTER_ADDR", host.empty() ? "127.0.0.1" : host},
+           {"MASTER_PORT", std::to_string(port)},
+           {"TORCHELASTIC_USE_AGENT_STORE", "True"}};
+  return true;
+}
+
 void Job::spawn_ranks() {
   std::string error;
   int port = options_.port;
@@ -169,6 +199,9 @@ void Job::spawn_ranks() {
   std::vector<RankPlacement> placement;
   if (remote) placement = place_ranks(options_);
   std::string root = (remote ? placement[0].host : "127.0.0.1") + ":" + std::to_string(port);
+  std::vector<std::pair<std::string, std::string>> store_vars;
+  if (options_.torch_store && !start_torch_store(remote ? placement[0].host : "", &store_vars))
+    return;
   // OMP_NUM_THREADS, as torchrun sets it: unless the user set it (here or with -x), each rank
   // gets its host's cores divided by the ranks on that host, so that PyTorch's and OpenMP's
   // pools (a thread per core each) do not fight over the cores.
@@ -207,6 +240,7 @@ void Job::spawn_ranks() {
         {"DDL_ROOT", root},
         {"DDL_JOB_TOKEN", token},
     };
+    vars.insert(vars.end(), store_vars.begin(), store_vars.end());
     if (omp_threads > 0) vars.emplace_back("OMP_NUM_THREADS", std::to_string(omp_threads));
     // A remote rank does not inherit ddlrun's environment: the user's value goes along.
     if (remote && own_omp) vars.emplace_back("OMP_NUM_THREADS", own_omp);

@@ -1,0 +1,36 @@
+"""The job's torch.distributed store in a process of its own, for `ddlrun --torch-store`:
+
+    python -m ddl.torch.store --port PORT [--host HOST]
+
+hosts a TCPStore server (as torchrun's agent does) and prints "ddl.torch.store: ready on
+HOST:PORT" once it listens; it serves until SIGTERM, SIGINT or SIGHUP. The ranks connect to it
+as clients (MASTER_ADDR, MASTER_PORT, TORCHELASTIC_USE_AGENT_STORE=True), so it outlives any
+rank, rank 0 included.
+"""
+
+import argparse
+import datetime
+import signal
+import threading
+
+import torch.distributed as dist
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--host", default="127.0.0.1", help="the address in the ready line")
+    args = p.parse_args(argv)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, lambda *_: stop.set())
+    store = dist.TCPStore(args.host, args.port, is_master=True, wait_for_workers=False,
+                          timeout=datetime.timedelta(seconds=60))
+    print(f"ddl.torch.store: ready on {args.host}:{args.port}", flush=True)
+    while not stop.wait(1.0):
+        pass
+    del store
+
+
+if __name__ == "__main__":
+    main()
