@@ -13,14 +13,12 @@ is released while ddl works. Failures raise ddl.Error with ddl's code and messag
 
 from ._buffers import DataType
 from ._core import (
-    ANY_SOURCE,
     AVG,
     MAX,
     MIN,
     PROD,
     SPLIT_NOCOLOR,
     SUM,
-    TAG_UB,
     Communicator,
     Error,
     LibraryTooOldError,
@@ -32,6 +30,7 @@ from ._core import (
     version,
 )
 from ._library import LibraryNotFoundError
+from ._point_to_point import ANY_SOURCE, TAG_UB
 from . import fusion
 from .fusion import Fuser
 
