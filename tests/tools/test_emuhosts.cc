@@ -1,6 +1,7 @@
 // Emulated hosts (tools/emuhosts) and `ddlrun -H` across them: network namespaces with their own
 // hostnames, a ddl job on 2 hosts x 2 ranks through the emuhosts launch agent, a failing rank on
-// one host stopping the job, and nothing left behind. Needs root and network namespaces; skips
+// one host stopping the job, torch's store in ddlrun (--torch-store) outliving rank 0, and
+// nothing left behind. Needs root and network namespaces; skips
 // with a message otherwise. Each test's setup is named after its process (Criterion runs each
 // test in a process of its own) and removed in .fini, whatever the test did.
 #include <criterion/criterion.h>
@@ -8,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -361,4 +363,38 @@ Test(emuhosts, gpu_ranks_drive_the_nic_closest_to_their_gpu) {
               peers.c_str(), log.c_str());
   }
 #endif
+}
+
+// ddlrun --torch-store across hosts: torch's store runs on the first host through the launch
+// agent, in a process of its own, so examples/elastic_train.py loses rank 0 (on h0) and the
+// 3 others shrink and end with equal parameters. Skipped without a Python that has torch
+// ($DDL_PYTHON, as scripts/test.sh sets it).
+Test(emuhosts, torch_store_lets_rank_0_die_across_hosts, .timeout = 240) {
+  const char *python = std::getenv("DDL_PYTHON");
+  if (!python || run_command({python, "-c", "import torch, ddl.torch"}, 120).exit_status != 0)
+    cr_skip_test("no DDL_PYTHON with torch and the ddl package");
+  up_or_skip({"--hosts", "2", "--rate", "none"});
+  setenv("DDL_BUILD_DIR", BUILD_DIR, 1);
+  RunResult r = run_command({kDdlrun,         "--torch-store",
+                             "--keep-going",  "-H",
+                             "h0:2,h1:2",     "--launch-agent",
+                             agent(),         "--timeout",
+                             "180",           "-x",
+                             "DDL_BUILD_DIR", "--",
+                             python,          SOURCE_DIR "/examples/elastic_train.py",
+                             "--steps",       "6",
+                             "--at-step",     "3",
+                             "--kill-rank",   "0"},
+                            200);
+  cr_assert_eq(r.exit_status, 0, "stdout:\n%s\nstderr:\n%s", r.out.c_str(), r.err.c_str());
+  // The number only: lines of different ranks may run together in the captured output.
+  std::vector<std::string> sums;
+  const std::string label = "param checksum ";
+  for (size_t at = r.out.find(label); at != std::string::npos; at = r.out.find(label, at + 1)) {
+    const size_t from = at + label.size();
+    sums.push_back(r.out.substr(from, r.out.find_first_not_of("+-0123456789.eE", from) - from));
+  }
+  cr_assert_eq(sums.size(), 3u, "survivors' lines:\n%s", r.out.c_str());
+  cr_assert(sums[0] == sums[1] && sums[1] == sums[2], "survivors disagree:\n%s", r.out.c_str());
+  cr_assert(contains(r.out, "rank 0: killing myself"), "%s", r.out.c_str());
 }
