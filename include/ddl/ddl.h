@@ -331,11 +331,10 @@ DDL_API ddl_result_t ddl_irecv(void *buf, size_t count, ddl_datatype_t dtype, in
  *
  * peer DDL_ANY_SOURCE (receives only) takes the first message with that tag to arrive from
  * any rank; *source (may be NULL) is set to the sender when the receive is done (for
- * ddl_irecv_tag, once ddl_test/ddl_wait report it done). A receive from a given rank takes
- * that rank's next message with the tag not already taken by a receive posted before it, so
- * a receive from rank r posted while a DDL_ANY_SOURCE receive of the same tag is pending takes
- * r's next message even if the pending one would have matched it (MPI would give it to the
- * earlier receive). A message longer than an any-source receive fails on the receiver,
+ * ddl_irecv_tag, once ddl_test/ddl_wait report it done). Receives are matched in the order
+ * they were posted, as in MPI: a receive from rank r posted while a DDL_ANY_SOURCE receive of
+ * the same tag is pending waits until that one has taken its message (r's first, if r's came
+ * first). A message longer than an any-source receive fails on the receiver,
  * naming the sender and both sizes, as for any receive; so does a shorter one. */
 #define DDL_ANY_SOURCE (-1)
 #define DDL_TAG_UB ((1 << 22) - 1)

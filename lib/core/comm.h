@@ -97,6 +97,11 @@ struct ddl_comm {
   // message of a pair and tag carries k as its sequence number (lib/core/point_to_point.h).
   std::map<std::pair<int, int>, uint32_t> pairs_sent, pairs_received;
   int last_any_source = 0;  // the sender a receive from any source found last
+  // Receives are numbered as they are posted; by tag, the numbers of the receives from any
+  // source not matched yet: a later receive of the tag waits behind them (MPI's order: the
+  // earlier receive takes the first message).
+  uint64_t receives_posted = 0;
+  std::map<int, std::set<uint64_t>> any_source_open;
 
   // Failure notices: a standing receive from any rank, and what this rank sends when it
   // finds the job broken itself (mismatched calls, a dead rank).

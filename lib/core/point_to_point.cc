@@ -26,6 +26,7 @@ struct PointToPointBatch::Transfer {
   const CollectiveCall *call = nullptr;
   int peer = -1;        // the rank it goes to or comes from (found later for any source)
   uint32_t number = 0;  // the k-th of this direction, pair and tag (its sequence number)
+  uint64_t ticket = 0;  // receives: the order they were posted in (ddl_comm::receives_posted)
   size_t bytes = 0;
   bool posted = false;  // handed to the transport (a receive from any source: once found)
   bool seen = false;    // its completion was looked at
@@ -65,12 +66,22 @@ PointToPointBatch::PointToPointBatch(ddl_comm *comm, std::vector<CollectiveCall>
     t.call = &calls_[i];
     t.bytes = call_bytes(calls_[i]);
     t.peer = calls_[i].peer;
-    if (t.peer == DDL_ANY_SOURCE) {
-      ++any_source_;
+    if (t.call->collective == Collective::kRecv) t.ticket = comm->receives_posted++;
+    if (t.peer == DDL_ANY_SOURCE) comm->any_source_open[t.call->tag].insert(t.ticket);
+    if (t.peer == DDL_ANY_SOURCE || waits(t)) {
+      ++unposted_;
       continue;
     }
     if (!post(t)) return;
   }
+}
+
+// Whether a receive must wait for a receive from any source with its tag posted before it.
+bool PointToPointBatch::waits(const Transfer &t) const {
+  if (t.call->collective != Collective::kRecv) return false;
+  const auto open = comm_->any_source_open.find(t.call->tag);
+  return open != comm_->any_source_open.end() && !open->second.empty() &&
+         *open->second.begin() < t.ticket;
 }
 
 // Numbers the transfer within its pair and tag and hands it to the transport.
@@ -92,24 +103,29 @@ bool PointToPointBatch::post(Transfer &t) {
   return true;
 }
 
-// A receive from any source takes the first rank whose next message with its tag (the one
-// no receive posted so far has taken) has arrived; ranks are looked at from the one after
-// the last found, so that no sender is always passed over.
-bool PointToPointBatch::find_sources() {
+// The receives that could not be posted at once, in order: those behind a receive from any
+// source with their tag (until it is matched), and those from any source. A receive from any
+// source takes the first rank whose next message with its tag (the one no receive posted so
+// far has taken) has arrived, ranks looked at from the one after the last found so that no
+// sender is always passed over.
+bool PointToPointBatch::post_waiting() {
   const int n = comm_->nranks;
   for (Transfer &t : transfers_) {
-    if (t.posted || t.peer != DDL_ANY_SOURCE) continue;
-    for (int i = 1; i <= n; ++i) {
-      const int peer = (comm_->last_any_source + i) % n;
-      if (peer == comm_->rank) continue;
-      const uint32_t next = comm_->pairs_received[{peer, t.call->tag}];
-      if (!comm_->routes->probe(peer, next & kNumberMask, transport_tag(*t.call))) continue;
-      comm_->last_any_source = peer;
-      t.peer = peer;
-      if (!post(t)) return false;
-      --any_source_;
-      break;
+    if (t.posted || waits(t)) continue;
+    if (t.peer == DDL_ANY_SOURCE) {
+      for (int i = 1; i <= n && t.peer == DDL_ANY_SOURCE; ++i) {
+        const int peer = (comm_->last_any_source + i) % n;
+        const uint32_t next = comm_->pairs_received[{peer, t.call->tag}];
+        if (peer != comm_->rank &&
+            comm_->routes->probe(peer, next & kNumberMask, transport_tag(*t.call)))
+          t.peer = peer;
+      }
+      if (t.peer == DDL_ANY_SOURCE) continue;  // nothing has arrived yet
+      comm_->last_any_source = t.peer;
+      comm_->any_source_open[t.call->tag].erase(t.ticket);
     }
+    if (!post(t)) return false;
+    --unposted_;
   }
   return true;
 }
@@ -119,8 +135,10 @@ PointToPointBatch::~PointToPointBatch() {
 }
 
 void PointToPointBatch::fail(Status s, bool news) {
-  for (Transfer &t : transfers_)
+  for (Transfer &t : transfers_) {
     if (t.posted && !t.request.done) comm_->routes->cancel(&t.request);
+    if (t.peer == DDL_ANY_SOURCE) comm_->any_source_open[t.call->tag].erase(t.ticket);
+  }
   if (news) send_failure_notice(comm_, s);
   comm_->failure = s;  // messages may still be in flight: no safe reuse
   status_ = std::move(s);
@@ -130,7 +148,7 @@ void PointToPointBatch::fail(Status s, bool news) {
 bool PointToPointBatch::poll() {
   if (over_) return true;
   if (comm_->routes->progress()) idle_ = 0;
-  if (any_source_ > 0 && !find_sources()) return true;
+  if (unposted_ > 0 && !post_waiting()) return true;
   for (Transfer &t : transfers_) {
     if (t.seen || !t.posted || !t.request.done) continue;
     t.seen = true;

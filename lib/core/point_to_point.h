@@ -4,7 +4,9 @@
 // and NCCL's rule): the k-th send from a to b with tag t travels with transport tag
 // kPointToPointTagBase + t and sequence number k, and b's k-th receive from a with tag t
 // expects it. A receive from any source probes each rank's next message with its tag (the one
-// no receive has taken yet) until one has arrived, then receives it as above. Both sides
+// no receive has taken yet) until one has arrived, then receives it as above; receives of its
+// tag posted after it wait until it has found its sender, so that it takes the first message
+// as MPI's order says. Both sides
 // count, so no message of its own tells the peer what is coming; counts that disagree fail on
 // the receiver (its size check) and the receiver tells everyone, as for mismatched
 // collectives. The messages leave straight from
@@ -44,7 +46,8 @@ class PointToPointBatch {
  private:
   struct Transfer;
   bool post(Transfer &t);
-  bool find_sources();
+  bool waits(const Transfer &t) const;
+  bool post_waiting();
   void fail(Status s, bool news);
   Status check_waiting();
 
@@ -52,7 +55,7 @@ class PointToPointBatch {
   std::vector<CollectiveCall> calls_;
   std::vector<Transfer> transfers_;
   size_t done_ = 0;
-  size_t any_source_ = 0;  // receives from any source whose sender is not found yet
+  size_t unposted_ = 0;  // receives waiting for their sender or an earlier receive
   int idle_ = 0;
   bool over_ = false;
   Status status_;

@@ -1,8 +1,8 @@
 // ddl_send_tag / ddl_recv_tag across real processes: each tag its own order, a receive never
 // takes another tag's message, receives from any source racing several senders (each
 // sender's messages still in order, the reported source right), any-source beside receives
-// from a named rank, in groups; bad tags and sizes with clear errors. Run over shared memory
-// and, by ctest's second entry, over UCX (DDL_SHM=0).
+// from a named rank, in groups and in MPI's order; bad tags and sizes with clear errors. Run over
+// shared memory and, by ctest's second entry, over UCX (DDL_SHM=0).
 #include <criterion/criterion.h>
 #include <unistd.h>
 
@@ -171,6 +171,33 @@ int check_any_source_beside_named(ddl_comm_t comm, int rank, int n) {
   return 0;
 }
 
+// MPI's order: a receive from any source posted before a receive from rank 1 of the same
+// tag takes rank 1's first message, the named receive its second, though both are pending
+// when the messages come.
+int check_earlier_any_source_goes_first(ddl_comm_t comm, int rank) {
+  if (rank > 1) return 0;
+  const int tag = 5;
+  int token = 0;
+  if (rank == 1) {
+    RANK_OK(ddl_recv_tag(&token, 1, DDL_INT32, 0, 9, comm, nullptr));  // both are posted
+    for (int value : {1, 2}) RANK_OK(ddl_send_tag(&value, 1, DDL_INT32, 0, tag, comm));
+    return 0;
+  }
+  int first = -1, second = -1, source = -1;
+  ddl_request_t any = nullptr, named = nullptr;
+  RANK_OK(ddl_irecv_tag(&first, 1, DDL_INT32, DDL_ANY_SOURCE, tag, comm, &source, &any));
+  RANK_OK(ddl_irecv_tag(&second, 1, DDL_INT32, 1, tag, comm, nullptr, &named));
+  RANK_OK(ddl_send_tag(&token, 1, DDL_INT32, 1, 9, comm));
+  for (ddl_request_t r : {any, named}) {
+    RANK_OK(ddl_wait(r));
+    RANK_OK(ddl_request_free(r));
+  }
+  RANK_CHECK(first == 1 && source == 1 && second == 2,
+             "the receive from any source got %d (from %d), the named one %d", first, source,
+             second);
+  return 0;
+}
+
 void expect_all_pass(int n) {
   std::string failures = run_ranks(n, [](ddl_comm_t comm, int rank, int nranks) {
     if (int rc = check_tags_are_separate_orders(comm, rank)) return rc;
@@ -178,6 +205,7 @@ void expect_all_pass(int n) {
     RANK_OK(ddl_barrier(comm));
     if (int rc = check_any_source_races_senders(comm, rank, nranks)) return rc;
     if (int rc = check_any_source_beside_named(comm, rank, nranks)) return rc;
+    if (int rc = check_earlier_any_source_goes_first(comm, rank)) return rc;
     // Tag 0 is ddl_send/ddl_recv's: the two forms meet.
     if (rank < 2) {
       int value = rank + 40, got = -1;
