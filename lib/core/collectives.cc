@@ -168,14 +168,25 @@ CallSignature signature_of(const CollectiveCall &call, uint32_t seq) {
   return signature;
 }
 
+namespace {
+
+// Where the call's buffers are (host and device mixed is an error), and the refusal of device
+// buffers for the calls that have no device path.
+Status locate_buffers(const CollectiveCall &call, device::PointerInfo *where) {
+  DDL_RETURN_IF_ERROR(device::classify_call(call, where));
+  if (where->kind == device::MemoryKind::kDevice && !staged_on_device(call.collective))
+    return unsupported("device buffers are not supported by %s yet: pass host memory",
+                       collective_name(call.collective));
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status check_collective(const ddl_comm *comm, const CollectiveCall &call) {
   bool in_place = false;
   Status s = check_call(comm, call, &in_place);
   device::PointerInfo where;
-  if (s.ok()) s = device::classify_call(call, &where);  // host and device mixed
-  if (s.ok() && where.kind == device::MemoryKind::kDevice && !staged_on_device(call.collective))
-    s = unsupported("device buffers are not supported by %s yet: pass host memory",
-                    collective_name(call.collective));
+  if (s.ok()) s = locate_buffers(call, &where);
   if (!s.ok()) s.prefix(strprintf("rank %d: %s: ", comm->rank, collective_name(call.collective)));
   return s;
 }
@@ -189,13 +200,9 @@ Status run_collective(ddl_comm *comm, const CollectiveCall &call) {
   // Without a CUDA driver (a cached answer) every buffer is host memory.
   if (device::cuda_driver()) {
     device::PointerInfo where;
-    Status s = device::classify_call(call, &where);
+    Status s = locate_buffers(call, &where);
     if (!s.ok())
       return s.prefix(describe_call(comm, call, static_cast<uint32_t>(comm->calls)) + ": ");
-    if (where.kind == device::MemoryKind::kDevice && !staged_on_device(call.collective))
-      return unsupported(
-          "rank %d: %s: device buffers are not supported by %s yet: pass host memory", comm->rank,
-          collective_name(call.collective), collective_name(call.collective));
     if (where.kind == device::MemoryKind::kDevice)
       return device::run_device_collective(comm, call, where, /*from_stream=*/false);
   }
