@@ -72,6 +72,19 @@ if __name__ != "__main__":
         for r in (0, 1):
             assert members[r].returncode == 0 and f"member {r}: ok" in outs[r], outs[r]
 
+    def test_example_loses_a_replica_and_goes_on_as_over_gloo():
+        """examples/torchft_train.py: 2 replica groups under torchft's lighthouse, one killed
+        inside a step's quorum; the survivor does not commit that step, goes on alone, and
+        ends with the same parameters over ddl as over gloo (the example checks both)."""
+        from conftest import REPO
+        example = os.path.join(REPO, "examples", "torchft_train.py")
+        p = subprocess.run([sys.executable, example, "--steps", "8", "--kill-step", "3"],
+                           env=package_env(dict(os.environ)), stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, timeout=300)
+        assert p.returncode == 0, p.stdout
+        for backend in ("ddl", "gloo"):
+            assert f"{backend}: 1 survivors, parameters agree" in p.stdout, p.stdout
+
 
 if __name__ == "__main__":
     member(int(sys.argv[1]), int(sys.argv[2]))
