@@ -262,7 +262,7 @@ def shrink_group(group=None, attempts=3):
     on every live rank once a collective raised DistBackendError; returns `group` itself when
     nothing failed. A rank that dies during the shrink is found by the next attempt."""
     pg = group if group is not None else dist.distributed_c10d._get_default_group()
-    comm = pg._get_backend(torch.device("cpu")).communicator
+    comm = _direct_comm(pg)
     for attempt in range(attempts):
         comm.agree(1)
         failed = comm.failed_ranks()

@@ -155,12 +155,14 @@ inline c10::intrusive_ptr<c10d::Work> DdlBackend::receive(std::vector<at::Tensor
   void* p = t.data_ptr();
   const size_t n = t.numel();
   const int dt = ddl_type(t);
-  auto source = std::make_shared<int>(-1);
+  // Only a receive from any source learns its sender; a named one knows it.
+  auto source = any ? std::make_shared<int>(-1) : nullptr;
   auto work = start(c10d::OpType::RECV, {tensors[0]}, {t}, all_of(std::move(back)), [=](Req* q) {
     return tag == 0 && !any ? api_->irecv(p, n, dt, srcRank, comm_, q)
                             : api_->irecv_tag(p, n, dt, srcRank, tag, comm_, source.get(), q);
   });
-  if (auto* w = dynamic_cast<DdlWork*>(work.get())) w->source = source;
+  if (any)
+    if (auto* w = dynamic_cast<DdlWork*>(work.get())) w->source = source;
   return work;
 }
 
