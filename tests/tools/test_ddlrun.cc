@@ -416,3 +416,41 @@ Test(ddlrun, torch_store_is_hosted_by_ddlrun) {
             "stderr: %s", failed.err.c_str());
   cr_assert(access((g_dir + "/rank_ran").c_str(), F_OK) != 0, "a rank started anyway");
 }
+
+namespace {
+
+// A stand-in for the store's interpreter ($DDL_PYTHON) running `body` as /bin/sh.
+void use_fake_store(const std::string &body) {
+  const std::string path = g_dir + "/fake_store";
+  FILE *file = std::fopen(path.c_str(), "w");
+  cr_assert(file);
+  std::fputs(("#!/bin/sh\necho $$ > " + g_dir + "/store_pid\n" + body).c_str(), file);
+  std::fclose(file);
+  chmod(path.c_str(), 0755);
+  setenv("DDL_PYTHON", path.c_str(), 1);
+}
+
+}  // namespace
+
+// The store's ready line may arrive in two writes (Python unbuffered writes a line's text and
+// its newline apart): ddlrun reads the whole line before it closes the pipe, so the store does
+// not die of a broken pipe (it did, under PYTHONUNBUFFERED=1, and the job hung). And a store
+// that ends while the ranks run stops the job at once, naming it, instead of leaving the ranks
+// to wait on it.
+Test(ddlrun, torch_store_lives_through_the_job_or_stops_it) {
+  use_fake_store("printf 'ddl.torch.store: ready on here'\nsleep 0.3\necho\nexec sleep 60\n");
+  RunResult split = run_command(
+      ddlrun({"--torch-store", "-n", "2"}, "sleep 1; kill -0 $(cat " + g_dir + "/store_pid)"), 30);
+  cr_assert_eq(split.exit_status, 0, "the store died before the ranks ended: %s",
+               split.err.c_str());
+
+  use_fake_store("echo 'ddl.torch.store: ready on here'\nsleep 0.5\nexit 3\n");
+  // The ranks would sleep past run_command's deadline: only the store's end stops them.
+  RunResult ended = run_command(ddlrun({"--torch-store", "-n", "2"}, "sleep 120"), 30);
+  unsetenv("DDL_PYTHON");
+  cr_assert_eq(ended.exit_status, 1, "stderr: %s", ended.err.c_str());
+  cr_assert(contains(ended.err,
+                     "the torch store exited with code 3 while the job ran; "
+                     "stopping the 2 ranks"),
+            "stderr: %s", ended.err.c_str());
+}

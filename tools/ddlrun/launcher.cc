@@ -91,6 +91,7 @@ class Job {
   void handle_signals();
   void reap_children();
   void on_rank_exit(RankProcess *proc, int status);
+  void on_store_exit(int status);
   void stop_ranks(int sig, StopReason reason);
   void signal_running(int sig);
   void read_output(int *fd, LineTagger *tagger);
@@ -435,6 +436,7 @@ void Job::reap_children() {
     for (RankProcess &proc : ranks_) {
       if (proc.pid == pid && proc.running) on_rank_exit(&proc, status);
     }
+    if (pid == store_.pid()) on_store_exit(status);
     // Other pids are orphaned grandchildren (we are their subreaper): just reaped.
   }
 }
@@ -459,6 +461,19 @@ void Job::on_rank_exit(RankProcess *proc, int status) {
                : others == 1 ? "; stopping the other rank"
                              : ("; stopping the other " + plural_ranks(others)).c_str());
   exit_status_ = exit_code_of(status);
+  stop_ranks(SIGTERM, StopReason::kRankFailed);
+}
+
+// The ranks meet through the torch store; without it they would wait on it until torch's
+// timeout. So its end, while ranks run, ends the job as a failed rank does.
+void Job::on_store_exit(int status) {
+  store_.forget();
+  const int others = running_count();
+  if (stop_reason_ != StopReason::kNone || others == 0) return;
+  std::fprintf(stderr,
+               "ddlrun: --torch-store: the torch store %s while the job ran; stopping the %s\n",
+               describe_exit(status).c_str(), plural_ranks(others).c_str());
+  exit_status_ = 1;
   stop_ranks(SIGTERM, StopReason::kRankFailed);
 }
 

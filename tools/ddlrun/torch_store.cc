@@ -100,7 +100,10 @@ bool TorchStore::start(const std::vector<std::string> &command, double timeout_s
       break;
     }
     said.append(buffer, static_cast<size_t>(n));
-    ready = said.find(kReady) != std::string::npos;
+    // The whole line: the pipe closes after it, and a store still writing its end would die
+    // of the broken pipe (Python may write a line's text and its newline apart).
+    const size_t at = said.find(kReady);
+    ready = at != std::string::npos && said.find('\n', at) != std::string::npos;
   }
   close(out[0]);  // it says nothing more
   if (!ready) stop(0);

@@ -26,6 +26,8 @@ class TorchStore {
   // SIGTERM to its process group, SIGKILL after grace_ms; reaps it. Does nothing if stopped.
   void stop(int grace_ms);
   pid_t pid() const { return pid_; }
+  // It exited and was reaped elsewhere (the launcher's event loop): nothing left to stop.
+  void forget() { pid_ = -1; }
 
  private:
   pid_t pid_ = -1;

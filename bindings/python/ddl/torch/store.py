@@ -10,7 +10,9 @@ rank, rank 0 included.
 
 import argparse
 import datetime
+import os
 import signal
+import sys
 import threading
 
 import torch.distributed as dist
@@ -26,7 +28,14 @@ def main(argv=None):
         signal.signal(sig, lambda *_: stop.set())
     store = dist.TCPStore(args.host, args.port, is_master=True, wait_for_workers=False,
                           timeout=datetime.timedelta(seconds=60))
-    print(f"ddl.torch.store: ready on {args.host}:{args.port}", flush=True)
+    # One write for the whole line (print writes the text and its newline apart when Python
+    # runs unbuffered), then nothing more on stdout: the launcher closes its end once it has
+    # read the line, and a later write would kill the store with a broken pipe.
+    sys.stdout.write(f"ddl.torch.store: ready on {args.host}:{args.port}\n")
+    sys.stdout.flush()
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
     while not stop.wait(1.0):
         pass
     del store
