@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <map>
 
@@ -79,29 +80,38 @@ class Staging {
     bool read;
   };
 
+  // Receives `count` elements from `peer` (tag) into the next slot and reduces them with
+  // `operand` into dst, after `deps` and the slot's previous use. Returns the step.
+  uint32_t recv_reduce(int peer, uint32_t tag, Range operand, Range dst, size_t count,
+                       bool final_reduce, std::vector<uint32_t> deps) {
+    if (next_ >= kStagingSlots) deps.push_back(users_[next_ - kStagingSlots]);
+    const uint32_t step = add_step(schedule_, recv_reduce_step(peer, tag, next_slot(), operand, dst,
+                                                               count, final_reduce, deps));
+    users_.push_back(step);
+    ++next_;
+    return step;
+  }
+
   // Reduces `count` elements from each of `sources` in turn into dst, the first of them with
   // `first` (this rank's operand, in its input). Returns the last step.
   uint32_t reduce_chain(const std::vector<Source> &sources, uint32_t tag, Range first, Range dst,
                         size_t count, bool final_reduce) {
     uint32_t last = 0;
     for (size_t k = 0; k < sources.size(); ++k) {
-      const Range slot = scratch_at(base_ + (next_ % kStagingSlots) * chunk_elems_);
-      std::vector<uint32_t> free_slot;
-      if (next_ >= kStagingSlots) free_slot.push_back(users_[next_ - kStagingSlots]);
       const Range operand = k == 0 ? first : dst;
       const bool final_step = final_reduce && k + 1 == sources.size();
-      if (sources[k].read) {
-        const uint32_t read =
-            add_step(schedule_, peer_read_step(sources[k].peer, first, slot, count, free_slot));
-        std::vector<uint32_t> deps = {read};
-        if (k > 0) deps.push_back(last);
-        last = add_step(schedule_, reduce_step(slot, operand, dst, count, final_step, deps));
-      } else {
-        std::vector<uint32_t> deps = free_slot;
-        if (k > 0) deps.push_back(last);
-        last = add_step(schedule_, recv_reduce_step(sources[k].peer, tag, slot, operand, dst, count,
-                                                    final_step, deps));
+      std::vector<uint32_t> after;
+      if (k > 0) after.push_back(last);
+      if (!sources[k].read) {
+        last = recv_reduce(sources[k].peer, tag, operand, dst, count, final_step, after);
+        continue;
       }
+      std::vector<uint32_t> free_slot;
+      if (next_ >= kStagingSlots) free_slot.push_back(users_[next_ - kStagingSlots]);
+      const Range slot = next_slot();
+      after.push_back(
+          add_step(schedule_, peer_read_step(sources[k].peer, first, slot, count, free_slot)));
+      last = add_step(schedule_, reduce_step(slot, operand, dst, count, final_step, after));
       users_.push_back(last);
       ++next_;
     }
@@ -109,12 +119,139 @@ class Staging {
   }
 
  private:
+  Range next_slot() const { return scratch_at(base_ + (next_ % kStagingSlots) * chunk_elems_); }
+
   Schedule *schedule_;
   const size_t chunk_elems_;
   const size_t base_;
   size_t next_ = 0;
   std::vector<uint32_t> users_;  // the step of every use, in order
 };
+
+// Where a rank holds chunk c of a block it forwards inside its host (not its own block, which
+// is in its input), and the step that put it there.
+struct HeldChunk {
+  Range at;
+  std::vector<uint32_t> after;
+};
+
+// The allgathers' last move: every block a rank holds (held_by(rank): its own first) to the
+// other ranks of its host, each chunk once it is here: sent, or (peer memory) written straight
+// into their outputs; and what each of them holds, from them (written into this rank's output
+// by them, with peer memory).
+void forward_in_host(const CollectiveArgs &args, const Layout &l,
+                     const std::function<std::vector<int>(int)> &held_by, Schedule *schedule,
+                     const std::function<HeldChunk(int, int)> &held_chunk) {
+  schedule->peer_memory = l.single_copy(args);
+  const std::vector<int> held = held_by(l.me);
+  for (int peer : l.here) {
+    if (peer == l.me) continue;
+    for (int b : held)
+      for (int c = 0; c < l.C; ++c) {
+        HeldChunk from = b == l.me ? HeldChunk{input_at(l.part(c).offset), {}} : held_chunk(b, c);
+        add_step(schedule, schedule->peer_memory
+                               ? peer_write_step(peer, from.at, l.at(BufferId::kOutput, b, c),
+                                                 l.part(c).count, std::move(from.after))
+                               : send_step(peer, tag_of(b, c, l.C), from.at, l.part(c).count,
+                                           std::move(from.after)));
+      }
+    if (schedule->peer_memory) continue;
+    for (int b : held_by(peer))
+      for (int c = 0; c < l.C; ++c)
+        add_step(schedule, recv_step(peer, tag_of(b, c, l.C), l.at(BufferId::kOutput, b, c),
+                                     l.part(c).count, {}));
+  }
+}
+
+// The reduce-scatters' first move (without peer memory, where the others read them instead):
+// this rank's operands of the other blocks, to the owner when it is on this host, else to
+// this host's agent for that block (unless that is this rank).
+void send_operands_in_host(const CollectiveArgs &args, const Layout &l, Schedule *schedule) {
+  for (int b = 0; b < args.nranks; ++b) {
+    const int to = l.hosts.host_of[b] == l.h ? b : l.hosts.agent(l.h, b);
+    if (b == l.me || to == l.me) continue;
+    for (int c = 0; c < l.C; ++c)
+      add_step(schedule,
+               send_step(to, tag_of(b, c, l.C), l.at(BufferId::kInput, b, c), l.part(c).count, {}));
+  }
+}
+
+// How many blocks one message of the Bruck forms carries: as many as fill a network chunk, at
+// least one, at most every host's.
+int blocks_per_message(const CollectiveArgs &args, size_t block, int hosts) {
+  const size_t chunk = network_chunk_elems(args);
+  if (block == 0 || chunk <= block) return 1;
+  return static_cast<int>(std::min<size_t>(static_cast<size_t>(hosts), chunk / block));
+}
+
+// The Bruck forms (hier_two_level.h): the ranks of one local index, one per host (a rail),
+// pass their blocks around in rounds at distances 1, 2, 4, ... hosts. Each rank keeps them in
+// scratch by host, its own host's first (position j: host h+j's), so that what it passes on
+// in a round is one run of positions, sent as messages of up to `per_message` blocks.
+class BruckRail {
+ public:
+  BruckRail(const CollectiveArgs &args, const Layout &l, Schedule *schedule)
+      : l_(l),
+        H_(l.hosts.count()),
+        per_message_(blocks_per_message(args, l.block, H_)),
+        base_(schedule->scratch_count) {
+    schedule->scratch_count += static_cast<size_t>(H_) * l.block;
+  }
+
+  // The rail's rank on host h+j, and where position j's block is kept.
+  int rank_at(int j) const {
+    return l_.hosts
+        .ranks[static_cast<size_t>(l_.shifted(j))][static_cast<size_t>(l_.hosts.local_of[l_.me])];
+  }
+  Range position(int j) const { return scratch_at(base_ + static_cast<size_t>(j) * l_.block); }
+  int hosts() const { return H_; }
+
+  // The rounds' distances, nearest first (allgather's order), and how many positions each
+  // passes on: min(d, H - d).
+  std::vector<int> distances() const {
+    std::vector<int> d;
+    for (int at = 1; at < H_; at *= 2) d.push_back(at);
+    return d;
+  }
+  int passed(int d) const { return std::min(d, H_ - d); }
+  // The messages of a round: [first, first + blocks) of its positions, the first positions
+  // first or (`last_first`) last first; `first` is the message's tag (one round per pair of
+  // ranks and direction).
+  template <typename Visit>
+  void messages(int d, bool last_first, Visit visit) const {
+    const int n = passed(d), count = (n + per_message_ - 1) / per_message_;
+    for (int i = 0; i < count; ++i) {
+      const int first = (last_first ? count - 1 - i : i) * per_message_;
+      visit(first, std::min(per_message_, n - first));
+    }
+  }
+  size_t elems(int blocks) const { return static_cast<size_t>(blocks) * l_.block; }
+  size_t message_elems() const { return elems(per_message_); }
+
+ private:
+  const Layout &l_;
+  const int H_;
+  const int per_message_;
+  const size_t base_;
+};
+
+// The steps a run of positions waits for.
+std::vector<uint32_t> steps_of(const std::vector<std::vector<uint32_t>> &written, int first,
+                               int blocks) {
+  std::vector<uint32_t> after;
+  for (int j = first; j < first + blocks; ++j)
+    after.insert(after.end(), written[static_cast<size_t>(j)].begin(),
+                 written[static_cast<size_t>(j)].end());
+  return after;
+}
+
+// Whether every host has as many ranks (each rank then has a rail) and there are 2 or more.
+bool even_hosts(const Hosts &hosts) {
+  if (hosts.count() < 2) return false;
+  for (const auto &ranks : hosts.ranks)
+    if (ranks.size() != hosts.ranks[0].size()) return false;
+  return true;
+}
 
 // Both hier forms cost the same shape: the other hosts' blocks over the host's links (its L
 // ranks share min(rails, L) of them: each drives its own NIC), one round of messages; then
@@ -131,6 +268,29 @@ double hier_two_level_cost(const CollectiveArgs &args, bool reducing) {
   const double local_byte_cost = reducing ? std::max(local_beta, args.local.gamma) : local_beta;
   const double inside = args.local.alpha + (local - 1) * groups * block * local_byte_cost;
   return network + inside;
+}
+
+// The Bruck forms move the same bytes as hier's and the same inside hosts; they differ in
+// the messages between hosts (fewer, packed) and the rounds (ceil(log2 H) after one another),
+// and an allgather's blocks pass through scratch (one more copy of each).
+double hier_bruck_cost(const CollectiveArgs &args, bool reducing) {
+  const double direct = hier_two_level_cost(args, reducing);
+  const TierGroups tier = fastest_tier_groups(args);
+  const int H = tier.groups;
+  const double inf = std::numeric_limits<double>::infinity();
+  if (!(direct < inf) || H < 3 || H * tier.largest != args.nranks) return inf;
+  const int per_message = blocks_per_message(args, args.count, H);
+  if (per_message < 2) return inf;  // nothing to pack: hier's messages, later
+  int rounds = 0;
+  double messages = 0;
+  for (int d = 1; d < H; d *= 2) {
+    ++rounds;
+    messages += std::ceil(static_cast<double>(std::min(d, H - d)) / per_message);
+  }
+  // Fewer messages to post and complete, more rounds; an allgather's blocks once more
+  // through scratch (a reduce-scatter's partial sums are made there anyway).
+  const double copies = reducing ? 0 : H * count_bytes(args) * args.local.gamma;
+  return direct + (rounds - 1) * args.net.alpha - (H - 1 - messages) * args.net.overhead + copies;
 }
 
 }  // namespace
@@ -162,30 +322,10 @@ void build_hier_allgather(const CollectiveArgs &args, Schedule *schedule) {
       arrived[held[i]].push_back(
           add_step(schedule, recv_step(held[i], tag_of(held[i], c, l.C),
                                        l.at(BufferId::kOutput, held[i], c), l.part(c).count, {})));
-  // 3. Everything it holds to the other ranks of its host, each chunk once it is here: sent,
-  //    or (peer memory) written straight into their outputs; and what each of them holds,
-  //    from them (written into this rank's output by them, with peer memory).
-  schedule->peer_memory = l.single_copy(args);
-  for (int peer : l.here) {
-    if (peer == l.me) continue;
-    for (int b : held)
-      for (int c = 0; c < l.C; ++c) {
-        const bool own = b == l.me;
-        const Range from = own ? input_at(l.part(c).offset) : l.at(BufferId::kOutput, b, c);
-        std::vector<uint32_t> after =
-            own ? std::vector<uint32_t>{} : std::vector<uint32_t>{arrived[b][c]};
-        add_step(schedule,
-                 schedule->peer_memory
-                     ? peer_write_step(peer, from, l.at(BufferId::kOutput, b, c), l.part(c).count,
-                                       std::move(after))
-                     : send_step(peer, tag_of(b, c, l.C), from, l.part(c).count, std::move(after)));
-      }
-    if (schedule->peer_memory) continue;
-    for (int b : held_by(peer))
-      for (int c = 0; c < l.C; ++c)
-        add_step(schedule, recv_step(peer, tag_of(b, c, l.C), l.at(BufferId::kOutput, b, c),
-                                     l.part(c).count, {}));
-  }
+  // 3. Inside the host, from where they arrived.
+  forward_in_host(args, l, held_by, schedule, [&](int b, int c) {
+    return HeldChunk{l.at(BufferId::kOutput, b, c), {arrived[b][c]}};
+  });
 }
 
 void build_hier_reduce_scatter(const CollectiveArgs &args, Schedule *schedule) {
@@ -200,15 +340,8 @@ void build_hier_reduce_scatter(const CollectiveArgs &args, Schedule *schedule) {
     if (r != l.me) local_sources.push_back(Staging::Source{r, read});
   Staging staging(schedule, l.chunks.chunk_elems());
 
-  // 1. This rank's operands of the other blocks: to the owner when it is on this host, else
-  //    to this host's agent for that block (unless that is this rank); read by them instead,
-  //    with peer memory.
-  for (int b = 0; b < args.nranks && !read; ++b) {
-    const int to = l.hosts.host_of[b] == l.h ? b : l.hosts.agent(l.h, b);
-    if (b == l.me || to == l.me) continue;
-    for (int c = 0; c < l.C; ++c)
-      add_step(schedule, send_step(to, tag_of(b, c, l.C), operand(b, c), l.part(c).count, {}));
-  }
+  // 1. This rank's operands to whoever reduces them on this host.
+  if (!read) send_operands_in_host(args, l, schedule);
   // 2. As this host's agent: its host's operands of a block owned elsewhere reduced into one
   //    partial sum, sent to the owner chunk by chunk. These chains come before this rank's
   //    own block, which waits on other hosts' agents: none of them waits on anything but its
@@ -281,12 +414,113 @@ void build_hier_broadcast(const CollectiveArgs &args, Schedule *schedule) {
   }
 }
 
+void build_hier_bruck_allgather(const CollectiveArgs &args, Schedule *schedule) {
+  if (!even_hosts(Hosts(args))) return build_hier_allgather(args, schedule);
+  if (!start_blocks_schedule(args, Collective::kAllgather, "hier_bruck", schedule)) return;
+  const Layout l(args);
+  if (l.block == 0) return;
+  BruckRail rail(args, l, schedule);
+  // written[j]: the steps that put position j's block in scratch.
+  std::vector<std::vector<uint32_t>> written(static_cast<size_t>(rail.hosts()));
+  written[0] = {add_step(schedule, copy_step(input_at(0), rail.position(0), l.block, {}))};
+  // Round d: positions [0, n) to the rail's rank d hosts back; [d, d + n) from d hosts on.
+  for (int d : rail.distances())
+    rail.messages(d, false, [&](int first, int blocks) {
+      add_step(schedule,
+               send_step(rail.rank_at(-d), static_cast<uint32_t>(first), rail.position(first),
+                         rail.elems(blocks), steps_of(written, first, blocks)));
+      const uint32_t got =
+          add_step(schedule, recv_step(rail.rank_at(d), static_cast<uint32_t>(first),
+                                       rail.position(d + first), rail.elems(blocks), {}));
+      for (int j = d + first; j < d + first + blocks; ++j) written[static_cast<size_t>(j)] = {got};
+    });
+  // The rail's blocks into this rank's output, and to the other ranks of its host from
+  // scratch, each once it is here.
+  auto position_of = [&](int b) {
+    return (l.hosts.host_of[b] - l.h + rail.hosts()) % rail.hosts();
+  };
+  auto rail_of = [&](int rank) {
+    std::vector<int> blocks;
+    for (int j = 0; j < rail.hosts(); ++j)
+      blocks.push_back(l.hosts.ranks[static_cast<size_t>(l.shifted(j))]
+                                    [static_cast<size_t>(l.hosts.local_of[rank])]);
+    return blocks;
+  };
+  for (int j = 1; j < rail.hosts(); ++j)
+    add_step(schedule, copy_step(rail.position(j), l.at(BufferId::kOutput, rail.rank_at(j), 0),
+                                 l.block, written[static_cast<size_t>(j)]));
+  forward_in_host(args, l, rail_of, schedule, [&](int b, int c) {
+    const int j = position_of(b);
+    return HeldChunk{Range{BufferId::kScratch, rail.position(j).offset + l.part(c).offset},
+                     written[static_cast<size_t>(j)]};
+  });
+}
+
+void build_hier_bruck_reduce_scatter(const CollectiveArgs &args, Schedule *schedule) {
+  if (!even_hosts(Hosts(args))) return build_hier_reduce_scatter(args, schedule);
+  if (!start_blocks_schedule(args, Collective::kReduceScatter, "hier_bruck", schedule)) return;
+  const Layout l(args);
+  if (l.block == 0) return;
+  const bool read = l.single_copy(args);
+  schedule->peer_memory = read;
+  std::vector<Staging::Source> local_sources;
+  for (int r : l.here)
+    if (r != l.me) local_sources.push_back(Staging::Source{r, read});
+  BruckRail rail(args, l, schedule);
+  // Slots of its own for the rounds' messages: they need not wait for the host's sums.
+  Staging staging(schedule, l.chunks.chunk_elems()), round_staging(schedule, rail.message_elems());
+  // 1. This rank's operands to whoever reduces them on this host (as hier's).
+  if (!read) send_operands_in_host(args, l, schedule);
+  // 2. The host's partial sum of each of the rail's blocks, the farthest position first: the
+  //    rounds pass on the far positions first and add into the near ones last.
+  std::vector<std::vector<uint32_t>> written(static_cast<size_t>(rail.hosts()));
+  for (int j = rail.hosts() - 1; j >= 0; --j) {
+    const int b = rail.rank_at(j);
+    for (int c = 0; c < l.C; ++c) {
+      const Range operand = l.at(BufferId::kInput, b, c);
+      const Range partial{BufferId::kScratch, rail.position(j).offset + l.part(c).offset};
+      written[static_cast<size_t>(j)].push_back(
+          local_sources.empty()
+              ? add_step(schedule, copy_step(operand, partial, l.part(c).count, {}))
+              : staging.reduce_chain(local_sources, tag_of(b, c, l.C), operand, partial,
+                                     l.part(c).count, false));
+    }
+  }
+  // 3. allgather's rounds backwards: round d sends positions [d, d + n) to the rail's rank d
+  //    hosts on and adds what d hosts back sends into [0, n). Position 0 (this rank's block)
+  //    takes a sum in every round; the last one lands in the output. Last positions first:
+  //    round d/2 passes on [d/2, d), which then arrives first in round d, so that each round
+  //    starts while the one before is still on the wire (in allgather's order it would wait
+  //    for the end of it).
+  const std::vector<int> distances = rail.distances();
+  for (auto d = distances.rbegin(); d != distances.rend(); ++d)
+    rail.messages(*d, true, [&](int first, int blocks) {
+      add_step(schedule,
+               send_step(rail.rank_at(*d), static_cast<uint32_t>(first), rail.position(*d + first),
+                         rail.elems(blocks), steps_of(written, *d + first, blocks)));
+      const bool last = *d == 1;  // then first == 0 and blocks == 1
+      const uint32_t sum = round_staging.recv_reduce(
+          rail.rank_at(-*d), static_cast<uint32_t>(first), rail.position(first),
+          last ? output_at(0) : rail.position(first), rail.elems(blocks), last,
+          steps_of(written, first, blocks));
+      for (int j = first; j < first + blocks; ++j) written[static_cast<size_t>(j)] = {sum};
+    });
+}
+
 double hier_allgather_cost(const CollectiveArgs &args) {
   return hier_two_level_cost(args, false);
 }
 
 double hier_reduce_scatter_cost(const CollectiveArgs &args) {
   return hier_two_level_cost(args, true);
+}
+
+double hier_bruck_allgather_cost(const CollectiveArgs &args) {
+  return hier_bruck_cost(args, false);
+}
+
+double hier_bruck_reduce_scatter_cost(const CollectiveArgs &args) {
+  return hier_bruck_cost(args, true);
 }
 
 double hier_broadcast_cost(const CollectiveArgs &args) {

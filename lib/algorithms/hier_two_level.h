@@ -32,6 +32,14 @@
 // Chunks of at most 64 KB (network_chunk_elems) let a block move on inside its host while its
 // later chunks are still on the wire. Reduce-scatter's agents hold one block of scratch per
 // block they reduce, and every receive lands in one of a few staging chunks.
+// Bruck forms (hier_bruck): among many hosts hier's blocks are small (a 256 MB allgather over
+// 512 hosts x 8: 64 KB), so each rank's H-1 messages to other hosts cost as much host work as
+// wire time. Here the ranks of one local index, one per host (a rail), pass blocks in
+// ceil(log2 H) rounds at distances 1, 2, 4, ... hosts (Bruck et al., 1997): in round d a rank
+// passes on the min(d, H-d) blocks it holds, packed into messages of a network chunk. A
+// reduce-scatter runs the rounds backwards, adding what arrives. Inside hosts as hier's.
+// Every host must have as many ranks (else hier's forms are built); the models take them
+// where packing saves more per-message work than the rounds add in latency.
 #pragma once
 
 #include "lib/algorithms/schedule.h"
@@ -41,12 +49,17 @@ namespace ddl {
 void build_hier_allgather(const CollectiveArgs &args, Schedule *schedule);
 void build_hier_reduce_scatter(const CollectiveArgs &args, Schedule *schedule);
 void build_hier_broadcast(const CollectiveArgs &args, Schedule *schedule);
+void build_hier_bruck_allgather(const CollectiveArgs &args, Schedule *schedule);
+void build_hier_bruck_reduce_scatter(const CollectiveArgs &args, Schedule *schedule);
 
 // Predicted seconds (network constants between hosts, local ones inside): infinite unless
 // the ranks span several hosts and some host has more than one of them (with one rank per
 // host the ring crosses each boundary as rarely).
 double hier_allgather_cost(const CollectiveArgs &args);
 double hier_reduce_scatter_cost(const CollectiveArgs &args);
+// Infinite unless hosts are even, 3 or more, and a network chunk holds 2 or more blocks.
+double hier_bruck_allgather_cost(const CollectiveArgs &args);
+double hier_bruck_reduce_scatter_cost(const CollectiveArgs &args);
 // Infinite unless the ranks span several hosts. (The ring's and the chain's models, which
 // these are compared with, are beside their builders: ring.h, chain.h.)
 double hier_broadcast_cost(const CollectiveArgs &args);

@@ -177,6 +177,29 @@ void expect_paths_pass(int nranks, const char *variable, const char *value) {
 
 }  // namespace
 
+// hier_bruck's allgather and reduce-scatter (ceil(log2 H) rounds between hosts) for real:
+// 3 emulated hosts of 2 ranks (each its own DDL_HOST_ID: shared memory or single copies
+// inside a host, UCX between), with and without single copies (DDL_CMA=0).
+Test(collectives, hier_bruck_on_three_hosts) {
+  for (bool single_copy : {true, false}) {
+    RunOptions options;
+    options.before_init = [single_copy](int rank) {
+      setenv("DDL_ALGO", "hier_bruck", 1);
+      setenv("DDL_HOST_ID", ("emulated" + std::to_string(rank / 2)).c_str(), 1);
+      if (!single_copy) setenv("DDL_CMA", "0", 1);
+    };
+    const std::string failures = run_ranks(
+        6,
+        [](ddl_comm_t comm, int rank, int n) {
+          if (int rc = check_allgather(comm, rank, n)) return rc;
+          return check_reduce_scatter(comm, rank, n);
+        },
+        options);
+    cr_assert(failures.empty(), "DDL_ALGO=hier_bruck, 3 hosts x 2%s:\n%s",
+              single_copy ? "" : " (DDL_CMA=0)", failures.c_str());
+  }
+}
+
 // Default choice: slots, single copy and schedules by size, with ranks sharing cores or not.
 Test(collectives, broadcast_allgather_every_path) {
   for (int nranks : {2, 3, 4, 8}) expect_paths_pass(nranks, "DDL_ALGO", nullptr);

@@ -44,7 +44,7 @@ const Collective kHierCollectives[] = {Collective::kAllreduce, Collective::kAllg
 void verify_hier(const std::vector<std::vector<int>> &tiers, int nranks,
                  const std::vector<size_t> &counts, const std::vector<size_t> &chunks,
                  Collective collective = Collective::kAllreduce, bool peer_memory = false,
-                 int pieces = 0) {
+                 int pieces = 0, const char *algorithm = "hier") {
   for (size_t count : counts)
     for (size_t chunk : chunks)
       for (bool in_place : {false, true}) {
@@ -54,16 +54,15 @@ void verify_hier(const std::vector<std::vector<int>> &tiers, int nranks,
         a.count = count;
         a.chunk_elems = chunk;
         a.in_place = in_place;
-        a.algorithm = "hier";
+        a.algorithm = algorithm;
         a.tiers = tiers;
         a.hosts = 2;
         a.peer_memory = peer_memory;
         a.pieces = pieces;
         const Status s = verify_collective(a);
-        cr_assert(s.ok(),
-                  "hier %s n=%d count=%zu chunk=%zu in_place=%d peer_memory=%d pieces=%d: %s",
-                  collective_name(collective), nranks, count, chunk, in_place, peer_memory, pieces,
-                  s.message().c_str());
+        cr_assert(s.ok(), "%s %s n=%d count=%zu chunk=%zu in_place=%d peer_memory=%d pieces=%d: %s",
+                  algorithm, collective_name(collective), nranks, count, chunk, in_place,
+                  peer_memory, pieces, s.message().c_str());
       }
 }
 
@@ -403,6 +402,21 @@ Test(hier_schedules, blocks_cross_each_host_link_once) {
     a.hosts = 1;
     cr_assert_str_eq(choose_algorithm(a, &why).name, "ring", "%s", why.c_str());
   }
+}
+
+// hier_bruck: every host count from 2 to 9 (powers of two and not), 1-3 ranks per host,
+// messages of one block, of some and of every host's (chunk 2, 20, none), with and without
+// peer memory; uneven hosts (where it builds hier's forms) and hosts out of rank order.
+Test(hier_schedules, bruck_forms) {
+  for (Collective c : {Collective::kAllgather, Collective::kReduceScatter})
+    for (bool peer_memory : {false, true}) {
+      for (int hosts = 2; hosts <= 9; ++hosts)
+        for (int local = 1; local <= 3; ++local)
+          verify_hier(hosts_of_sizes(std::vector<int>(static_cast<size_t>(hosts), local)),
+                      hosts * local, {0, 1, 7, 64}, {0, 2, 20}, c, peer_memory, 0, "hier_bruck");
+      verify_hier(hosts_of_sizes({3, 1, 2}), 6, {1, 13}, {0, 2}, c, peer_memory, 0, "hier_bruck");
+      verify_hier({{1, 0, 2, 1, 0, 2}}, 6, {5, 37}, {0, 3}, c, peer_memory, 0, "hier_bruck");
+    }
 }
 
 // Broadcast: every root, even and uneven hosts, hosts out of rank order, chunked or not; the

@@ -46,6 +46,14 @@ void uneven_hosts(CollectiveArgs *a, int max_per_host, unsigned seed) {
   a->hosts = hosts;
 }
 
+// Hosts of `per_host` ranks each, as tiers[0].
+void even_hosts(CollectiveArgs *a, int per_host) {
+  std::vector<int> host_of(static_cast<size_t>(a->nranks));
+  for (int r = 0; r < a->nranks; ++r) host_of[static_cast<size_t>(r)] = r / per_host;
+  a->tiers = {host_of};
+  a->hosts = a->nranks / per_host;
+}
+
 void expect_ok(const CollectiveArgs &a, const char *what) {
   Status s = check_schedules_at_scale(a);
   cr_assert(s.ok(), "%s %s %s, %d ranks: %s", what, collective_name(a.collective),
@@ -92,6 +100,14 @@ Test(schedules_at_scale, hier_over_uneven_hosts_at_4096_ranks, .timeout = 300) {
   for (size_t r = 0; r < rack_of.size(); ++r) rack_of[r] = a.tiers[0][r] / 8;
   a.tiers.push_back(rack_of);
   expect_ok(a, "hosts in racks");
+  // hier_bruck's rounds over 512 hosts of 8 (and its fallback to hier's forms on uneven ones).
+  for (Collective c : {Collective::kAllgather, Collective::kReduceScatter}) {
+    CollectiveArgs bruck = call(c, "hier_bruck", 4096);
+    even_hosts(&bruck, 8);
+    expect_ok(bruck, "512 hosts x 8");
+    uneven_hosts(&bruck, 16, 9);
+    expect_ok(bruck, "uneven hosts");
+  }
   CollectiveArgs b = call(Collective::kBroadcast, "hier", 4096);
   uneven_hosts(&b, 16, 3);
   expect_ok(b, "uneven hosts");
