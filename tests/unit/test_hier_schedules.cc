@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "lib/algorithms/cost_model.h"
 #include "lib/algorithms/hier.h"
 #include "lib/algorithms/registry.h"
 #include "lib/algorithms/verifier.h"
@@ -417,6 +418,45 @@ Test(hier_schedules, bruck_forms) {
       verify_hier(hosts_of_sizes({3, 1, 2}), 6, {1, 13}, {0, 2}, c, peer_memory, 0, "hier_bruck");
       verify_hier({{1, 0, 2, 1, 0, 2}}, 6, {5, 37}, {0, 3}, c, peer_memory, 0, "hier_bruck");
     }
+}
+
+// Where the models take hier_bruck: never with the library's own network constants on the
+// few hosts of the emulated setups (3-8 hosts x 2-4: a round costs a network latency, ~15 us,
+// and saves a few messages of ~2 us), so what was measured there keeps hier; with a GPU
+// cluster's constants (3+1 us a message, 1 us of host work, 8 NICs of 400 Gbit/s) among 64
+// hosts x 8 at 4 MB (8 KB blocks: host work per message outweighs the wire) but not at 1 GB.
+Test(hier_schedules, models_take_hier_bruck_among_many_hosts_only) {
+  for (Collective c : {Collective::kAllgather, Collective::kReduceScatter}) {
+    for (int hosts = 3; hosts <= 8; ++hosts)
+      for (int local = 2; local <= 4; ++local)
+        for (size_t count : {size_t{2}, size_t{1} << 10, size_t{1} << 16, size_t{16} << 20}) {
+          CollectiveArgs a;
+          a.collective = c;
+          a.nranks = hosts * local;
+          a.count = count;
+          a.chunk_elems = 128u << 10;
+          a.tiers = hosts_of_sizes(std::vector<int>(static_cast<size_t>(hosts), local));
+          a.hosts = hosts;
+          std::string why;
+          cr_assert_str_neq(choose_algorithm(a, &why).name, "hier_bruck", "%d x %d, %zu: %s", hosts,
+                            local, count, why.c_str());
+        }
+    CollectiveArgs a;
+    a.collective = c;
+    a.nranks = 64 * 8;
+    a.chunk_elems = 128u << 10;
+    a.tiers = hosts_of_sizes(std::vector<int>(64, 8));
+    a.hosts = 64;
+    a.peer_memory = true;
+    a.rails = 8;
+    a.local = CostConstants{3e-6, 1e-6, 1.0 / 370e9, 1.0 / 1e12};
+    a.net = CostConstants{4e-6, 1e-6, 1.0 / 47.5e9, 1.0 / 1e12};
+    std::string why;
+    a.count = 2048;  // 8 KB a block: 4 MB allgathered
+    cr_assert_str_eq(choose_algorithm(a, &why).name, "hier_bruck", "%s", why.c_str());
+    a.count = 512u << 10;  // 2 MB a block: 1 GB
+    cr_assert_str_eq(choose_algorithm(a, &why).name, "hier", "%s", why.c_str());
+  }
 }
 
 // Broadcast: every root, even and uneven hosts, hosts out of rank order, chunked or not; the
