@@ -273,6 +273,14 @@ DDL_API ddl_result_t ddl_scatterv(const void *sendbuf, const size_t *sendcounts,
                                   const size_t *displs, void *recvbuf, size_t recvcount,
                                   ddl_datatype_t dtype, int root, ddl_comm_t comm);
 
+/* As ddl_allgather with a count per rank (MPI_Allgatherv): rank i sends sendcount elements;
+ * every rank receives recvcounts[i] (== rank i's sendcount) of them at displs[i] of recvbuf.
+ * recvcounts and displs are read on every rank (each its own copy, the same values). In place
+ * when sendbuf == recvbuf + displs[rank]. */
+DDL_API ddl_result_t ddl_allgatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
+                                    const size_t *recvcounts, const size_t *displs,
+                                    ddl_datatype_t dtype, ddl_comm_t comm);
+
 DDL_API ddl_result_t ddl_ialltoall(const void *sendbuf, void *recvbuf, size_t count,
                                    ddl_datatype_t dtype, ddl_comm_t comm, ddl_request_t *request);
 DDL_API ddl_result_t ddl_ialltoallv(const void *sendbuf, const size_t *sendcounts,
@@ -296,6 +304,10 @@ DDL_API ddl_result_t ddl_iscatterv(const void *sendbuf, const size_t *sendcounts
                                    const size_t *displs, void *recvbuf, size_t recvcount,
                                    ddl_datatype_t dtype, int root, ddl_comm_t comm,
                                    ddl_request_t *request);
+DDL_API ddl_result_t ddl_iallgatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
+                                     const size_t *recvcounts, const size_t *displs,
+                                     ddl_datatype_t dtype, ddl_comm_t comm,
+                                     ddl_request_t *request);
 
 /* ---- Point to point -------------------------------------------------------------------
  *

@@ -270,6 +270,14 @@ class Communicator {
                       displs.empty() ? nullptr : displs.data(), datatype_of<T>::value, root,
                       comm_));
   }
+  // recvcounts and displs: one per rank, on every rank.
+  template <typename T>
+  void allgatherv(const T *send, size_t sendcount, T *recv, const std::vector<size_t> &recvcounts,
+                  const std::vector<size_t> &displs) const {
+    check_sizes({&recvcounts, &displs}, "ddl::allgatherv");
+    check(ddl_allgatherv(send, sendcount, recv, recvcounts.data(), displs.data(),
+                         datatype_of<T>::value, comm_));
+  }
   template <typename T>
   void scatter(const T *send, T *recv, size_t recvcount, int root) const {
     check(ddl_scatter(send, recv, recvcount, datatype_of<T>::value, root, comm_));

@@ -35,4 +35,23 @@ void build_pairwise_alltoall(const CollectiveArgs &args, Schedule *schedule) {
   }
 }
 
+void build_pairwise_allgatherv(const CollectiveArgs &args, Schedule *schedule) {
+  const std::shared_ptr<const BlockLayout> layout = layout_of(args);
+  const int n = args.nranks, r = args.rank;
+  const std::vector<size_t> &counts = layout->recv_counts;
+  auto at = [&](int j) { return BlockLayout::at(counts, layout->recv_displs, j); };
+  schedule->algorithm = "pairwise";
+  schedule->input_count = args.count;
+  schedule->output_count = BlockLayout::extent(counts, layout->recv_displs);
+  schedule->in_place = args.in_place;
+  schedule->in_place_offset = at(r);
+  if (!args.in_place && args.count > 0)
+    add_step(schedule, copy_step(input_at(0), output_at(at(r)), args.count, {}));
+  for (int k = 1; k < n; ++k) {
+    const int to = ring_index(r + k, n), from = ring_index(r - k, n);
+    add_step(schedule, send_step(to, 0, input_at(0), args.count, {}));
+    add_step(schedule, recv_step(from, 0, output_at(at(from)), counts[from], {}));
+  }
+}
+
 }  // namespace ddl

@@ -56,6 +56,8 @@ const char *collective_name(Collective collective) {
       return "send";
     case Collective::kRecv:
       return "recv";
+    case Collective::kAllgatherv:
+      return "allgatherv";
   }
   return "unknown";
 }

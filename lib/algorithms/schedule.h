@@ -83,6 +83,7 @@ enum class Collective : uint8_t {
   kScatterv,
   kSend,
   kRecv,
+  kAllgatherv,  // after the point-to-point kinds: the values are fixed
 };
 const char *collective_name(Collective collective);
 // Those whose result combines the ranks' data with an op. (Inline, as the following: every
@@ -97,7 +98,8 @@ inline bool has_root(Collective c) {
 }
 // Those with a count per peer: each rank's count may differ, so it is not in the signature.
 inline bool per_peer_counts(Collective c) {
-  return c == Collective::kAlltoallv || c == Collective::kGatherv || c == Collective::kScatterv;
+  return c == Collective::kAlltoallv || c == Collective::kGatherv || c == Collective::kScatterv ||
+         c == Collective::kAllgatherv;
 }
 inline bool is_point_to_point(Collective c) {
   return c == Collective::kSend || c == Collective::kRecv;
@@ -126,7 +128,8 @@ struct Schedule {
 // send_*[j] is what this rank sends to rank j, recv_*[j] what it receives from rank j. Only
 // an alltoall uses both sides; a gather's root only the receive side and a scatter's root
 // only the send side (its own block included); the other ranks of a gather or scatter have
-// one block, CollectiveArgs::count, and an empty layout.
+// one block, CollectiveArgs::count, and an empty layout. An allgatherv has the receive side on
+// every rank (each rank sends its one block, CollectiveArgs::count, to every rank).
 struct BlockLayout {
   std::vector<size_t> send_counts, send_displs, recv_counts, recv_displs;
   // One past the last element the blocks reach.

@@ -311,7 +311,8 @@ void initial_state(const std::vector<CollectiveArgs> &all_args,
       return;
     case Collective::kGather:
     case Collective::kGatherv:
-      if (rank != args.root) return;
+    case Collective::kAllgatherv:
+      if (rank != args.root && args.collective != Collective::kAllgatherv) return;
       for (int from = 0; from < args.nranks; ++from)
         expect_block(from, layout->recv_displs[from], 0, layout->recv_counts[from]);
       return;
@@ -396,7 +397,8 @@ Status verify_schedules(const std::vector<CollectiveArgs> &all_args,
   const Collective c = args.collective;
   const bool blocks = c == Collective::kAlltoall || c == Collective::kAlltoallv ||
                       c == Collective::kGather || c == Collective::kGatherv ||
-                      c == Collective::kScatter || c == Collective::kScatterv;
+                      c == Collective::kScatter || c == Collective::kScatterv ||
+                      c == Collective::kAllgatherv;
   for (int r = 0; r < n && blocks; ++r) layouts[r] = layout_of(all_args[r]);
   for (int r = 0; r < n; ++r) {
     DDL_RETURN_IF_ERROR(check_structure(r, by_rank[r], n, &own[r]));

@@ -39,7 +39,8 @@ Status read_counts(const ddl_comm *comm, const CountArrays &arrays, ddl::Collect
   const Collective c = call->collective;
   const bool root = comm->rank == call->root;
   const bool sends = c == Collective::kAlltoallv || (c == Collective::kScatterv && root);
-  const bool receives = c == Collective::kAlltoallv || (c == Collective::kGatherv && root);
+  const bool receives = c == Collective::kAlltoallv || c == Collective::kAllgatherv ||
+                        (c == Collective::kGatherv && root);
   const bool in_place = c == Collective::kAlltoallv && call->sendbuf == call->recvbuf;
   auto copy = [&](const size_t *from, const char *name, std::vector<size_t> *into) -> Status {
     if (!from) return ddl::invalid_argument("%s is NULL", name);
@@ -471,6 +472,14 @@ ddl_result_t ddl_gatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
              &arrays);
 }
 
+ddl_result_t ddl_allgatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
+                            const size_t *recvcounts, const size_t *displs, ddl_datatype_t dtype,
+                            ddl_comm_t comm) {
+  const CountArrays arrays = gatherv_arrays(recvcounts, displs);
+  return run(comm, data_call(ddl::Collective::kAllgatherv, sendbuf, recvbuf, sendcount, dtype),
+             &arrays);
+}
+
 ddl_result_t ddl_scatter(const void *sendbuf, void *recvbuf, size_t recvcount, ddl_datatype_t dtype,
                          int root, ddl_comm_t comm) {
   return run(comm, data_call(ddl::Collective::kScatter, sendbuf, recvbuf, recvcount, dtype, root));
@@ -534,6 +543,14 @@ ddl_result_t ddl_igatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
   const CountArrays arrays = gatherv_arrays(recvcounts, displs);
   return start(comm, data_call(ddl::Collective::kGatherv, sendbuf, recvbuf, sendcount, dtype, root),
                request, "ddl_igatherv", &arrays);
+}
+
+ddl_result_t ddl_iallgatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
+                             const size_t *recvcounts, const size_t *displs, ddl_datatype_t dtype,
+                             ddl_comm_t comm, ddl_request_t *request) {
+  const CountArrays arrays = gatherv_arrays(recvcounts, displs);
+  return start(comm, data_call(ddl::Collective::kAllgatherv, sendbuf, recvbuf, sendcount, dtype),
+               request, "ddl_iallgatherv", &arrays);
 }
 
 ddl_result_t ddl_iscatter(const void *sendbuf, void *recvbuf, size_t recvcount,

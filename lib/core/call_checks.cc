@@ -73,6 +73,12 @@ Status check_layout(const ddl_comm *comm, const CollectiveCall &call) {
             "recvcounts[%zu] = %zu but the root's own sendcount is %zu: they must be equal", me,
             layout->recv_counts[me], call.count);
       return Status::Ok();
+    case Collective::kAllgatherv:
+      if (layout->recv_counts[me] != call.count)
+        return invalid_argument(
+            "recvcounts[%zu] = %zu but this rank's sendcount is %zu: they must be equal", me,
+            layout->recv_counts[me], call.count);
+      return Status::Ok();
     case Collective::kScatterv:
       if (comm->rank == call.root && layout->send_counts[me] != call.count)
         return invalid_argument(
@@ -118,6 +124,9 @@ CallExtents call_extents(const ddl_comm *comm, const CollectiveCall &call, bool 
     case Collective::kScatter:
       e = {bytes * n, bytes};
       break;
+    case Collective::kAllgatherv:
+      e = {bytes, BlockLayout::extent(layout->recv_counts, layout->recv_displs) * elem};
+      break;
     case Collective::kScatterv:
       e = {comm->rank == call.root
                ? BlockLayout::extent(layout->send_counts, layout->send_displs) * elem
@@ -152,6 +161,8 @@ bool call_in_place(const ddl_comm *comm, const CollectiveCall &call) {
       return root && send && send == recv + block * static_cast<size_t>(call.root);
     case Collective::kGatherv:
       return root && send && send == recv + l->recv_displs[comm->rank] * elem;
+    case Collective::kAllgatherv:
+      return send && send == recv + l->recv_displs[comm->rank] * elem;
     case Collective::kScatter:
       return root && recv && recv == send + block * static_cast<size_t>(call.root);
     case Collective::kScatterv:

@@ -197,6 +197,38 @@ int check_gatherv_scatterv(ddl_comm_t comm, int rank, int n) {
                "rank %d: scatterv root %d wrong", rank, root);
     RANK_CHECK(got.back() == 0xEE, "rank %d: scatterv wrote past the end", rank);
   }
+  // Allgatherv, the same layout on every rank, in place or not (and nonblocking).
+  std::vector<size_t> counts(n), displs(n);
+  size_t at = 0;
+  for (int j = n - 1; j >= 0; --j) {
+    counts[j] = count_of(j);
+    displs[j] = at + 1;
+    at += counts[j] + 1;
+  }
+  for (int way = 0; way < 3; ++way) {
+    const bool in_place = way == 1;
+    Bytes all((at + 1) * elem, 0xEE);
+    Bytes mine = data_of(dtype, rank, count_of(rank));
+    if (in_place) std::memcpy(all.data() + displs[rank] * elem, mine.data(), mine.size());
+    const void *send = in_place ? all.data() + displs[rank] * elem : mine.data();
+    if (way == 2) {
+      ddl_request_t request = nullptr;
+      RANK_OK(ddl_iallgatherv(send, count_of(rank), all.data(), counts.data(), displs.data(), dtype,
+                              comm, &request));
+      RANK_OK(ddl_wait(request));
+      RANK_OK(ddl_request_free(request));
+    } else {
+      RANK_OK(ddl_allgatherv(send, count_of(rank), all.data(), counts.data(), displs.data(), dtype,
+                             comm));
+    }
+    for (int from = 0; from < n; ++from)
+      RANK_CHECK(same(all.data() + displs[from] * elem, data_of(dtype, from, counts[from]).data(),
+                      counts[from] * elem),
+                 "rank %d: allgatherv%s: block of rank %d wrong", rank, in_place ? " in place" : "",
+                 from);
+    RANK_CHECK(all[0] == 0xEE && all.back() == 0xEE, "rank %d: allgatherv wrote outside the blocks",
+               rank);
+  }
   return 0;
 }
 

@@ -1,5 +1,5 @@
-"""One rank of the Python tests of alltoall(v), reduce, gather(v), scatter(v) and send/recv:
-`python rooted_rank.py SCENARIO`, started by conftest.run_ranks. Every rank computes what
+"""One rank of the Python tests of alltoall(v), reduce, gather(v), scatter(v), allgatherv and
+send/recv: `python rooted_rank.py SCENARIO`, started by conftest.run_ranks. Every rank computes what
 every other rank sends, so each checks its own results exactly (float64 references)."""
 
 import sys
@@ -89,6 +89,20 @@ def check_gather_scatter(comm):
         whole = data(root, sum(counts))
         got = comm.scatterv(whole if r == root else None, counts, np.empty(counts[r]), root=root)
         np.testing.assert_array_equal(got, whole[sum(counts[:r]):sum(counts[:r + 1])])
+    # Allgatherv: packed, with gaps (displs), in place, nonblocking.
+    counts = [(2 * k + 1) % 4 for k in range(n)]
+    packed = np.concatenate([data(k, counts[k]) for k in range(n)] + [[]])
+    got = comm.allgatherv(data(r, counts[r]), np.full(sum(counts), -1.0), counts)
+    np.testing.assert_array_equal(got, packed)
+    displs = [sum(counts[:k]) + k for k in range(n)]  # one element apart
+    spaced = np.full(sum(counts) + n, -1.0)
+    spaced[displs[r]:displs[r] + counts[r]] = data(r, counts[r])
+    comm.allgatherv(None, spaced, counts, displs)
+    for k in range(n):
+        np.testing.assert_array_equal(spaced[displs[k]:displs[k] + counts[k]], data(k, counts[k]))
+    out = np.full(sum(counts), -1.0)
+    comm.allgatherv(data(r, counts[r]), out, counts, async_=True).wait()
+    np.testing.assert_array_equal(out, packed)
 
 
 def check_send_recv(comm):

@@ -210,6 +210,17 @@ def scenario_rooted(torch, dist, rank, size, gloo):
             return out
         a, b = _both(dist, gloo, sca)
         _same(torch, a, b, f"scatter root {root}")
+    # all_gather of tensors of different sizes (NCCL's backend allows it; gloo does not):
+    # against the tensors every rank knows the others send, blocking and async.
+    def uneven(r):
+        return _data(torch, r, 3 * r + 1, torch.float32, 7)
+    for async_op in (False, True):
+        outs = [torch.full((3 * r + 1,), -1.0) for r in range(size)]
+        work = dist.all_gather(outs, uneven(rank), async_op=async_op)
+        if async_op:
+            work.wait()
+        for r in range(size):
+            _same(torch, outs[r], uneven(r), f"uneven all_gather from rank {r}")
     objs = [None] * size if rank == 0 else None
     dist.gather_object({"rank": rank, "word": "x" * rank}, objs, dst=0)
     if rank == 0:

@@ -100,6 +100,8 @@ Test(cxx_wrapper, alltoall_reduce_gather_scatter_on_one_rank) {
   comm.scatter(a.data(), b.data(), 3, 0);
   comm.scatterv(a.data(), {1}, {2}, b.data(), 1, 0);
   cr_assert_eq(b[0], 6);
+  comm.allgatherv(a.data(), 2, b.data(), {2}, {1});
+  cr_assert(b[1] == 4 && b[2] == 5);
   comm.ialltoall(a.data(), b.data(), 1).wait();
   comm.ireduce(a.data(), b.data(), 3, 0).wait();
   try {

@@ -167,6 +167,32 @@ Test(rooted_schedules, gatherv_scatterv_uneven) {
         }
 }
 
+// Allgatherv: every rank receives every block (counts[i] elements of rank i, one element
+// apart, in reverse rank order), in place (each rank's block already where it belongs) or
+// not; empty blocks included.
+Test(rooted_schedules, allgatherv_uneven) {
+  std::mt19937 rng(11);
+  for (int n = 1; n <= 13; ++n)
+    for (bool in_place : {false, true}) {
+      std::vector<size_t> counts(n);
+      for (size_t &k : counts) k = rng() % 4;
+      std::vector<CollectiveArgs> all = rooted_v(Collective::kGatherv, counts, 0, false);
+      for (int r = 0; r < n; ++r) {
+        all[r].collective = Collective::kAllgatherv;
+        all[r].layout = all[0].layout;
+        all[r].in_place = in_place;
+      }
+      check(all, "uneven");
+    }
+  std::vector<CollectiveArgs> large =
+      rooted_v(Collective::kGatherv, std::vector<size_t>(256, 2), 0, false);
+  for (CollectiveArgs &a : large) {
+    a.collective = Collective::kAllgatherv;
+    a.layout = large[0].layout;
+  }
+  check(large, "large");
+}
+
 Test(rooted_schedules, reduce_tree_and_ring) {
   for (const char *algo : {"tree", "ring"})
     for (int n = 1; n <= 19; ++n)

@@ -12,7 +12,7 @@ import threading
 from . import _library
 from ._elastic import ElasticMixin
 from ._point_to_point import PointToPointMixin
-from ._buffers import as_buffer, check_same_dtype, resolve_pair
+from ._buffers import _ITEMSIZE, as_buffer, check_same_dtype, resolve_pair
 
 # ddl_result_t, by value (names never change; values are never renumbered).
 _RESULT_NAMES = {
@@ -464,6 +464,28 @@ class Communicator(ElasticMixin, PointToPointMixin):
         return self._issue("allgather", async_, (s.keep, r.keep), recv,
                            self._fns.ddl_allgather, self._fns.ddl_iallgather,
                            (s.address, r.address, s.count, int(s.dtype), handle))
+
+    def allgatherv(self, send, recv, recv_counts, displs=None, async_=False):
+        """As allgather with a count per rank: recv gets recv_counts[i] elements of rank i at
+        displs[i] (default: packed in rank order). In place when send is None (this rank's
+        block already at its place in recv). Returns recv, or a Request when async_."""
+        handle = self._live()
+        if self._fns.ddl_allgatherv is None:
+            raise LibraryTooOldError("ddl_allgatherv")
+        r = as_buffer(recv, "allgatherv: recv", writable=True)
+        counts = self._counts(recv_counts, "allgatherv: recv_counts")
+        where = self._counts(displs, "allgatherv: displs", self._packed(counts))
+        if send is None:
+            address = r.address + where[self.rank] * _ITEMSIZE[r.dtype]
+            count = counts[self.rank]
+            keep = (r.keep, counts, where)
+        else:
+            s = as_buffer(send, "allgatherv: send", writable=False)
+            check_same_dtype(s, "send", r, "allgatherv: recv")
+            address, count, keep = s.address, s.count, (s.keep, r.keep, counts, where)
+        return self._issue("allgatherv", async_, keep, recv, self._fns.ddl_allgatherv,
+                           self._fns.ddl_iallgatherv,
+                           (address, count, r.address, counts, where, int(r.dtype), handle))
 
     def reduce_scatter(self, send, recv, op=SUM, async_=False):
         """send holds size * len(recv) elements; rank r receives block r of the reduction.

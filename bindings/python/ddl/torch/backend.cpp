@@ -175,14 +175,51 @@ class DdlBackend : public c10d::Backend {
     auto& outs = outputs[0];
     TORCH_CHECK(static_cast<int>(outs.size()) == size_, "ddl backend: allgather needs ", size_,
                 " output tensors, got ", outs.size());
+    bool even = true;
     for (auto& o : outs) {
       check_tensor(o, "allgather's output");
-      TORCH_CHECK(o.numel() == in.numel() && o.scalar_type() == in.scalar_type(),
-                  "ddl backend: allgather's outputs must match the input's size and dtype");
+      TORCH_CHECK(o.scalar_type() == in.scalar_type(),
+                  "ddl backend: allgather's outputs must have the input's dtype");
+      even = even && o.numel() == in.numel();
     }
+    if (!even) return uneven_allgather(opts, in.contiguous(), outs);
     std::vector<std::vector<at::Tensor>> by_rank;
     for (auto& o : outs) by_rank.push_back({o});
     return flat_allgather(c10d::OpType::ALLGATHER, opts, in.contiguous(), std::move(by_rank));
+  }
+
+  // Tensors of different sizes (as NCCL's backend allows; output i holds rank i's tensor): one
+  // ddl_allgatherv into a flat buffer, then copied out.
+  c10::intrusive_ptr<c10d::Work> uneven_allgather(const c10d::AllgatherOptions& opts,
+                                                  at::Tensor in, std::vector<at::Tensor> outs) {
+    TORCH_CHECK(api_->allgatherv && api_->iallgatherv,
+                "ddl backend: all_gather of tensors of different sizes needs ddl_allgatherv, "
+                "which this libddl lacks (rebuild ddl)");
+    TORCH_CHECK(!in.is_cuda(), "ddl backend: all_gather of CUDA tensors of different sizes is "
+                "not supported yet: pad them to one size");
+    std::vector<size_t> counts(size_), displs(size_);
+    size_t total = 0;
+    for (int i = 0; i < size_; ++i) {
+      counts[i] = static_cast<size_t>(outs[i].numel());
+      displs[i] = total;
+      total += counts[i];
+    }
+    at::Tensor flat = at::empty({static_cast<int64_t>(total)}, in.options());
+    auto copy_out = [outs, flat, displs]() mutable {
+      for (size_t i = 0; i < outs.size(); ++i)
+        outs[i].copy_(flat.narrow(0, static_cast<int64_t>(displs[i]), outs[i].numel())
+                          .view(outs[i].sizes()));
+    };
+    const void* s = in.data_ptr();
+    void* r = flat.data_ptr();
+    const size_t n = static_cast<size_t>(in.numel());
+    const int type = ddl_type(in);
+    return run(
+        c10d::OpType::ALLGATHER, opts.asyncOp, outs, {in, flat}, copy_out,
+        [&] { return api_->allgatherv(s, n, r, counts.data(), displs.data(), type, comm_); },
+        [&](Req* q) {
+          return api_->iallgatherv(s, n, r, counts.data(), displs.data(), type, comm_, q);
+        });
   }
 
   // all_gather_coalesced, the list-of-lists form: outputs[r][i] gets rank r's inputs[i]. The
