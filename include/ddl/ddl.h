@@ -281,6 +281,14 @@ DDL_API ddl_result_t ddl_allgatherv(const void *sendbuf, size_t sendcount, void 
                                     const size_t *recvcounts, const size_t *displs,
                                     ddl_datatype_t dtype, ddl_comm_t comm);
 
+/* As ddl_reduce_scatter with a count per rank (MPI_Reduce_scatter): sendbuf holds the sum of
+ * recvcounts elements, block j (recvcounts[j] elements, packed in rank order) of which is
+ * reduced across the ranks into rank j's recvbuf. recvcounts is read on every rank (the same
+ * values). In place when recvbuf == sendbuf + this rank's block. */
+DDL_API ddl_result_t ddl_reduce_scatterv(const void *sendbuf, void *recvbuf,
+                                         const size_t *recvcounts, ddl_datatype_t dtype,
+                                         ddl_op_t op, ddl_comm_t comm);
+
 DDL_API ddl_result_t ddl_ialltoall(const void *sendbuf, void *recvbuf, size_t count,
                                    ddl_datatype_t dtype, ddl_comm_t comm, ddl_request_t *request);
 DDL_API ddl_result_t ddl_ialltoallv(const void *sendbuf, const size_t *sendcounts,
@@ -306,8 +314,10 @@ DDL_API ddl_result_t ddl_iscatterv(const void *sendbuf, const size_t *sendcounts
                                    ddl_request_t *request);
 DDL_API ddl_result_t ddl_iallgatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
                                      const size_t *recvcounts, const size_t *displs,
-                                     ddl_datatype_t dtype, ddl_comm_t comm,
-                                     ddl_request_t *request);
+                                     ddl_datatype_t dtype, ddl_comm_t comm, ddl_request_t *request);
+DDL_API ddl_result_t ddl_ireduce_scatterv(const void *sendbuf, void *recvbuf,
+                                          const size_t *recvcounts, ddl_datatype_t dtype,
+                                          ddl_op_t op, ddl_comm_t comm, ddl_request_t *request);
 
 /* ---- Point to point -------------------------------------------------------------------
  *

@@ -278,6 +278,13 @@ class Communicator {
     check(ddl_allgatherv(send, sendcount, recv, recvcounts.data(), displs.data(),
                          datatype_of<T>::value, comm_));
   }
+  // recvcounts: one per rank, on every rank; send holds their sum.
+  template <typename T>
+  void reduce_scatterv(const T *send, T *recv, const std::vector<size_t> &recvcounts,
+                       ddl_op_t op = DDL_SUM) const {
+    check_sizes({&recvcounts}, "ddl::reduce_scatterv");
+    check(ddl_reduce_scatterv(send, recv, recvcounts.data(), datatype_of<T>::value, op, comm_));
+  }
   template <typename T>
   void scatter(const T *send, T *recv, size_t recvcount, int root) const {
     check(ddl_scatter(send, recv, recvcount, datatype_of<T>::value, root, comm_));

@@ -27,4 +27,11 @@ void build_pairwise_alltoall(const CollectiveArgs &args, Schedule *schedule);
 // recv_displs[r] of the output, where no receive writes.
 void build_pairwise_allgatherv(const CollectiveArgs &args, Schedule *schedule);
 
+// Reduce_scatterv (MPI_Reduce_scatter, torch's reduce_scatter of blocks of different sizes):
+// at round k rank r sends its block for rank r+k and adds rank r-k's operand of its own block
+// into its output, the operands in rank r-1, r-2, ... order through a few staging slots. In
+// place (the output is the input's own block) the other blocks are still read from the input,
+// and only the own block is written.
+void build_pairwise_reduce_scatterv(const CollectiveArgs &args, Schedule *schedule);
+
 }  // namespace ddl

@@ -58,6 +58,8 @@ const char *collective_name(Collective collective) {
       return "recv";
     case Collective::kAllgatherv:
       return "allgatherv";
+    case Collective::kReduceScatterv:
+      return "reduce_scatterv";
   }
   return "unknown";
 }

@@ -84,12 +84,14 @@ enum class Collective : uint8_t {
   kSend,
   kRecv,
   kAllgatherv,  // after the point-to-point kinds: the values are fixed
+  kReduceScatterv,
 };
 const char *collective_name(Collective collective);
 // Those whose result combines the ranks' data with an op. (Inline, as the following: every
 // call asks them on its way to the wire.)
 inline bool reduces(Collective c) {
-  return c == Collective::kAllreduce || c == Collective::kReduceScatter || c == Collective::kReduce;
+  return c == Collective::kAllreduce || c == Collective::kReduceScatter ||
+         c == Collective::kReduce || c == Collective::kReduceScatterv;
 }
 // Those with a root (broadcast, reduce, gather, scatter and their v forms).
 inline bool has_root(Collective c) {
@@ -99,7 +101,7 @@ inline bool has_root(Collective c) {
 // Those with a count per peer: each rank's count may differ, so it is not in the signature.
 inline bool per_peer_counts(Collective c) {
   return c == Collective::kAlltoallv || c == Collective::kGatherv || c == Collective::kScatterv ||
-         c == Collective::kAllgatherv;
+         c == Collective::kAllgatherv || c == Collective::kReduceScatterv;
 }
 inline bool is_point_to_point(Collective c) {
   return c == Collective::kSend || c == Collective::kRecv;
@@ -129,7 +131,9 @@ struct Schedule {
 // an alltoall uses both sides; a gather's root only the receive side and a scatter's root
 // only the send side (its own block included); the other ranks of a gather or scatter have
 // one block, CollectiveArgs::count, and an empty layout. An allgatherv has the receive side on
-// every rank (each rank sends its one block, CollectiveArgs::count, to every rank).
+// every rank (each rank sends its one block, CollectiveArgs::count, to every rank); a
+// reduce_scatterv both, alike on every rank: block j (recv_counts[j] elements, packed in rank
+// order) of every rank's input is reduced into rank j's output.
 struct BlockLayout {
   std::vector<size_t> send_counts, send_displs, recv_counts, recv_displs;
   // One past the last element the blocks reach.

@@ -324,6 +324,11 @@ void initial_state(const std::vector<CollectiveArgs> &all_args,
       if (rank != args.root) return;
       for (size_t i = 0; i < s.output_count; ++i) (*expected)[i] = Sym{all, i, true};
       return;
+    case Collective::kReduceScatterv: {
+      const size_t from = BlockLayout::at(layout->send_counts, layout->send_displs, rank);
+      for (size_t i = 0; i < s.output_count; ++i) (*expected)[i] = Sym{all, from + i, true};
+      return;
+    }
     default:
       break;
   }
@@ -398,7 +403,7 @@ Status verify_schedules(const std::vector<CollectiveArgs> &all_args,
   const bool blocks = c == Collective::kAlltoall || c == Collective::kAlltoallv ||
                       c == Collective::kGather || c == Collective::kGatherv ||
                       c == Collective::kScatter || c == Collective::kScatterv ||
-                      c == Collective::kAllgatherv;
+                      c == Collective::kAllgatherv || c == Collective::kReduceScatterv;
   for (int r = 0; r < n && blocks; ++r) layouts[r] = layout_of(all_args[r]);
   for (int r = 0; r < n; ++r) {
     DDL_RETURN_IF_ERROR(check_structure(r, by_rank[r], n, &own[r]));

@@ -41,6 +41,23 @@ Status read_counts(const ddl_comm *comm, const CountArrays &arrays, ddl::Collect
   const bool sends = c == Collective::kAlltoallv || (c == Collective::kScatterv && root);
   const bool receives = c == Collective::kAlltoallv || c == Collective::kAllgatherv ||
                         (c == Collective::kGatherv && root);
+  if (c == Collective::kReduceScatterv) {
+    // MPI_Reduce_scatter's one array: block j of every input (recvcounts[j] elements, packed
+    // in rank order) reduced into rank j's output, this rank's count its own entry.
+    auto layout = std::make_shared<ddl::BlockLayout>();
+    if (!arrays.recv_counts) return ddl::invalid_argument("recvcounts is NULL");
+    layout->send_counts.assign(arrays.recv_counts, arrays.recv_counts + comm->nranks);
+    size_t at = 0;
+    for (size_t count : layout->send_counts) {
+      layout->send_displs.push_back(at);
+      at += count;
+    }
+    layout->recv_counts = layout->send_counts;
+    layout->recv_displs = layout->send_displs;
+    call->count = layout->send_counts[static_cast<size_t>(comm->rank)];
+    call->layout = std::move(layout);
+    return Status::Ok();
+  }
   const bool in_place = c == Collective::kAlltoallv && call->sendbuf == call->recvbuf;
   auto copy = [&](const size_t *from, const char *name, std::vector<size_t> *into) -> Status {
     if (!from) return ddl::invalid_argument("%s is NULL", name);
@@ -480,6 +497,15 @@ ddl_result_t ddl_allgatherv(const void *sendbuf, size_t sendcount, void *recvbuf
              &arrays);
 }
 
+ddl_result_t ddl_reduce_scatterv(const void *sendbuf, void *recvbuf, const size_t *recvcounts,
+                                 ddl_datatype_t dtype, ddl_op_t op, ddl_comm_t comm) {
+  const CountArrays arrays = gatherv_arrays(recvcounts, nullptr);
+  ddl::CollectiveCall call =
+      data_call(ddl::Collective::kReduceScatterv, sendbuf, recvbuf, 0, dtype);
+  call.op = ddl::raw_enum_value(op);
+  return run(comm, call, &arrays);
+}
+
 ddl_result_t ddl_scatter(const void *sendbuf, void *recvbuf, size_t recvcount, ddl_datatype_t dtype,
                          int root, ddl_comm_t comm) {
   return run(comm, data_call(ddl::Collective::kScatter, sendbuf, recvbuf, recvcount, dtype, root));
@@ -551,6 +577,16 @@ ddl_result_t ddl_iallgatherv(const void *sendbuf, size_t sendcount, void *recvbu
   const CountArrays arrays = gatherv_arrays(recvcounts, displs);
   return start(comm, data_call(ddl::Collective::kAllgatherv, sendbuf, recvbuf, sendcount, dtype),
                request, "ddl_iallgatherv", &arrays);
+}
+
+ddl_result_t ddl_ireduce_scatterv(const void *sendbuf, void *recvbuf, const size_t *recvcounts,
+                                  ddl_datatype_t dtype, ddl_op_t op, ddl_comm_t comm,
+                                  ddl_request_t *request) {
+  const CountArrays arrays = gatherv_arrays(recvcounts, nullptr);
+  ddl::CollectiveCall call =
+      data_call(ddl::Collective::kReduceScatterv, sendbuf, recvbuf, 0, dtype);
+  call.op = ddl::raw_enum_value(op);
+  return start(comm, call, request, "ddl_ireduce_scatterv", &arrays);
 }
 
 ddl_result_t ddl_iscatter(const void *sendbuf, void *recvbuf, size_t recvcount,

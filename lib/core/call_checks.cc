@@ -127,6 +127,9 @@ CallExtents call_extents(const ddl_comm *comm, const CollectiveCall &call, bool 
     case Collective::kAllgatherv:
       e = {bytes, BlockLayout::extent(layout->recv_counts, layout->recv_displs) * elem};
       break;
+    case Collective::kReduceScatterv:
+      e = {BlockLayout::extent(layout->send_counts, layout->send_displs) * elem, bytes};
+      break;
     case Collective::kScatterv:
       e = {comm->rank == call.root
                ? BlockLayout::extent(layout->send_counts, layout->send_displs) * elem
@@ -163,6 +166,8 @@ bool call_in_place(const ddl_comm *comm, const CollectiveCall &call) {
       return root && send && send == recv + l->recv_displs[comm->rank] * elem;
     case Collective::kAllgatherv:
       return send && send == recv + l->recv_displs[comm->rank] * elem;
+    case Collective::kReduceScatterv:
+      return recv && recv == send + l->send_displs[comm->rank] * elem;
     case Collective::kScatter:
       return root && recv && recv == send + block * static_cast<size_t>(call.root);
     case Collective::kScatterv:

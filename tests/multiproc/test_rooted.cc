@@ -131,6 +131,46 @@ int check_reduce(ddl_comm_t comm, int rank, int n) {
   return 0;
 }
 
+// Reduce_scatterv: block j (counts[j] elements, packed) of every rank's input reduced into
+// rank j's output: every op and a few types, in place or not, blocking or not, empty blocks.
+int check_reduce_scatterv(ddl_comm_t comm, int rank, int n) {
+  std::vector<size_t> counts(n);
+  size_t total = 0, mine_at = 0;
+  for (int j = 0; j < n; ++j) {
+    counts[j] = j % 3 == 1 ? 0 : 4 * j + 3;
+    if (j == rank) mine_at = total;
+    total += counts[j];
+  }
+  int way = 0;
+  for (ddl_op_t op : {DDL_SUM, DDL_PROD, DDL_MIN, DDL_MAX, DDL_AVG})
+    for (ddl_datatype_t dtype : {DDL_INT32, DDL_FLOAT32, DDL_BFLOAT16, DDL_FLOAT64}) {
+      const bool in_place = way % 3 == 1, nonblocking = way % 3 == 2;
+      ++way;
+      const size_t elem = ddl_datatype_size(dtype);
+      Bytes send(total * elem + 1), recv(counts[rank] * elem + 1, 0xEE);
+      fill_inputs(dtype, op, rank, send.data(), total);
+      void *out = in_place ? send.data() + mine_at * elem : recv.data();
+      if (nonblocking) {
+        ddl_request_t request = nullptr;
+        RANK_OK(ddl_ireduce_scatterv(send.data(), out, counts.data(), dtype, op, comm, &request));
+        RANK_OK(ddl_wait(request));
+        RANK_OK(ddl_request_free(request));
+      } else {
+        RANK_OK(ddl_reduce_scatterv(send.data(), out, counts.data(), dtype, op, comm));
+      }
+      for (size_t i = 0; i < counts[rank]; ++i) {
+        const double got = load_value(dtype, out, i);
+        const double want = expected_value(dtype, op, n, mine_at + i);
+        RANK_CHECK(value_matches(dtype, op, got, want),
+                   "rank %d: reduce_scatterv %s %s%s: element %zu is %g, expected %g", rank,
+                   ddl_datatype_name(dtype), ddl_op_name(op), in_place ? " in place" : "", i, got,
+                   want);
+      }
+      RANK_CHECK(recv.back() == 0xEE, "rank %d: reduce_scatterv wrote past the end", rank);
+    }
+  return 0;
+}
+
 int check_gather_scatter(ddl_comm_t comm, int rank, int n) {
   const ddl_datatype_t dtype = DDL_FLOAT16;
   const size_t elem = ddl_datatype_size(dtype);
@@ -279,6 +319,7 @@ void expect_all_pass(int n) {
     if (int rc = check_reduce(comm, rank, nranks)) return rc;
     if (int rc = check_gather_scatter(comm, rank, nranks)) return rc;
     if (int rc = check_gatherv_scatterv(comm, rank, nranks)) return rc;
+    if (int rc = check_reduce_scatterv(comm, rank, nranks)) return rc;
     return check_nonblocking_and_grouped(comm, rank, nranks);
   });
   cr_assert(failures.empty(), "%d ranks:\n%s", n, failures.c_str());

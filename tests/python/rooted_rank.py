@@ -103,6 +103,13 @@ def check_gather_scatter(comm):
     out = np.full(sum(counts), -1.0)
     comm.allgatherv(data(r, counts[r]), out, counts, async_=True).wait()
     np.testing.assert_array_equal(out, packed)
+    # Reduce_scatterv: block r of the sum of every rank's vector.
+    whole = sum(data(k, sum(counts)) for k in range(n))
+    mine = comm.reduce_scatterv(data(r, sum(counts)), np.empty(counts[r]), counts)
+    np.testing.assert_array_equal(mine, whole[sum(counts[:r]):sum(counts[:r + 1])])
+    comm.reduce_scatterv(data(r, sum(counts)), mine, counts, op="max", async_=True).wait()
+    np.testing.assert_array_equal(mine, data(n - 1, sum(counts))[sum(counts[:r]):
+                                                                 sum(counts[:r + 1])])
 
 
 def check_send_recv(comm):

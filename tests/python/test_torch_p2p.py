@@ -210,7 +210,8 @@ def scenario_rooted(torch, dist, rank, size, gloo):
             return out
         a, b = _both(dist, gloo, sca)
         _same(torch, a, b, f"scatter root {root}")
-    # all_gather of tensors of different sizes (NCCL's backend allows it; gloo does not):
+    # all_gather and reduce_scatter of tensors of different sizes (NCCL's backend allows them;
+    # gloo does not):
     # against the tensors every rank knows the others send, blocking and async.
     def uneven(r):
         return _data(torch, r, 3 * r + 1, torch.float32, 7)
@@ -221,6 +222,15 @@ def scenario_rooted(torch, dist, rank, size, gloo):
             work.wait()
         for r in range(size):
             _same(torch, outs[r], uneven(r), f"uneven all_gather from rank {r}")
+    # reduce_scatter of blocks of different sizes: block r of every rank's list summed into r.
+    for async_op in (False, True):
+        ins = [_data(torch, rank, 2 * r + 1, torch.float64, r) for r in range(size)]
+        out = torch.full((2 * rank + 1,), -1.0, dtype=torch.float64)
+        work = dist.reduce_scatter(out, ins, async_op=async_op)
+        if async_op:
+            work.wait()
+        want = sum(_data(torch, k, 2 * rank + 1, torch.float64, rank) for k in range(size))
+        _same(torch, out, want, "uneven reduce_scatter")
     objs = [None] * size if rank == 0 else None
     dist.gather_object({"rank": rank, "word": "x" * rank}, objs, dst=0)
     if rank == 0:

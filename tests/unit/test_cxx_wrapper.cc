@@ -102,6 +102,8 @@ Test(cxx_wrapper, alltoall_reduce_gather_scatter_on_one_rank) {
   cr_assert_eq(b[0], 6);
   comm.allgatherv(a.data(), 2, b.data(), {2}, {1});
   cr_assert(b[1] == 4 && b[2] == 5);
+  comm.reduce_scatterv(a.data(), b.data(), {3});
+  cr_assert(b[0] == 4 && b[2] == 6);
   comm.ialltoall(a.data(), b.data(), 1).wait();
   comm.ireduce(a.data(), b.data(), 3, 0).wait();
   try {

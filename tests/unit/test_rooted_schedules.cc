@@ -193,6 +193,32 @@ Test(rooted_schedules, allgatherv_uneven) {
   check(large, "large");
 }
 
+// Reduce_scatterv: blocks of 0-3 elements, packed, every rank's layout alike; in place (the
+// output is the own block of the input) or not.
+Test(rooted_schedules, reduce_scatterv_uneven) {
+  std::mt19937 rng(13);
+  for (int n = 1; n <= 13; ++n)
+    for (bool in_place : {false, true}) {
+      auto layout = std::make_shared<BlockLayout>();
+      size_t at = 0;
+      for (int j = 0; j < n; ++j) {
+        layout->send_counts.push_back(rng() % 4);
+        layout->send_displs.push_back(at);
+        at += layout->send_counts.back();
+      }
+      layout->recv_counts = layout->send_counts;
+      layout->recv_displs = layout->send_displs;
+      std::vector<CollectiveArgs> all;
+      for (int r = 0; r < n; ++r) {
+        CollectiveArgs a = make_args(Collective::kReduceScatterv, n, r, layout->send_counts[r]);
+        a.layout = layout;
+        a.in_place = in_place;
+        all.push_back(a);
+      }
+      check(all, "uneven");
+    }
+}
+
 Test(rooted_schedules, reduce_tree_and_ring) {
   for (const char *algo : {"tree", "ring"})
     for (int n = 1; n <= 19; ++n)

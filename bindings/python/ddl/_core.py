@@ -10,9 +10,10 @@ import enum
 import threading
 
 from . import _library
+from ._counts_per_rank import CountsPerRankMixin
 from ._elastic import ElasticMixin
 from ._point_to_point import PointToPointMixin
-from ._buffers import _ITEMSIZE, as_buffer, check_same_dtype, resolve_pair
+from ._buffers import as_buffer, check_same_dtype, resolve_pair
 
 # ddl_result_t, by value (names never change; values are never renumbered).
 _RESULT_NAMES = {
@@ -271,7 +272,7 @@ class Request:
 _LOG_LEVELS = {"error": 0, "warn": 1, "warning": 1, "info": 2, "debug": 3}
 
 
-class Communicator(ElasticMixin, PointToPointMixin):
+class Communicator(ElasticMixin, PointToPointMixin, CountsPerRankMixin):
     """A ddl communicator: `Communicator(size, rank, root_addr, ...)` (ddl_comm_init) or
     `ddl.init()` (from the launcher's environment). Collective calls must be made by every
     rank in the same order. Not for concurrent use by several threads, except abort()."""
@@ -465,28 +466,6 @@ class Communicator(ElasticMixin, PointToPointMixin):
                            self._fns.ddl_allgather, self._fns.ddl_iallgather,
                            (s.address, r.address, s.count, int(s.dtype), handle))
 
-    def allgatherv(self, send, recv, recv_counts, displs=None, async_=False):
-        """As allgather with a count per rank: recv gets recv_counts[i] elements of rank i at
-        displs[i] (default: packed in rank order). In place when send is None (this rank's
-        block already at its place in recv). Returns recv, or a Request when async_."""
-        handle = self._live()
-        if self._fns.ddl_allgatherv is None:
-            raise LibraryTooOldError("ddl_allgatherv")
-        r = as_buffer(recv, "allgatherv: recv", writable=True)
-        counts = self._counts(recv_counts, "allgatherv: recv_counts")
-        where = self._counts(displs, "allgatherv: displs", self._packed(counts))
-        if send is None:
-            address = r.address + where[self.rank] * _ITEMSIZE[r.dtype]
-            count = counts[self.rank]
-            keep = (r.keep, counts, where)
-        else:
-            s = as_buffer(send, "allgatherv: send", writable=False)
-            check_same_dtype(s, "send", r, "allgatherv: recv")
-            address, count, keep = s.address, s.count, (s.keep, r.keep, counts, where)
-        return self._issue("allgatherv", async_, keep, recv, self._fns.ddl_allgatherv,
-                           self._fns.ddl_iallgatherv,
-                           (address, count, r.address, counts, where, int(r.dtype), handle))
-
     def reduce_scatter(self, send, recv, op=SUM, async_=False):
         """send holds size * len(recv) elements; rank r receives block r of the reduction.
         Returns recv, or a Request when async_."""
@@ -518,26 +497,6 @@ class Communicator(ElasticMixin, PointToPointMixin):
                              f"(0..{self.size - 1})")
         return root
 
-    def _counts(self, values, what, default=None):
-        """A C array of `size` counts or displacements (None: `default`'s)."""
-        if values is None:
-            values = default
-        values = [int(v) for v in values]
-        if len(values) != self.size:
-            raise ValueError(f"{what}: {len(values)} entries, not one per rank ({self.size})")
-        if any(v < 0 for v in values):
-            raise ValueError(f"{what}: negative entries {values}")
-        return (ctypes.c_size_t * self.size)(*values)
-
-    @staticmethod
-    def _packed(counts):
-        """Displacements of blocks laid out one after another."""
-        displs, at = [], 0
-        for c in counts:
-            displs.append(at)
-            at += int(c)
-        return displs
-
     def alltoall(self, send, recv=None, async_=False):
         """Block j of send (len(send) / size elements) goes to rank j; block j of recv comes
         from rank j. In place in send when recv is None. Returns recv, or a Request."""
@@ -549,31 +508,6 @@ class Communicator(ElasticMixin, PointToPointMixin):
         return self._issue("alltoall", async_, (s.keep, r.keep), recv,
                            self._fns.ddl_alltoall, self._fns.ddl_ialltoall,
                            (s.address, r.address, s.count // self.size, int(s.dtype), handle))
-
-    def alltoallv(self, send, send_counts, recv, recv_counts, send_displs=None,
-                  recv_displs=None, async_=False):
-        """A count per peer (torch's split sizes): send_counts[j] elements go to rank j,
-        recv_counts[j] come from rank j; displacements default to the blocks packed in rank
-        order. recv is send for in place (then send_counts must equal recv_counts). Returns
-        recv, or a Request."""
-        handle = self._live()
-        in_place = recv is send
-        s = as_buffer(send, "alltoallv: send", writable=in_place)
-        r = s if in_place else as_buffer(recv, "alltoallv: recv", writable=True)
-        check_same_dtype(s, "send", r, "alltoallv: recv")
-        sc = self._counts(send_counts, "alltoallv: send_counts")
-        rc_ = self._counts(recv_counts, "alltoallv: recv_counts")
-        sd = self._counts(send_displs, "alltoallv: send_displs", self._packed(sc))
-        rd = self._counts(recv_displs, "alltoallv: recv_displs", self._packed(rc_))
-        for name, buf, counts, displs in (("send", s, sc, sd), ("recv", r, rc_, rd)):
-            end = max((d + c for c, d in zip(counts, displs) if c), default=0)
-            if end > buf.count:
-                raise ValueError(f"alltoallv: {name} has {buf.count} elements; its blocks "
-                                 f"reach element {end}")
-        arrays = (sc, sd, rc_, rd)
-        return self._issue("alltoallv", async_, (s.keep, r.keep, arrays), recv,
-                           self._fns.ddl_alltoallv, self._fns.ddl_ialltoallv,
-                           (s.address, sc, sd, r.address, rc_, rd, int(s.dtype), handle))
 
     def reduce(self, send, recv=None, root=0, op=SUM, async_=False):
         """Reduces send across ranks into root's recv (in place in send when recv is None;
@@ -610,25 +544,6 @@ class Communicator(ElasticMixin, PointToPointMixin):
                            (s.address, r.address if r else None, s.count, int(s.dtype), root,
                             handle))
 
-    def gatherv(self, send, recv=None, recv_counts=None, displs=None, root=0, async_=False):
-        """As gather with a count per rank: the root's recv gets recv_counts[i] elements of
-        rank i at displs[i] (default: packed in rank order). Returns recv, or a Request."""
-        handle = self._live()
-        root = self._root(root, "gatherv")
-        s = as_buffer(send, "gatherv: send", writable=False)
-        r, counts, where = None, None, None
-        if self.rank == root:
-            if recv is None or recv_counts is None:
-                raise ValueError("gatherv: the root needs recv and recv_counts")
-            r = as_buffer(recv, "gatherv: recv", writable=True)
-            check_same_dtype(s, "send", r, "gatherv: recv")
-            counts = self._counts(recv_counts, "gatherv: recv_counts")
-            where = self._counts(displs, "gatherv: displs", self._packed(counts))
-        return self._issue("gatherv", async_, (s.keep, r and r.keep, counts, where), recv,
-                           self._fns.ddl_gatherv, self._fns.ddl_igatherv,
-                           (s.address, s.count, r.address if r else None, counts, where,
-                            int(s.dtype), root, handle))
-
     def scatter(self, send, recv, root=0, async_=False):
         """Block i of the root's send (size * len(recv) elements) goes to rank i's recv;
         send is needed on the root only. Returns recv, or a Request."""
@@ -648,24 +563,6 @@ class Communicator(ElasticMixin, PointToPointMixin):
                            self._fns.ddl_scatter, self._fns.ddl_iscatter,
                            (s.address if s else None, r.address, r.count, int(r.dtype), root,
                             handle))
-
-    def scatterv(self, send, send_counts, recv, displs=None, root=0, async_=False):
-        """As scatter with a count per rank: send_counts[i] elements at displs[i] of the
-        root's send go to rank i (send, send_counts and displs are read on the root only).
-        Returns recv, or a Request."""
-        handle = self._live()
-        root = self._root(root, "scatterv")
-        r = as_buffer(recv, "scatterv: recv", writable=True)
-        s, counts, where = None, None, None
-        if self.rank == root:
-            s = as_buffer(send, "scatterv: send", writable=False)
-            check_same_dtype(s, "send", r, "scatterv: recv")
-            counts = self._counts(send_counts, "scatterv: send_counts")
-            where = self._counts(displs, "scatterv: displs", self._packed(counts))
-        return self._issue("scatterv", async_, (s and s.keep, r.keep, counts, where), recv,
-                           self._fns.ddl_scatterv, self._fns.ddl_iscatterv,
-                           (s.address if s else None, counts, where, r.address, r.count,
-                            int(r.dtype), root, handle))
 
     def split(self, color, key=0):
         """ddl_comm_split: the ranks passing the same color >= 0 form a new Communicator,

@@ -225,10 +225,12 @@ _OPTIONAL_PROTOTYPES.update({
     "ddl_irecv_tag": (_R, [_P, _N, _I, _I, _I, _handle, _c_int_p, _PH]),
 })
 
-# Allgather with a count per rank.
+# Allgather and reduce-scatter with a count per rank.
 _OPTIONAL_PROTOTYPES.update({
     "ddl_allgatherv": (_R, [_P, _N, _P, _SP, _SP, _I, _handle]),
     "ddl_iallgatherv": (_R, [_P, _N, _P, _SP, _SP, _I, _handle, _PH]),
+    "ddl_reduce_scatterv": (_R, [_P, _P, _SP, _I, _I, _handle]),
+    "ddl_ireduce_scatterv": (_R, [_P, _P, _SP, _I, _I, _handle, _PH]),
 })
 
 # Fault tolerance: revoke, agree, shrink, grow.

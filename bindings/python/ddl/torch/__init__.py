@@ -107,7 +107,7 @@ def _extension_built_here():
     tag = torch.__version__.split("+")[0].replace(".", "_")
     files = [os.path.join(here, name) for name in
              ("backend.cpp", "libddl_api.h", "work.h", "membership.h", "device_path.h",
-              "device_calls.h", "rooted_calls.h", "direct_ops.h")]
+              "device_calls.h", "rooted_calls.h", "uneven_calls.h", "direct_ops.h")]
     digest = hashlib.sha256()
     for path in files:
         with open(path, "rb") as f:

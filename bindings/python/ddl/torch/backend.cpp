@@ -188,40 +188,6 @@ class DdlBackend : public c10d::Backend {
     return flat_allgather(c10d::OpType::ALLGATHER, opts, in.contiguous(), std::move(by_rank));
   }
 
-  // Tensors of different sizes (as NCCL's backend allows; output i holds rank i's tensor): one
-  // ddl_allgatherv into a flat buffer, then copied out.
-  c10::intrusive_ptr<c10d::Work> uneven_allgather(const c10d::AllgatherOptions& opts,
-                                                  at::Tensor in, std::vector<at::Tensor> outs) {
-    TORCH_CHECK(api_->allgatherv && api_->iallgatherv,
-                "ddl backend: all_gather of tensors of different sizes needs ddl_allgatherv, "
-                "which this libddl lacks (rebuild ddl)");
-    TORCH_CHECK(!in.is_cuda(), "ddl backend: all_gather of CUDA tensors of different sizes is "
-                "not supported yet: pad them to one size");
-    std::vector<size_t> counts(size_), displs(size_);
-    size_t total = 0;
-    for (int i = 0; i < size_; ++i) {
-      counts[i] = static_cast<size_t>(outs[i].numel());
-      displs[i] = total;
-      total += counts[i];
-    }
-    at::Tensor flat = at::empty({static_cast<int64_t>(total)}, in.options());
-    auto copy_out = [outs, flat, displs]() mutable {
-      for (size_t i = 0; i < outs.size(); ++i)
-        outs[i].copy_(flat.narrow(0, static_cast<int64_t>(displs[i]), outs[i].numel())
-                          .view(outs[i].sizes()));
-    };
-    const void* s = in.data_ptr();
-    void* r = flat.data_ptr();
-    const size_t n = static_cast<size_t>(in.numel());
-    const int type = ddl_type(in);
-    return run(
-        c10d::OpType::ALLGATHER, opts.asyncOp, outs, {in, flat}, copy_out,
-        [&] { return api_->allgatherv(s, n, r, counts.data(), displs.data(), type, comm_); },
-        [&](Req* q) {
-          return api_->iallgatherv(s, n, r, counts.data(), displs.data(), type, comm_, q);
-        });
-  }
-
   // all_gather_coalesced, the list-of-lists form: outputs[r][i] gets rank r's inputs[i]. The
   // inputs go into one flat buffer, which one allgather moves (as gloo does).
   c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
@@ -304,13 +270,16 @@ class DdlBackend : public c10d::Backend {
     TORCH_CHECK(static_cast<int>(ins.size()) == size_, "ddl backend: reduce_scatter needs ",
                 size_, " input tensors, got ", ins.size());
     std::vector<at::Tensor> flat_parts;
+    bool even = true;
     for (auto& t : ins) {
       check_tensor(t, "reduce_scatter's input");
-      TORCH_CHECK(t.numel() == outputs[0].numel() && t.scalar_type() == outputs[0].scalar_type(),
-                  "ddl backend: reduce_scatter's inputs must match the output's size and dtype");
+      TORCH_CHECK(t.scalar_type() == outputs[0].scalar_type(),
+                  "ddl backend: reduce_scatter's inputs must have the output's dtype");
+      even = even && t.numel() == outputs[0].numel();
       flat_parts.push_back(t.reshape({-1}));
     }
     at::Tensor flat = at::cat(flat_parts);  // a fresh tensor: PREMUL_SUM may scale it in place
+    if (!even) return uneven_reduce_scatter(opts, flat, ins, outputs[0]);
     std::vector<at::Tensor> outs{outputs[0]}, flats{flat};
     return scatter_tensors(outs, flats, opts, c10d::OpType::REDUCE_SCATTER, true);
   }
@@ -335,6 +304,14 @@ class DdlBackend : public c10d::Backend {
   }
 
   // ---- alltoall, reduce, gather, scatter, send and receive, and coalescing
+
+  // all_gather and reduce_scatter of tensors of different sizes: uneven_calls.h.
+  c10::intrusive_ptr<c10d::Work> uneven_allgather(const c10d::AllgatherOptions& opts,
+                                                  at::Tensor in, std::vector<at::Tensor> outs);
+  c10::intrusive_ptr<c10d::Work> uneven_reduce_scatter(const c10d::ReduceScatterOptions& opts,
+                                                       at::Tensor flat,
+                                                       const std::vector<at::Tensor>& ins,
+                                                       at::Tensor& output);
 
   // alltoall(v), point to point, reduce, gather and scatter: rooted_calls.h.
   c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
@@ -659,6 +636,7 @@ inline at::Tensor ddl_torch::DdlBackend::allocateTensor(long size, at::TensorOpt
 
 #include "device_calls.h"  // DdlBackend's calls on CUDA tensors
 #include "rooted_calls.h"  // alltoall, send, recv, reduce, gather, scatter
+#include "uneven_calls.h"  // all_gather and reduce_scatter of tensors of different sizes
 #include "membership.h"    // DdlBackend's shutdown, split and shrink
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {

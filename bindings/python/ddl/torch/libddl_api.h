@@ -68,10 +68,12 @@ struct Api {
   int (*mem_free)(void*) = nullptr;
   // Tagged messages and receives from any source; missing in a libddl older than them.
   int (*isend_tag)(const void*, size_t, int, int, int, Comm, Req*) = nullptr;
-  // Allgather with a count per rank (all_gather of tensors of different sizes).
+  // Allgather and reduce-scatter with a count per rank (tensors of different sizes).
   int (*allgatherv)(const void*, size_t, void*, const size_t*, const size_t*, int, Comm) = nullptr;
   int (*iallgatherv)(const void*, size_t, void*, const size_t*, const size_t*, int, Comm,
                      Req*) = nullptr;
+  int (*reduce_scatterv)(const void*, void*, const size_t*, int, int, Comm) = nullptr;
+  int (*ireduce_scatterv)(const void*, void*, const size_t*, int, int, Comm, Req*) = nullptr;
   int (*irecv_tag)(void*, size_t, int, int, int, Comm, int*, Req*) = nullptr;
   // Stream-ordered calls (CUDA tensors; device_path.h); the last argument is a cudaStream_t.
   int (*allreduce_stream)(const void*, void*, size_t, int, int, Comm, void*) = nullptr;
@@ -136,6 +138,8 @@ struct Api {
     maybe(a.isend_tag, "ddl_isend_tag");
     maybe(a.allgatherv, "ddl_allgatherv");
     maybe(a.iallgatherv, "ddl_iallgatherv");
+    maybe(a.reduce_scatterv, "ddl_reduce_scatterv");
+    maybe(a.ireduce_scatterv, "ddl_ireduce_scatterv");
     maybe(a.irecv_tag, "ddl_irecv_tag");
     maybe(a.allreduce_stream, "ddl_allreduce_stream");
     maybe(a.broadcast_stream, "ddl_broadcast_stream");
