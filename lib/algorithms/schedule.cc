@@ -80,10 +80,14 @@ std::shared_ptr<const BlockLayout> layout_of(const CollectiveArgs &args) {
   const size_t n = static_cast<size_t>(args.nranks);
   std::vector<size_t> counts(n, count), displs(n);
   for (size_t j = 0; j < n; ++j) displs[j] = j * count;
-  // Which sides this rank uses (BlockLayout).
+  // Which sides this rank uses (BlockLayout); the v forms' callers pass their own layouts,
+  // these (every block `count`) serve tests and tools that give only a count.
   const bool alltoall = collective == Collective::kAlltoall;
-  const bool sends = alltoall || (collective == Collective::kScatter && rank == root);
-  const bool receives = alltoall || (collective == Collective::kGather && rank == root);
+  const bool reduce_scatterv = collective == Collective::kReduceScatterv;
+  const bool sends =
+      alltoall || reduce_scatterv || (collective == Collective::kScatter && rank == root);
+  const bool receives = alltoall || reduce_scatterv || collective == Collective::kAllgatherv ||
+                        (collective == Collective::kGather && rank == root);
   if (sends) {
     layout->send_counts = counts;
     layout->send_displs = displs;
