@@ -5,16 +5,19 @@
 
 namespace ddl_torch {
 
+// What both need: the C call in this libddl (`have`), and tensors in host memory.
+inline void check_uneven(bool have, const at::Tensor& t, const char* what, const char* c_call) {
+  TORCH_CHECK(have, "ddl backend: ", what, " of tensors of different sizes needs ", c_call,
+              ", which this libddl lacks (rebuild ddl)");
+  TORCH_CHECK(!t.is_cuda(), "ddl backend: ", what, " of CUDA tensors of different sizes is not ",
+              "supported yet: pad them to one size");
+}
+
 // Tensors of different sizes (as NCCL's backend allows; output i holds rank i's tensor): one
 // ddl_allgatherv into a flat buffer, then copied out.
 inline c10::intrusive_ptr<c10d::Work> DdlBackend::uneven_allgather(
     const c10d::AllgatherOptions& opts, at::Tensor in, std::vector<at::Tensor> outs) {
-  TORCH_CHECK(api_->allgatherv && api_->iallgatherv,
-              "ddl backend: all_gather of tensors of different sizes needs ddl_allgatherv, "
-              "which this libddl lacks (rebuild ddl)");
-  TORCH_CHECK(!in.is_cuda(),
-              "ddl backend: all_gather of CUDA tensors of different sizes is "
-              "not supported yet: pad them to one size");
+  check_uneven(api_->allgatherv && api_->iallgatherv, in, "all_gather", "ddl_allgatherv");
   std::vector<size_t> counts(size_), displs(size_);
   size_t total = 0;
   for (int i = 0; i < size_; ++i) {
@@ -45,12 +48,8 @@ inline c10::intrusive_ptr<c10d::Work> DdlBackend::uneven_allgather(
 inline c10::intrusive_ptr<c10d::Work> DdlBackend::uneven_reduce_scatter(
     const c10d::ReduceScatterOptions& opts, at::Tensor flat, const std::vector<at::Tensor>& ins,
     at::Tensor& output) {
-  TORCH_CHECK(api_->reduce_scatterv && api_->ireduce_scatterv,
-              "ddl backend: reduce_scatter of blocks of different sizes needs "
-              "ddl_reduce_scatterv, which this libddl lacks (rebuild ddl)");
-  TORCH_CHECK(!flat.is_cuda(),
-              "ddl backend: reduce_scatter of CUDA tensors of different "
-              "sizes is not supported yet: pad them to one size");
+  check_uneven(api_->reduce_scatterv && api_->ireduce_scatterv, flat, "reduce_scatter",
+               "ddl_reduce_scatterv");
   TORCH_CHECK(ins[rank_].numel() == output.numel(), "ddl backend: reduce_scatter's output has ",
               output.numel(), " elements; this rank's input block has ", ins[rank_].numel());
   std::vector<size_t> counts;
