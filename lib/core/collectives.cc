@@ -33,15 +33,24 @@ bool staged_on_device(Collective c) {
 Status find_plan(ddl_comm *comm, const CollectiveCall &call, bool in_place, const Plan **plan) {
   const size_t elem = datatype_size(call.dtype);
   std::string why;
+  const ddl_comm::PlanKey key{static_cast<int>(call.collective), call.count, call.root, in_place,
+                              elem};
   if (per_peer_counts(call.collective)) {
-    // Counts change from call to call (MoE's token routing): built each time, not cached.
-    DDL_RETURN_IF_ERROR(
-        make_comm_plan(comm, args_of(comm, call, in_place), 0, &comm->counts_plan, &why));
+    // Counts may change from call to call (MoE's token routing): the last plan only.
+    const BlockLayout &blocks = *call.layout;
+    const BlockLayout *last = comm->counts_plan_layout.get();
+    if (!comm->counts_plan || comm->counts_plan_key != key || !last ||
+        last->send_counts != blocks.send_counts || last->send_displs != blocks.send_displs ||
+        last->recv_counts != blocks.recv_counts || last->recv_displs != blocks.recv_displs) {
+      comm->counts_plan_layout.reset();  // until the plan is built
+      DDL_RETURN_IF_ERROR(
+          make_comm_plan(comm, args_of(comm, call, in_place), 0, &comm->counts_plan, &why));
+      comm->counts_plan_key = key;
+      comm->counts_plan_layout = call.layout;
+    }
     *plan = comm->counts_plan.get();
     return Status::Ok();
   }
-  const ddl_comm::PlanKey key{static_cast<int>(call.collective), call.count, call.root, in_place,
-                              elem};
   // Training loops repeat one call: the last plan is checked before the map.
   if (comm->last_plan && comm->last_plan_key == key) {
     *plan = comm->last_plan;

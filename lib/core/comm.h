@@ -90,9 +90,12 @@ struct ddl_comm {
   const ddl::Plan *last_plan = nullptr;  // the plan of the last call, and its key
   PlanKey last_plan_key;
   std::vector<unsigned char> scratch;
-  // The plan of the last call with per-peer counts (the v forms): built for each call, as
-  // their counts change from call to call.
+  // The plan of the last call with per-peer counts (the v forms), its key and its blocks:
+  // the next call reuses it when both match (a training loop's uneven last batch, MoE's
+  // routing when it repeats), else it is built again.
   std::unique_ptr<ddl::Plan> counts_plan;
+  PlanKey counts_plan_key;
+  std::shared_ptr<const ddl::BlockLayout> counts_plan_layout;
   // Point-to-point messages sent to and received from each (rank, tag) so far: the k-th
   // message of a pair and tag carries k as its sequence number (lib/core/point_to_point.h).
   std::map<std::pair<int, int>, uint32_t> pairs_sent, pairs_received;

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "lib/algorithms/registry.h"
+#include "lib/common/datatype.h"
 #include "lib/core/flat_collectives.h"
 #include "transports/shm/cma.h"
 #include "transports/shm/flat_slots.h"
@@ -16,10 +17,25 @@ namespace {
 constexpr size_t kDirectMinRead = 16 << 10;
 
 // Where a rank's buffer is, as published in its slot: the broadcast's buffer (read only at
-// the root), the allgather's input block.
+// the root), the allgather's input block, and its size (an allgatherv's blocks differ: a
+// reader checks the size it expects against it before it reads).
 struct PublishedBuffer {
   uint64_t address = 0;
+  uint64_t bytes = 0;
 };
+
+// Where rank j's block lies in the output of an allgather(v), and its size (bytes).
+struct BlockAt {
+  size_t offset, bytes;
+};
+BlockAt block_of(const CollectiveCall &call, int j) {
+  const size_t elem = datatype_size(call.dtype);
+  if (call.collective == Collective::kAllgatherv) {
+    const BlockLayout &l = *call.layout;
+    return {BlockLayout::at(l.recv_counts, l.recv_displs, j) * elem, l.recv_counts[j] * elem};
+  }
+  return {call.count * elem * static_cast<size_t>(j), call.count * elem};
+}
 
 // A DDL_ALGO that names one of this collective's schedules (chain, ring) wants that schedule.
 bool schedule_forced(const ddl_comm *comm, const CollectiveCall &call) {
@@ -42,45 +58,53 @@ Status read_broadcast(ddl_comm *comm, const CollectiveCall &call, const ExecArgs
   return s.ok() ? s : s.prefix(strprintf("reading root %d's buffer (%zu B): ", call.root, bytes));
 }
 
-// Allgather: each peer's block into its place, then this rank's own (out of place).
+// Allgather(v): each peer's block into its place, then this rank's own (out of place).
 Status read_allgather(ddl_comm *comm, const CollectiveCall &call, const ExecArgs &exec,
                       uint64_t call_number, int *failed_peer) {
-  const size_t block = call_bytes(call);
   char *output = static_cast<char *>(exec.output);
   for (int k = 1; k < comm->nranks; ++k) {
     const int peer = (comm->rank + k) % comm->nranks;
+    const BlockAt block = block_of(call, peer);
     PublishedBuffer theirs;
     std::memcpy(&theirs, comm->flat->data(peer, call_number), sizeof theirs);
+    *failed_peer = peer;
+    if (theirs.bytes != block.bytes)
+      return invalid_usage(
+          "rank %d sends %llu B but this rank expects %zu B (counts that disagree between the "
+          "ranks)",
+          peer, static_cast<unsigned long long>(theirs.bytes), block.bytes);
     Status s = cma_read(comm->pids[peer], reinterpret_cast<const void *>(theirs.address),
-                        output + block * static_cast<size_t>(peer), block);
-    if (!s.ok()) {
-      *failed_peer = peer;
-      return s.prefix(strprintf("reading rank %d's block (%zu B): ", peer, block));
-    }
+                        output + block.offset, block.bytes);
+    if (!s.ok()) return s.prefix(strprintf("reading rank %d's block (%zu B): ", peer, block.bytes));
   }
-  char *mine = output + block * static_cast<size_t>(comm->rank);
-  if (exec.input != mine) std::memcpy(mine, exec.input, block);
+  const BlockAt mine = block_of(call, comm->rank);
+  if (exec.input != output + mine.offset) std::memcpy(output + mine.offset, exec.input, mine.bytes);
   return Status::Ok();
 }
 
 }  // namespace
 
 bool direct_copy_applies(const ddl_comm *comm, const CollectiveCall &call) {
-  if (!comm->cma || !comm->flat || call.count == 0) return false;
-  if (call.collective != Collective::kBroadcast && call.collective != Collective::kAllgather)
+  const Collective c = call.collective;
+  if (!comm->cma || !comm->flat) return false;
+  if (c != Collective::kBroadcast && c != Collective::kAllgather && c != Collective::kAllgatherv)
     return false;
+  // What a rank reads, alike on every rank (every rank must choose the same way): the
+  // broadcast's buffer; all blocks of an allgather(v) less one rank's share of them.
+  size_t read = call_bytes(call);
+  if (c != Collective::kBroadcast) {
+    size_t gathered = 0;
+    for (int j = 0; j < comm->nranks; ++j) gathered += block_of(call, j).bytes;
+    read = gathered - gathered / static_cast<size_t>(comm->nranks);
+  }
+  if (read == 0) return false;
   if (comm->config.algorithm == "direct") return true;
   if (schedule_forced(comm, call)) return false;
-  const size_t bytes = call_bytes(call);
   // With ranks sharing cores, the slots' single handshake wins for all they hold, and an
   // allgather keeps the ring: on 4 ranks and 2 cores the single copy measured 11-36% slower
   // than the ring at 128 KB-32 MB (each rank's P - 1 kernel copies pin every page they read;
   // bench/one-host.md, loaded machine), while the broadcast's single copy led from 512 KB.
-  if (comm->oversubscribed)
-    return call.collective == Collective::kBroadcast && bytes > FlatSlots::kCapacity;
-  const size_t read = call.collective == Collective::kBroadcast
-                          ? bytes
-                          : bytes * static_cast<size_t>(comm->nranks - 1);
+  if (comm->oversubscribed) return c == Collective::kBroadcast && read > FlatSlots::kCapacity;
   return read >= kDirectMinRead;
 }
 
@@ -100,6 +124,8 @@ Status run_direct_copy(ddl_comm *comm, const CollectiveCall &call, const ExecArg
                        uint64_t call_number, bool *found_failure) {
   PublishedBuffer mine;
   mine.address = reinterpret_cast<uintptr_t>(exec.input);
+  mine.bytes = call.collective == Collective::kBroadcast ? call_bytes(call)
+                                                         : block_of(call, comm->rank).bytes;
   // Joining checks every rank's call stamp: ranks that disagree about the call fail here,
   // before anyone reads another's memory.
   DDL_RETURN_IF_ERROR(flat_join(comm, exec, call_number, &mine, sizeof mine, found_failure));
