@@ -21,9 +21,25 @@ constexpr size_t kFlatReadBudget = 16 << 10;
 // How often (in idle polls) the deadline, notices, stamps and the peer's life are looked at.
 constexpr int kCheckEvery = 256;
 
+// An allgatherv's block j (bytes), and all of them.
+size_t block_bytes(const CollectiveCall &call, int j) {
+  return call.layout->recv_counts[j] * datatype_size(static_cast<ddl_datatype_t>(call.dtype));
+}
+size_t gathered_bytes(const ddl_comm *comm, const CollectiveCall &call) {
+  size_t all = 0;
+  for (int j = 0; j < comm->nranks; ++j) all += block_bytes(call, j);
+  return all;
+}
+// An allgatherv's slot holds its block's size, then the block: a reader checks the size it
+// expects (its recvcounts) against what the rank published.
+constexpr size_t kSizePrefix = sizeof(uint64_t);
+
 // What the rank that reads the most (the root of a gather or reduce) reads from its peers'
-// slots for this call, in all.
+// slots for this call, in all; for an allgatherv all blocks less one rank's share (the same
+// on every rank, as every rank must decide alike).
 size_t bytes_read(const ddl_comm *comm, const CollectiveCall &call) {
+  if (call.collective == Collective::kAllgatherv)
+    return gathered_bytes(comm, call) - gathered_bytes(comm, call) / comm->nranks;
   const size_t bytes = call.count * datatype_size(static_cast<ddl_datatype_t>(call.dtype));
   return call.collective == Collective::kBroadcast || call.collective == Collective::kScatter
              ? bytes
@@ -44,15 +60,18 @@ size_t bytes_published(const ddl_comm *comm, const CollectiveCall &call, int ran
       return rank == call.root ? all : 0;
     case Collective::kBarrier:
       return 0;
+    case Collective::kAllgatherv:
+      return kSizePrefix + block_bytes(call, rank);
     default:
       return bytes;
   }
 }
 
-// The collectives the slots serve: each rank's share of the data has one size (the v forms'
-// counts are known only to their ranks, and point to point is not collective).
+// The collectives the slots serve: each rank's share of the data has one size, or (the
+// allgatherv) every rank knows every share; the other v forms' counts are known only to their
+// ranks, and point to point is not collective.
 bool slotted(Collective c) {
-  return !per_peer_counts(c) && !is_point_to_point(c);
+  return (!per_peer_counts(c) || c == Collective::kAllgatherv) && !is_point_to_point(c);
 }
 
 bool forced_flat(const ddl_comm *comm, const CollectiveCall &call) {
@@ -126,7 +145,9 @@ void combine_in_rank_order(const ddl_comm *comm, const ExecArgs &exec, const Fla
 bool flat_collective_applies(const ddl_comm *comm, const CollectiveCall &call) {
   if (!comm->flat || !slotted(call.collective)) return false;
   if (call.collective == Collective::kBarrier) return true;
-  if (call.count == 0) return false;  // the executor checks empty calls' signatures
+  const bool gatherv = call.collective == Collective::kAllgatherv;
+  // The executor checks empty calls' signatures.
+  if (gatherv ? gathered_bytes(comm, call) == 0 : call.count == 0) return false;
   const std::string &forced = comm->config.algorithm;
   if (call.collective == Collective::kAllreduce && !forced.empty() && forced != "flat")
     return false;
@@ -138,6 +159,8 @@ bool flat_collective_applies(const ddl_comm *comm, const CollectiveCall &call) {
   const bool root_publishes =
       call.collective == Collective::kBroadcast || call.collective == Collective::kScatter;
   const int biggest = root_publishes ? call.root : comm->rank;
+  for (int r = 0; r < (gatherv ? comm->nranks : 0); ++r)  // each its own block
+    if (bytes_published(comm, call, r) > FlatSlots::kCapacity) return false;
   if (bytes_published(comm, call, biggest) > FlatSlots::kCapacity) return false;
   return forced_flat(comm, call) || comm->oversubscribed ||
          bytes_read(comm, call) <= kFlatReadBudget;
@@ -197,8 +220,17 @@ Status flat_leave(ddl_comm *comm, const ExecArgs &exec, uint64_t call_number, bo
 Status run_flat_collective(ddl_comm *comm, const CollectiveCall &call, const ExecArgs &exec,
                            uint64_t call_number, bool *found_failure) {
   FlatSlots &slots = *comm->flat;
-  DDL_RETURN_IF_ERROR(flat_join(comm, exec, call_number, exec.input,
-                                bytes_published(comm, call, comm->rank), found_failure));
+  const void *published = exec.input;
+  const size_t published_bytes = bytes_published(comm, call, comm->rank);
+  if (call.collective == Collective::kAllgatherv) {  // its size first
+    if (comm->scratch.size() < published_bytes) comm->scratch.resize(published_bytes);
+    const uint64_t size = published_bytes - kSizePrefix;
+    std::memcpy(comm->scratch.data(), &size, kSizePrefix);
+    std::memcpy(comm->scratch.data() + kSizePrefix, exec.input, size);
+    published = comm->scratch.data();
+  }
+  DDL_RETURN_IF_ERROR(
+      flat_join(comm, exec, call_number, published, published_bytes, found_failure));
   const size_t bytes = call.count * datatype_size(exec.dtype);
   char *output = static_cast<char *>(exec.output);
   const bool root = comm->rank == call.root;
@@ -231,6 +263,23 @@ Status run_flat_collective(ddl_comm *comm, const CollectiveCall &call, const Exe
       break;
     case Collective::kBroadcast:
       if (comm->rank != call.root) std::memcpy(output, slots.data(call.root, call_number), bytes);
+      break;
+    case Collective::kAllgatherv:
+      for (int r = 0; r < comm->nranks; ++r) {
+        const char *slot = slots.data(r, call_number);
+        uint64_t theirs = 0;
+        std::memcpy(&theirs, slot, kSizePrefix);
+        if (theirs != block_bytes(call, r)) {
+          *found_failure = true;
+          return invalid_usage(
+              "rank %d sends %llu B but this rank expects %zu B (counts that disagree between "
+              "the ranks)",
+              r, static_cast<unsigned long long>(theirs), block_bytes(call, r));
+        }
+        const size_t at = BlockLayout::at(call.layout->recv_counts, call.layout->recv_displs, r) *
+                          datatype_size(exec.dtype);
+        std::memcpy(output + at, slot + kSizePrefix, theirs);
+      }
       break;
     default:  // the barrier; the others are not slotted
       break;

@@ -400,21 +400,23 @@ Test(rooted, bad_arguments_are_local) {
   cr_assert(failures.empty(), "%s", failures.c_str());
 }
 
-// Allgatherv with blocks large enough for the single copy (lib/core/direct_copy.h: each rank
-// reads its peers' blocks straight out of their buffers; 2 ranks, as with more than the 2
-// cores here the ranks share cores and keep the schedule), in place and not; then counts that
-// disagree (rank 0 expects 4,000 elements from rank 1, which sends 5,000): rank 0 names rank
-// 1 and both sizes, rank 1 hears of it, nobody waits for a deadline.
-Test(rooted, allgatherv_by_single_copy) {
+// Allgatherv on one host: blocks of 3,000 and 5,000 elements go by single copy (each rank
+// reads its peers' blocks straight out of their buffers, lib/core/direct_copy.h), of 3 and 5
+// through the shared slots (lib/core/flat_collectives.h); 2 ranks, as with more ranks than the
+// 2 cores here the single copy keeps away. In place and not; then counts that disagree (rank
+// 0 expects 4 (4,000) elements from rank 1, which sends 5 (5,000)): rank 0 names rank 1 and
+// both sizes, rank 1 hears of it, nobody waits for a deadline.
+void expect_allgatherv_on_one_host(size_t scale, const char *path) {
   RunOptions options;
   options.comm_timeout_ms = 20000;
   std::vector<std::string> logs;
   std::string failures = run_ranks_logged(
       2,
-      [](ddl_comm_t comm, int rank, int n) {
-        std::vector<size_t> counts = {3000, 5000}, displs = {5001, 0};
+      [scale](ddl_comm_t comm, int rank, int n) {
+        std::vector<size_t> counts = {3 * scale, 5 * scale}, displs = {5 * scale + 1, 0};
+        const size_t extent = 8 * scale + 2;
         for (bool in_place : {false, true}) {
-          std::vector<int64_t> all(8002, -1), mine(counts[rank]);
+          std::vector<int64_t> all(extent, -1), mine(counts[rank]);
           for (size_t i = 0; i < mine.size(); ++i) mine[i] = 100000 * rank + i;
           if (in_place) std::copy(mine.begin(), mine.end(), all.begin() + displs[rank]);
           RANK_OK(ddl_allgatherv(in_place ? all.data() + displs[rank] : mine.data(), counts[rank],
@@ -424,27 +426,39 @@ Test(rooted, allgatherv_by_single_copy) {
               RANK_CHECK(all[displs[j] + i] == static_cast<int64_t>(100000 * j + i),
                          "rank %d: block of rank %d element %zu wrong%s", rank, j, i,
                          in_place ? " (in place)" : "");
-          RANK_CHECK(all[5000] == -1 && all[8001] == -1, "rank %d: wrote outside the blocks", rank);
+          RANK_CHECK(all[5 * scale] == -1 && all[extent - 1] == -1,
+                     "rank %d: wrote outside the blocks", rank);
         }
-        std::vector<int64_t> all(8002), mine(5000);
+        std::vector<int64_t> all(extent), mine(5 * scale);
         std::vector<size_t> wrong = counts;
-        if (rank == 0) wrong[1] = 4000;
+        if (rank == 0) wrong[1] = 4 * scale;
         const ddl_result_t r = ddl_allgatherv(mine.data(), counts[rank], all.data(), wrong.data(),
                                               displs.data(), DDL_INT64, comm);
         const ddl_result_t next = r == DDL_SUCCESS ? ddl_barrier(comm) : r;
         const std::string error = ddl_comm_last_error(comm);
         RANK_CHECK(next != DDL_SUCCESS, "rank %d: a mismatch went through", rank);
-        RANK_CHECK(error.find(rank == 0 ? "rank 1 sends 40000 B but this rank expects 32000 B"
-                                        : "40000 B") != std::string::npos,
+        const std::string sizes = std::to_string(40 * scale) + " B but this rank expects " +
+                                  std::to_string(32 * scale) + " B";
+        RANK_CHECK(error.find(rank == 0 ? "rank 1 sends " + sizes : sizes) != std::string::npos,
                    "rank %d's error: %s", rank, error.c_str());
         return 0;
       },
       options, &logs);
   cr_assert(failures.empty(), "%s", failures.c_str());
   for (const std::string &log : logs)
-    cr_assert(log.find("allgatherv of 24000 B: direct (single copy") != std::string::npos ||
-                  log.find("allgatherv of 40000 B: direct (single copy") != std::string::npos,
-              "the single copy was not taken: %s", log.c_str());
+    cr_assert(log.find(std::string("allgatherv of ") + std::to_string(24 * scale) +
+                       " B: " + path) != std::string::npos ||
+                  log.find(std::string("allgatherv of ") + std::to_string(40 * scale) +
+                           " B: " + path) != std::string::npos,
+              "not %s: %s", path, log.c_str());
+}
+
+Test(rooted, allgatherv_by_single_copy) {
+  expect_allgatherv_on_one_host(1000, "direct (single copy");
+}
+
+Test(rooted, allgatherv_through_the_slots) {
+  expect_allgatherv_on_one_host(1, "flat (shared slots");
 }
 
 // Counts that disagree between ranks (the root of a gatherv expects 4 elements from rank 1,

@@ -11,15 +11,24 @@ class CountsPerRankMixin:
     """Communicator's v forms (self is a ddl.Communicator)."""
 
     def _counts(self, values, what, default=None):
-        """A C array of `size` counts or displacements (None: `default`'s)."""
+        """A C array of `size` counts or displacements (None: `default`'s). The arrays of
+        recent lists are kept (ddl only reads them, and copies them at the call): a loop that
+        repeats its counts builds them once."""
         if values is None:
             values = default
-        values = [int(v) for v in values]
-        if len(values) != self.size:
-            raise ValueError(f"{what}: {len(values)} entries, not one per rank ({self.size})")
-        if any(v < 0 for v in values):
-            raise ValueError(f"{what}: negative entries {values}")
-        return (ctypes.c_size_t * self.size)(*values)
+        key = tuple(int(v) for v in values)
+        cache = self.__dict__.setdefault("_count_arrays", {})
+        array = cache.get(key)
+        if array is not None:
+            return array
+        if len(key) != self.size:
+            raise ValueError(f"{what}: {len(key)} entries, not one per rank ({self.size})")
+        if any(v < 0 for v in key):
+            raise ValueError(f"{what}: negative entries {list(key)}")
+        if len(cache) >= 64:
+            cache.clear()
+        array = cache[key] = (ctypes.c_size_t * self.size)(*key)
+        return array
 
     @staticmethod
     def _packed(counts):
