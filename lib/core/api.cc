@@ -13,6 +13,7 @@
 #include "lib/core/collectives.h"
 #include "lib/core/comm.h"
 #include "lib/core/comm_call.h"
+#include "lib/core/count_arrays.h"
 #include "lib/core/group.h"
 #include "lib/core/progress.h"
 #include "lib/core/split.h"
@@ -20,65 +21,12 @@
 #include "transports/shm/shared_buffers.h"
 
 using ddl::CommCall;
+using ddl::CountArrays;
 using ddl::fail_without_comm;
 using ddl::Status;
 using ddl::wait_for_queued;
 
 namespace {
-
-// The caller's count and displacement arrays of a v form (NULL where not given).
-struct CountArrays {
-  const size_t *send_counts = nullptr, *send_displs = nullptr;
-  const size_t *recv_counts = nullptr, *recv_displs = nullptr;
-};
-
-// Copies the arrays a v form reads on this rank into call->layout: they are the caller's
-// only for the length of the call, also for the nonblocking forms.
-Status read_counts(const ddl_comm *comm, const CountArrays &arrays, ddl::CollectiveCall *call) {
-  using ddl::Collective;
-  const Collective c = call->collective;
-  const bool root = comm->rank == call->root;
-  const bool sends = c == Collective::kAlltoallv || (c == Collective::kScatterv && root);
-  const bool receives = c == Collective::kAlltoallv || c == Collective::kAllgatherv ||
-                        (c == Collective::kGatherv && root);
-  if (c == Collective::kReduceScatterv) {
-    // MPI_Reduce_scatter's one array: block j of every input (recvcounts[j] elements, packed
-    // in rank order) reduced into rank j's output, this rank's count its own entry.
-    auto layout = std::make_shared<ddl::BlockLayout>();
-    if (!arrays.recv_counts) return ddl::invalid_argument("recvcounts is NULL");
-    layout->send_counts.assign(arrays.recv_counts, arrays.recv_counts + comm->nranks);
-    size_t at = 0;
-    for (size_t count : layout->send_counts) {
-      layout->send_displs.push_back(at);
-      at += count;
-    }
-    layout->recv_counts = layout->send_counts;
-    layout->recv_displs = layout->send_displs;
-    call->count = layout->send_counts[static_cast<size_t>(comm->rank)];
-    call->layout = std::move(layout);
-    return Status::Ok();
-  }
-  const bool in_place = c == Collective::kAlltoallv && call->sendbuf == call->recvbuf;
-  auto copy = [&](const size_t *from, const char *name, std::vector<size_t> *into) -> Status {
-    if (!from) return ddl::invalid_argument("%s is NULL", name);
-    into->assign(from, from + comm->nranks);
-    return Status::Ok();
-  };
-  auto layout = std::make_shared<ddl::BlockLayout>();
-  const bool send_side = sends && !(in_place && !arrays.send_counts && !arrays.send_displs);
-  const char *send_displs = c == Collective::kAlltoallv ? "sdispls" : "displs";
-  const char *recv_displs = c == Collective::kAlltoallv ? "rdispls" : "displs";
-  if (send_side) {
-    DDL_RETURN_IF_ERROR(copy(arrays.send_counts, "sendcounts", &layout->send_counts));
-    DDL_RETURN_IF_ERROR(copy(arrays.send_displs, send_displs, &layout->send_displs));
-  }
-  if (receives) {
-    DDL_RETURN_IF_ERROR(copy(arrays.recv_counts, "recvcounts", &layout->recv_counts));
-    DDL_RETURN_IF_ERROR(copy(arrays.recv_displs, recv_displs, &layout->recv_displs));
-  }
-  call->layout = std::move(layout);
-  return Status::Ok();
-}
 
 // A checked call, outside any group, run now: on this thread, or behind the nonblocking
 // calls still queued or in flight on the progress thread.
@@ -103,7 +51,7 @@ ddl_result_t run(ddl_comm_t comm, ddl::CollectiveCall call, const CountArrays *a
   CommCall guard(comm, ddl::collective_name(call.collective));
   if (!guard.ok()) return guard.fail();
   if (arrays) {
-    Status s = read_counts(comm, *arrays, &call);
+    Status s = ddl::read_counts(comm, *arrays, &call);
     if (!s.ok())
       return guard.finish(s.prefix(
           ddl::strprintf("rank %d: %s: ", comm->rank, ddl::collective_name(call.collective))));
