@@ -198,11 +198,13 @@ class BruckRail {
     schedule->scratch_count += static_cast<size_t>(H_) * l.block;
   }
 
-  // The rail's rank on host h+j, and where position j's block is kept.
-  int rank_at(int j) const {
-    return l_.hosts
-        .ranks[static_cast<size_t>(l_.shifted(j))][static_cast<size_t>(l_.hosts.local_of[l_.me])];
+  // The rank on host h+j with `rank`'s local index (default: this rank's, its rail), the
+  // position of rank b's host, and where position j's block is kept.
+  int rank_at(int j, int rank = -1) const {
+    const int local = l_.hosts.local_of[rank < 0 ? l_.me : rank];
+    return l_.hosts.ranks[static_cast<size_t>(l_.shifted(j))][static_cast<size_t>(local)];
   }
+  int position_of(int b) const { return (l_.hosts.host_of[b] - l_.h + H_) % H_; }
   Range position(int j) const { return scratch_at(base_ + static_cast<size_t>(j) * l_.block); }
   int hosts() const { return H_; }
 
@@ -436,21 +438,16 @@ void build_hier_bruck_allgather(const CollectiveArgs &args, Schedule *schedule) 
     });
   // The rail's blocks into this rank's output, and to the other ranks of its host from
   // scratch, each once it is here.
-  auto position_of = [&](int b) {
-    return (l.hosts.host_of[b] - l.h + rail.hosts()) % rail.hosts();
-  };
   auto rail_of = [&](int rank) {
     std::vector<int> blocks;
-    for (int j = 0; j < rail.hosts(); ++j)
-      blocks.push_back(l.hosts.ranks[static_cast<size_t>(l.shifted(j))]
-                                    [static_cast<size_t>(l.hosts.local_of[rank])]);
+    for (int j = 0; j < rail.hosts(); ++j) blocks.push_back(rail.rank_at(j, rank));
     return blocks;
   };
   for (int j = 1; j < rail.hosts(); ++j)
     add_step(schedule, copy_step(rail.position(j), l.at(BufferId::kOutput, rail.rank_at(j), 0),
                                  l.block, written[static_cast<size_t>(j)]));
   forward_in_host(args, l, rail_of, schedule, [&](int b, int c) {
-    const int j = position_of(b);
+    const int j = rail.position_of(b);
     return HeldChunk{Range{BufferId::kScratch, rail.position(j).offset + l.part(c).offset},
                      written[static_cast<size_t>(j)]};
   });

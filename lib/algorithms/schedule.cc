@@ -86,7 +86,7 @@ std::shared_ptr<const BlockLayout> layout_of(const CollectiveArgs &args) {
   const bool reduce_scatterv = collective == Collective::kReduceScatterv;
   const bool sends =
       alltoall || reduce_scatterv || (collective == Collective::kScatter && rank == root);
-  const bool receives = alltoall || reduce_scatterv || collective == Collective::kAllgatherv ||
+  const bool receives = alltoall || collective == Collective::kAllgatherv ||
                         (collective == Collective::kGather && rank == root);
   if (sends) {
     layout->send_counts = counts;

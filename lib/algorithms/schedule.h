@@ -132,8 +132,8 @@ struct Schedule {
 // only the send side (its own block included); the other ranks of a gather or scatter have
 // one block, CollectiveArgs::count, and an empty layout. An allgatherv has the receive side on
 // every rank (each rank sends its one block, CollectiveArgs::count, to every rank); a
-// reduce_scatterv both, alike on every rank: block j (recv_counts[j] elements, packed in rank
-// order) of every rank's input is reduced into rank j's output.
+// reduce_scatterv the send side, alike on every rank: block j (send_counts[j] elements,
+// packed in rank order) of every rank's input is reduced into rank j's output.
 struct BlockLayout {
   std::vector<size_t> send_counts, send_displs, recv_counts, recv_displs;
   // One past the last element the blocks reach.

@@ -145,6 +145,21 @@ CallExtents call_extents(const ddl_comm *comm, const CollectiveCall &call, bool 
   return e;
 }
 
+BlockAt gathered_block(const CollectiveCall &call, int j) {
+  const size_t elem = datatype_size(call.dtype);
+  if (call.collective == Collective::kAllgatherv) {
+    const BlockLayout &l = *call.layout;
+    return {BlockLayout::at(l.recv_counts, l.recv_displs, j) * elem, l.recv_counts[j] * elem};
+  }
+  return {call.count * elem * static_cast<size_t>(j), call.count * elem};
+}
+
+size_t gathered_read_bytes(const ddl_comm *comm, const CollectiveCall &call) {
+  size_t all = 0;
+  for (int j = 0; j < comm->nranks; ++j) all += gathered_block(call, j).bytes;
+  return all - all / static_cast<size_t>(comm->nranks);
+}
+
 bool call_in_place(const ddl_comm *comm, const CollectiveCall &call) {
   const Collective c = call.collective;
   if (c == Collective::kBroadcast || c == Collective::kBarrier) return true;

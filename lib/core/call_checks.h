@@ -21,4 +21,13 @@ struct CallExtents {
 };
 CallExtents call_extents(const ddl_comm *comm, const CollectiveCall &call, bool in_place);
 
+// Where rank j's block lies in an allgather(v)'s output, and its size (bytes).
+struct BlockAt {
+  size_t offset, bytes;
+};
+BlockAt gathered_block(const CollectiveCall &call, int j);
+// What a rank reads of an allgather(v)'s blocks, the same on every rank (the paths that
+// decide by it must decide alike): all blocks less one rank's share of them.
+size_t gathered_read_bytes(const ddl_comm *comm, const CollectiveCall &call);
+
 }  // namespace ddl

@@ -24,8 +24,6 @@ Status read_counts(const ddl_comm *comm, const CountArrays &arrays, CollectiveCa
       layout->send_displs.push_back(at);
       at += count;
     }
-    layout->recv_counts = layout->send_counts;
-    layout->recv_displs = layout->send_displs;
     call->count = layout->send_counts[static_cast<size_t>(comm->rank)];
     call->layout = std::move(layout);
     return Status::Ok();

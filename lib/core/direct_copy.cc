@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "lib/algorithms/registry.h"
-#include "lib/common/datatype.h"
+#include "lib/core/call_checks.h"
 #include "lib/core/flat_collectives.h"
 #include "transports/shm/cma.h"
 #include "transports/shm/flat_slots.h"
@@ -23,19 +23,6 @@ struct PublishedBuffer {
   uint64_t address = 0;
   uint64_t bytes = 0;
 };
-
-// Where rank j's block lies in the output of an allgather(v), and its size (bytes).
-struct BlockAt {
-  size_t offset, bytes;
-};
-BlockAt block_of(const CollectiveCall &call, int j) {
-  const size_t elem = datatype_size(call.dtype);
-  if (call.collective == Collective::kAllgatherv) {
-    const BlockLayout &l = *call.layout;
-    return {BlockLayout::at(l.recv_counts, l.recv_displs, j) * elem, l.recv_counts[j] * elem};
-  }
-  return {call.count * elem * static_cast<size_t>(j), call.count * elem};
-}
 
 // A DDL_ALGO that names one of this collective's schedules (chain, ring) wants that schedule.
 bool schedule_forced(const ddl_comm *comm, const CollectiveCall &call) {
@@ -64,7 +51,7 @@ Status read_allgather(ddl_comm *comm, const CollectiveCall &call, const ExecArgs
   char *output = static_cast<char *>(exec.output);
   for (int k = 1; k < comm->nranks; ++k) {
     const int peer = (comm->rank + k) % comm->nranks;
-    const BlockAt block = block_of(call, peer);
+    const BlockAt block = gathered_block(call, peer);
     PublishedBuffer theirs;
     std::memcpy(&theirs, comm->flat->data(peer, call_number), sizeof theirs);
     *failed_peer = peer;
@@ -77,7 +64,7 @@ Status read_allgather(ddl_comm *comm, const CollectiveCall &call, const ExecArgs
                         output + block.offset, block.bytes);
     if (!s.ok()) return s.prefix(strprintf("reading rank %d's block (%zu B): ", peer, block.bytes));
   }
-  const BlockAt mine = block_of(call, comm->rank);
+  const BlockAt mine = gathered_block(call, comm->rank);
   if (exec.input != output + mine.offset) std::memcpy(output + mine.offset, exec.input, mine.bytes);
   return Status::Ok();
 }
@@ -91,12 +78,8 @@ bool direct_copy_applies(const ddl_comm *comm, const CollectiveCall &call) {
     return false;
   // What a rank reads, alike on every rank (every rank must choose the same way): the
   // broadcast's buffer; all blocks of an allgather(v) less one rank's share of them.
-  size_t read = call_bytes(call);
-  if (c != Collective::kBroadcast) {
-    size_t gathered = 0;
-    for (int j = 0; j < comm->nranks; ++j) gathered += block_of(call, j).bytes;
-    read = gathered - gathered / static_cast<size_t>(comm->nranks);
-  }
+  const size_t read =
+      c == Collective::kBroadcast ? call_bytes(call) : gathered_read_bytes(comm, call);
   if (read == 0) return false;
   if (comm->config.algorithm == "direct") return true;
   if (schedule_forced(comm, call)) return false;
@@ -125,7 +108,7 @@ Status run_direct_copy(ddl_comm *comm, const CollectiveCall &call, const ExecArg
   PublishedBuffer mine;
   mine.address = reinterpret_cast<uintptr_t>(exec.input);
   mine.bytes = call.collective == Collective::kBroadcast ? call_bytes(call)
-                                                         : block_of(call, comm->rank).bytes;
+                                                         : gathered_block(call, comm->rank).bytes;
   // Joining checks every rank's call stamp: ranks that disagree about the call fail here,
   // before anyone reads another's memory.
   DDL_RETURN_IF_ERROR(flat_join(comm, exec, call_number, &mine, sizeof mine, found_failure));

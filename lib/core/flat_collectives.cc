@@ -1,10 +1,12 @@
 #include "lib/core/flat_collectives.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
 #include "lib/algorithms/registry.h"
 #include "lib/common/datatype.h"
+#include "lib/core/call_checks.h"
 #include "lib/reduce/reduce.h"
 #include "transports/shm/flat_slots.h"
 
@@ -21,15 +23,6 @@ constexpr size_t kFlatReadBudget = 16 << 10;
 // How often (in idle polls) the deadline, notices, stamps and the peer's life are looked at.
 constexpr int kCheckEvery = 256;
 
-// An allgatherv's block j (bytes), and all of them.
-size_t block_bytes(const CollectiveCall &call, int j) {
-  return call.layout->recv_counts[j] * datatype_size(static_cast<ddl_datatype_t>(call.dtype));
-}
-size_t gathered_bytes(const ddl_comm *comm, const CollectiveCall &call) {
-  size_t all = 0;
-  for (int j = 0; j < comm->nranks; ++j) all += block_bytes(call, j);
-  return all;
-}
 // An allgatherv's slot holds its block's size, then the block: a reader checks the size it
 // expects (its recvcounts) against what the rank published.
 constexpr size_t kSizePrefix = sizeof(uint64_t);
@@ -38,8 +31,7 @@ constexpr size_t kSizePrefix = sizeof(uint64_t);
 // slots for this call, in all; for an allgatherv all blocks less one rank's share (the same
 // on every rank, as every rank must decide alike).
 size_t bytes_read(const ddl_comm *comm, const CollectiveCall &call) {
-  if (call.collective == Collective::kAllgatherv)
-    return gathered_bytes(comm, call) - gathered_bytes(comm, call) / comm->nranks;
+  if (call.collective == Collective::kAllgatherv) return gathered_read_bytes(comm, call);
   const size_t bytes = call.count * datatype_size(static_cast<ddl_datatype_t>(call.dtype));
   return call.collective == Collective::kBroadcast || call.collective == Collective::kScatter
              ? bytes
@@ -61,7 +53,7 @@ size_t bytes_published(const ddl_comm *comm, const CollectiveCall &call, int ran
     case Collective::kBarrier:
       return 0;
     case Collective::kAllgatherv:
-      return kSizePrefix + block_bytes(call, rank);
+      return kSizePrefix + gathered_block(call, rank).bytes;
     default:
       return bytes;
   }
@@ -147,7 +139,7 @@ bool flat_collective_applies(const ddl_comm *comm, const CollectiveCall &call) {
   if (call.collective == Collective::kBarrier) return true;
   const bool gatherv = call.collective == Collective::kAllgatherv;
   // The executor checks empty calls' signatures.
-  if (gatherv ? gathered_bytes(comm, call) == 0 : call.count == 0) return false;
+  if (gatherv ? gathered_read_bytes(comm, call) == 0 : call.count == 0) return false;
   const std::string &forced = comm->config.algorithm;
   if (call.collective == Collective::kAllreduce && !forced.empty() && forced != "flat")
     return false;
@@ -159,9 +151,10 @@ bool flat_collective_applies(const ddl_comm *comm, const CollectiveCall &call) {
   const bool root_publishes =
       call.collective == Collective::kBroadcast || call.collective == Collective::kScatter;
   const int biggest = root_publishes ? call.root : comm->rank;
-  for (int r = 0; r < (gatherv ? comm->nranks : 0); ++r)  // each its own block
-    if (bytes_published(comm, call, r) > FlatSlots::kCapacity) return false;
-  if (bytes_published(comm, call, biggest) > FlatSlots::kCapacity) return false;
+  size_t largest = bytes_published(comm, call, biggest);
+  for (int r = 0; gatherv && r < comm->nranks; ++r)  // blocks of every size
+    largest = std::max(largest, bytes_published(comm, call, r));
+  if (largest > FlatSlots::kCapacity) return false;
   return forced_flat(comm, call) || comm->oversubscribed ||
          bytes_read(comm, call) <= kFlatReadBudget;
 }
@@ -269,16 +262,15 @@ Status run_flat_collective(ddl_comm *comm, const CollectiveCall &call, const Exe
         const char *slot = slots.data(r, call_number);
         uint64_t theirs = 0;
         std::memcpy(&theirs, slot, kSizePrefix);
-        if (theirs != block_bytes(call, r)) {
+        const BlockAt block = gathered_block(call, r);
+        if (theirs != block.bytes) {
           *found_failure = true;
           return invalid_usage(
               "rank %d sends %llu B but this rank expects %zu B (counts that disagree between "
               "the ranks)",
-              r, static_cast<unsigned long long>(theirs), block_bytes(call, r));
+              r, static_cast<unsigned long long>(theirs), block.bytes);
         }
-        const size_t at = BlockLayout::at(call.layout->recv_counts, call.layout->recv_displs, r) *
-                          datatype_size(exec.dtype);
-        std::memcpy(output + at, slot + kSizePrefix, theirs);
+        std::memcpy(output + block.offset, slot + kSizePrefix, theirs);
       }
       break;
     default:  // the barrier; the others are not slotted

@@ -206,8 +206,6 @@ Test(rooted_schedules, reduce_scatterv_uneven) {
         layout->send_displs.push_back(at);
         at += layout->send_counts.back();
       }
-      layout->recv_counts = layout->send_counts;
-      layout->recv_displs = layout->send_displs;
       std::vector<CollectiveArgs> all;
       for (int r = 0; r < n; ++r) {
         CollectiveArgs a = make_args(Collective::kReduceScatterv, n, r, layout->send_counts[r]);
