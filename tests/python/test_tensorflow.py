@@ -40,7 +40,9 @@ def test_killed_rank_is_an_error_not_a_hang():
         assert "rank 2" in r.out, r
 
 
-@pytest.mark.parametrize("nprocs", [2, 4])
+# 4 processes under ddlrun, 2 under mpirun (how the ranks meet; the sums at 2 ranks are
+# test_collectives[2]'s): each start of the framework costs seconds of the suite's 2 cores.
+@pytest.mark.parametrize("nprocs", [4])
 def test_keras_fit_matches_one_process(nprocs):
     out = run_ddlrun(nprocs, [EXAMPLE, "--steps", "10", "--check"], timeout=240)
     assert max(largest_differences(out, nprocs)) <= TOLERANCE, out
@@ -52,7 +54,7 @@ def test_multi_worker_mirrored_strategy():
     assert max(largest_differences(out, 2)) <= TOLERANCE, out
 
 
-@pytest.mark.parametrize("nprocs", [2, 4])
+@pytest.mark.parametrize("nprocs", [2])
 def test_keras_fit_under_mpirun(nprocs):
     out = run_mpirun(nprocs, [EXAMPLE, "--steps", "10", "--check"], timeout=240)
     assert max(largest_differences(out, nprocs)) <= TOLERANCE, out

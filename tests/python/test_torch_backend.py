@@ -1,9 +1,9 @@
 """The torch.distributed backend "ddl" (ddl.torch), in real processes.
 
 pytest starts jobs of 2 and 4 processes with torchrun (python -m torch.distributed.run) and
-with ddlrun; each process runs this file as a script with a scenario name. Results are checked
-against float64 references that every rank computes for every rank's input, and against gloo
-where it offers the same collective. Every job runs under a timeout: a hang fails the test.
+with ddlrun; each process runs this file as a script with a scenario name (or several, "a+b",
+one after another). Results are checked against float64 references that every rank computes
+for every rank's input, and against gloo where it offers the same collective. Every job runs under a timeout: a hang fails the test.
 
 Run: DDL_BUILD_DIR=build-py /root/.cache/ddl/venv/bin/python -m pytest tests/python/test_torch_backend.py
 """
@@ -374,6 +374,7 @@ def _main(scenario):
 
     # A short deadline for the failure scenarios: an error must come well before pytest's.
     # (smoke's is below pytest's limit for it, so that a stall ends in an error that says where)
+    scenarios = scenario.split("+")  # several, one after another in one process group
     seconds = {"mismatch": 15, "dead": 15, "smoke": 60}.get(scenario, 120)
     timeout = datetime.timedelta(seconds=seconds)
     init = os.environ.get("DDL_TEST_INIT_METHOD")  # tcp://... or file://...; else env://
@@ -383,9 +384,10 @@ def _main(scenario):
     else:
         dist.init_process_group("ddl", timeout=timeout)
     rank, size = dist.get_rank(), dist.get_world_size()
-    globals()["scenario_" + scenario](torch, dist, rank, size)
+    for one in scenarios:
+        globals()["scenario_" + one](torch, dist, rank, size)
+        print(f"rank {rank}: {one} ok", flush=True)
     dist.destroy_process_group()
-    print(f"rank {rank}: {scenario} ok", flush=True)
 
 
 # ---- pytest's side ---------------------------------------------------------------------------
@@ -437,16 +439,17 @@ if __name__ != "__main__":
     LAUNCHERS = ["torchrun", "ddlrun"]
 
     # Every scenario at 2 and 4 ranks under torchrun; under ddlrun (which only changes how the
-    # processes meet) one scenario per rank count, to keep the suite short.
-    CASES = [("torchrun", n, s) for n in (2, 4) for s in ("ops", "async", "groups")] + \
-        [("ddlrun", 2, "ops"), ("ddlrun", 2, "async"), ("ddlrun", 4, "groups"),
-         ("ddlrun", 3, "direct")]
+    # processes meet) some per rank count. A job runs its scenarios ("a+b") one after another
+    # in one process group: each start of torch costs seconds of the suite's 2 cores.
+    CASES = [("torchrun", 2, "ops+async+groups"), ("torchrun", 4, "ops+async+groups"),
+             ("ddlrun", 2, "ops+async"), ("ddlrun", 4, "groups"), ("ddlrun", 3, "direct")]
 
-    @pytest.mark.parametrize("launcher,nranks,scenario", CASES)
-    def test_collectives(launcher, nranks, scenario):
-        rc, out = _run(launcher, nranks, scenario, timeout=300)
-        assert rc == 0, f"{scenario} under {launcher} -n {nranks} failed:\n{out}"
-        assert out.count(f"{scenario} ok") == nranks, out
+    @pytest.mark.parametrize("launcher,nranks,scenarios", CASES)
+    def test_collectives(launcher, nranks, scenarios):
+        rc, out = _run(launcher, nranks, scenarios, timeout=300)
+        assert rc == 0, f"{scenarios} under {launcher} -n {nranks} failed:\n{out}"
+        for scenario in scenarios.split("+"):
+            assert out.count(f"{scenario} ok") == nranks, out
 
     @pytest.mark.parametrize("how", ["tcp", "file"])
     def test_init_methods(tmp_path, how):
