@@ -3,7 +3,8 @@
 pytest starts jobs of 2 and 4 processes with torchrun (python -m torch.distributed.run) and
 with ddlrun; each process runs this file as a script with a scenario name (or several, "a+b",
 one after another). Results are checked against float64 references that every rank computes
-for every rank's input, and against gloo where it offers the same collective. Every job runs under a timeout: a hang fails the test.
+for every rank's input, and against gloo where it offers the same collective. Every job runs
+under a timeout: a hang fails the test.
 
 Run: DDL_BUILD_DIR=build-py /root/.cache/ddl/venv/bin/python -m pytest tests/python/test_torch_backend.py
 """
