@@ -103,7 +103,7 @@ CollectiveArgs args_of(const ddl_comm *comm, const CollectiveCall &call, bool in
   args.in_place = in_place;
   args.chunk_elems = comm->config.chunk_bytes / elem;
   args.elem_size = elem;
-  args.algorithm = comm->config.algorithm;
+  args.algorithm = forced_schedule(comm, call.collective);
   args.tiers = comm->algorithm_tiers;
   args.hosts = comm->hosts;
   args.peer_memory = comm->single_copy_tier;
@@ -224,28 +224,51 @@ Status run_collective(ddl_comm *comm, const CollectiveCall &call) {
 
 namespace {
 
-// A runner made of a path's three functions (the single copy's, the shared slots').
+// A one-host way of running calls made of its functions (the single copy's, the shared
+// slots'), with the name DDL_ALGO gives it: whether it can take a call at all (possible),
+// whether it should unforced (applies), why, and the run.
 class FunctionRunner : public CallRunner {
  public:
-  using Applies = bool (*)(const ddl_comm *, const CollectiveCall &);
+  using Test = bool (*)(const ddl_comm *, const CollectiveCall &);
   using Why = std::string (*)(const ddl_comm *, const CollectiveCall &);
   using Run = Status (*)(ddl_comm *, const CollectiveCall &, const ExecArgs &, uint64_t, bool *);
-  FunctionRunner(Applies applies_fn, Why why_fn, Run run_fn)
-      : applies_(applies_fn), why_(why_fn), run_(run_fn) {}
+  FunctionRunner(const char *name, Test possible_fn, Test applies_fn, Why why_fn, Run run_fn)
+      : name_(name), possible_(possible_fn), applies_(applies_fn), why_(why_fn), run_(run_fn) {}
+  const char *name() const { return name_; }
+  bool possible(const ddl_comm *comm, const CollectiveCall &call) const {
+    return possible_(comm, call);
+  }
   bool applies(const ddl_comm *comm, const CollectiveCall &call) const override {
     return applies_(comm, call);
   }
-  std::string why(ddl_comm *comm, const CollectiveCall &call) override { return why_(comm, call); }
+  std::string why(ddl_comm *comm, const CollectiveCall &call) override {
+    if (comm->config.algorithm == name_) return std::string(name_) + " (forced by DDL_ALGO)";
+    return why_(comm, call);
+  }
   Status run(ddl_comm *comm, const CollectiveCall &call, const ExecArgs &exec, uint64_t call_number,
              bool *found_failure) override {
     return run_(comm, call, exec, call_number, found_failure);
   }
 
  private:
-  Applies applies_;
+  const char *name_;
+  Test possible_;
+  Test applies_;
   Why why_;
   Run run_;
 };
+
+FunctionRunner &direct_way() {
+  static FunctionRunner way("direct", direct_collective_possible, direct_collective_applies,
+                            why_direct, run_direct_collective);
+  return way;
+}
+
+FunctionRunner &flat_way() {
+  static FunctionRunner way("flat", flat_collective_possible, flat_collective_applies,
+                            why_flat_collective, run_flat_collective);
+  return way;
+}
 
 // Every call: its schedule (the algorithm the models or DDL_ALGO choose) on the executor,
 // with the peers' buffers published around it when its steps copy between them.
@@ -290,13 +313,42 @@ class ScheduleRunner : public CallRunner {
 
 }  // namespace
 
+std::string forced_schedule(const ddl_comm *comm, Collective collective) {
+  const std::string &forced = comm->config.algorithm;
+  if (forced.empty()) return forced;
+  for (const AlgorithmInfo &info : algorithm_table())
+    if (info.collective == collective && forced == info.name) return forced;
+  return std::string();
+}
+
 CallRunner &choose_runner(const ddl_comm *comm, const CollectiveCall &call) {
-  static FunctionRunner direct(direct_collective_applies, why_direct, run_direct_collective);
-  static FunctionRunner flat(flat_collective_applies, why_flat_collective, run_flat_collective);
   static ScheduleRunner schedule;
-  if (direct.applies(comm, call)) return direct;
-  if (flat.applies(comm, call)) return flat;
+  FunctionRunner *one_host_ways[] = {&direct_way(), &flat_way()};  // in order of preference
+  // DDL_ALGO first: a one-host way by its name where it can take the call, or one of the
+  // collective's schedules (args_of hands the name to the registry). A name that is neither
+  // for this call leaves it to the choice below.
+  const std::string &forced = comm->config.algorithm;
+  if (!forced.empty()) {
+    for (FunctionRunner *way : one_host_ways)
+      if (forced == way->name() && way->possible(comm, call)) return *way;
+    if (!forced_schedule(comm, call.collective).empty()) return schedule;
+  }
+  for (FunctionRunner *way : one_host_ways)
+    if (way->applies(comm, call)) return *way;
   return schedule;
+}
+
+void warn_of_unavailable_way(const ddl_comm *comm) {
+  const std::string &forced = comm->config.algorithm;
+  if (comm->nranks < 2) return;
+  if (forced == "direct" && !(comm->cma && comm->hosts == 1))
+    DDL_WARN(
+        "DDL_ALGO=direct needs every rank on one host and single-copy transfers between "
+        "them; neither here: the calls are chosen as without it");
+  if (forced == "flat" && !comm->flat)
+    DDL_WARN(
+        "DDL_ALGO=flat needs every rank on one host and shared memory between them; not "
+        "here: the calls are chosen as without it");
 }
 
 Status run_host_collective(ddl_comm *comm, const CollectiveCall &call, CallRunner *runner) {

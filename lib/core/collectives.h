@@ -65,8 +65,15 @@ Status run_collective(ddl_comm *comm, const CollectiveCall &call);
 // choose_runner says; or, with a runner (lib/device's), the call as that runner moves it.
 Status run_host_collective(ddl_comm *comm, const CollectiveCall &call,
                            CallRunner *runner = nullptr);
-// The way a checked host call runs: the one place that decides.
+// The way a checked host call runs: the one place that decides, DDL_ALGO (config.algorithm)
+// included: "direct" or "flat" where that way can take the call, a name of one of the
+// collective's schedules, else the single copy or the slots where their sizes say, else the
+// schedule the cost models choose.
 CallRunner &choose_runner(const ddl_comm *comm, const CollectiveCall &call);
+// DDL_ALGO's name where it names one of this collective's schedules, else "" (the models).
+std::string forced_schedule(const ddl_comm *comm, Collective collective);
+// At ddl_comm_init: a DDL_ALGO way (direct, flat) this communicator cannot take, said once.
+void warn_of_unavailable_way(const ddl_comm *comm);
 
 // The argument checks of run_collective alone, for calls queued to run later (nonblocking
 // calls, groups): they fail at the call, naming the rank and the collective.

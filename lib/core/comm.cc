@@ -13,6 +13,7 @@
 #include "lib/algorithms/schedule.h"
 #include "lib/common/log.h"
 #include "lib/common/params.h"
+#include "lib/core/collectives.h"
 #include "lib/core/progress.h"
 #include "lib/core/rails.h"
 #include "lib/device/cuda_driver.h"
@@ -297,15 +298,7 @@ void connect_slots(ddl_comm *comm) {
     if (all_on_one_host(comm))
       comm->flat.reset(new FlatSlots(comm->shm->flat_region(), comm->rank));
   }
-  if (comm->nranks < 2) return;
-  if (comm->config.algorithm == "direct" && !(comm->cma && comm->hosts == 1))
-    DDL_WARN(
-        "DDL_ALGO=direct needs every rank on one host and single-copy transfers between "
-        "them; neither here: the cost models choose");
-  if (comm->config.algorithm == "flat" && !comm->flat)
-    DDL_WARN(
-        "DDL_ALGO=flat needs every rank on one host and shared memory between them; not "
-        "here: the cost models choose");
+  warn_of_unavailable_way(comm);
 }
 
 // Ranks that outnumber this host's cores must hand the core over quickly when they wait:

@@ -81,18 +81,18 @@ size_t direct_min_bytes(const ddl_comm *comm) {
 
 }  // namespace
 
+bool direct_collective_possible(const ddl_comm *comm, const CollectiveCall &call) {
+  if (call.collective != Collective::kAllreduce) return direct_copy_possible(comm, call);
+  return comm->cma && comm->hosts == 1 && call.count > 0;
+}
+
 bool direct_collective_applies(const ddl_comm *comm, const CollectiveCall &call) {
   if (call.collective != Collective::kAllreduce) return direct_copy_applies(comm, call);
-  if (!comm->cma || comm->hosts > 1 || call.count == 0) return false;
-  const std::string &forced = comm->config.algorithm;
-  if (!forced.empty()) return forced == "direct";
-  return call.count * datatype_size(static_cast<ddl_datatype_t>(call.dtype)) >=
-         direct_min_bytes(comm);
+  return direct_collective_possible(comm, call) && call_bytes(call) >= direct_min_bytes(comm);
 }
 
 std::string why_direct(const ddl_comm *comm, const CollectiveCall &call) {
   if (call.collective != Collective::kAllreduce) return why_direct_copy(comm, call);
-  if (comm->config.algorithm == "direct") return "direct (forced by DDL_ALGO)";
   return strprintf("direct (single copy, every rank on this host, >= %zu B%s)",
                    direct_min_bytes(comm), comm->oversubscribed ? " with ranks sharing cores" : "");
 }

@@ -2,7 +2,6 @@
 
 #include <cstring>
 
-#include "lib/algorithms/registry.h"
 #include "lib/core/call_checks.h"
 #include "lib/core/flat_collectives.h"
 #include "transports/shm/cma.h"
@@ -23,15 +22,6 @@ struct PublishedBuffer {
   uint64_t address = 0;
   uint64_t bytes = 0;
 };
-
-// A DDL_ALGO that names one of this collective's schedules (chain, ring) wants that schedule.
-bool schedule_forced(const ddl_comm *comm, const CollectiveCall &call) {
-  const std::string &forced = comm->config.algorithm;
-  if (forced.empty()) return false;
-  for (const AlgorithmInfo &info : algorithm_table())
-    if (info.collective == call.collective && forced == info.name) return true;
-  return false;
-}
 
 // Broadcast: reads the root's buffer (not at the root).
 Status read_broadcast(ddl_comm *comm, const CollectiveCall &call, const ExecArgs &exec,
@@ -69,20 +59,27 @@ Status read_allgather(ddl_comm *comm, const CollectiveCall &call, const ExecArgs
   return Status::Ok();
 }
 
+// What a rank reads, alike on every rank (every rank must choose the same way): the
+// broadcast's buffer; all blocks of an allgather(v) less one rank's share of them.
+size_t direct_read_bytes(const ddl_comm *comm, const CollectiveCall &call) {
+  return call.collective == Collective::kBroadcast ? call_bytes(call)
+                                                   : gathered_read_bytes(comm, call);
+}
+
 }  // namespace
 
-bool direct_copy_applies(const ddl_comm *comm, const CollectiveCall &call) {
+bool direct_copy_possible(const ddl_comm *comm, const CollectiveCall &call) {
   const Collective c = call.collective;
   if (!comm->cma || !comm->flat) return false;
   if (c != Collective::kBroadcast && c != Collective::kAllgather && c != Collective::kAllgatherv)
     return false;
-  // What a rank reads, alike on every rank (every rank must choose the same way): the
-  // broadcast's buffer; all blocks of an allgather(v) less one rank's share of them.
-  const size_t read =
-      c == Collective::kBroadcast ? call_bytes(call) : gathered_read_bytes(comm, call);
-  if (read == 0) return false;
-  if (comm->config.algorithm == "direct") return true;
-  if (schedule_forced(comm, call)) return false;
+  return direct_read_bytes(comm, call) > 0;
+}
+
+bool direct_copy_applies(const ddl_comm *comm, const CollectiveCall &call) {
+  if (!direct_copy_possible(comm, call)) return false;
+  const Collective c = call.collective;
+  const size_t read = direct_read_bytes(comm, call);
   // With ranks sharing cores, the slots' single handshake wins for all they hold, and an
   // allgather keeps the ring: on 4 ranks and 2 cores the single copy measured 11-36% slower
   // than the ring at 128 KB-32 MB (each rank's P - 1 kernel copies pin every page they read;
@@ -93,7 +90,6 @@ bool direct_copy_applies(const ddl_comm *comm, const CollectiveCall &call) {
 
 std::string why_direct_copy(const ddl_comm *comm, const CollectiveCall &call) {
   (void)call;
-  if (comm->config.algorithm == "direct") return "direct (forced by DDL_ALGO)";
   if (comm->oversubscribed)
     return strprintf(
         "direct (single copy, every rank on this host, > %zu B with ranks sharing "

@@ -25,11 +25,11 @@
 
 namespace ddl {
 
-// Whether this broadcast or allgather goes the single-copy way: every rank on this host with
-// the slots and cross-memory attach (ddl_comm::flat, ddl_comm::cma); DDL_ALGO=direct forces
-// it at any size, a DDL_ALGO naming this collective's schedule (chain, ring) keeps it off;
-// otherwise the copy must be large enough to pay for the system call. With ranks sharing
-// cores only a broadcast beyond the slots' capacity takes it.
+// Whether this broadcast or allgather(v) can go the single-copy way: every rank on this host
+// with the slots and cross-memory attach (ddl_comm::flat, ddl_comm::cma), and something to read.
+bool direct_copy_possible(const ddl_comm *comm, const CollectiveCall &call);
+// Whether it should, unforced (choose_runner): the copy must be large enough to pay for the
+// system call; with ranks sharing cores only a broadcast beyond the slots' capacity.
 bool direct_copy_applies(const ddl_comm *comm, const CollectiveCall &call);
 // Why it does, for the log.
 std::string why_direct_copy(const ddl_comm *comm, const CollectiveCall &call);

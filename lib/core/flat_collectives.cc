@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cstring>
 
-#include "lib/algorithms/registry.h"
 #include "lib/common/datatype.h"
 #include "lib/core/call_checks.h"
 #include "lib/reduce/reduce.h"
@@ -64,10 +63,6 @@ size_t bytes_published(const ddl_comm *comm, const CollectiveCall &call, int ran
 // ranks, and point to point is not collective.
 bool slotted(Collective c) {
   return (!per_peer_counts(c) || c == Collective::kAllgatherv) && !is_point_to_point(c);
-}
-
-bool forced_flat(const ddl_comm *comm, const CollectiveCall &call) {
-  return call.collective == Collective::kAllreduce && comm->config.algorithm == "flat";
 }
 
 // What a wait that lasts tells: another call of a peer (its messages' stamps), a notice, an
@@ -134,19 +129,12 @@ void combine_in_rank_order(const ddl_comm *comm, const ExecArgs &exec, const Fla
 
 }  // namespace
 
-bool flat_collective_applies(const ddl_comm *comm, const CollectiveCall &call) {
+bool flat_collective_possible(const ddl_comm *comm, const CollectiveCall &call) {
   if (!comm->flat || !slotted(call.collective)) return false;
   if (call.collective == Collective::kBarrier) return true;
   const bool gatherv = call.collective == Collective::kAllgatherv;
   // The executor checks empty calls' signatures.
   if (gatherv ? gathered_read_bytes(comm, call) == 0 : call.count == 0) return false;
-  const std::string &forced = comm->config.algorithm;
-  if (call.collective == Collective::kAllreduce && !forced.empty() && forced != "flat")
-    return false;
-  // A DDL_ALGO that names one of this collective's schedules wants it (the allreduce's above).
-  if (!forced.empty() && call.collective != Collective::kAllreduce)
-    for (const AlgorithmInfo &info : algorithm_table())
-      if (info.collective == call.collective && forced == info.name) return false;
   // The root publishes the most, and every rank decides alike.
   const bool root_publishes =
       call.collective == Collective::kBroadcast || call.collective == Collective::kScatter;
@@ -154,13 +142,18 @@ bool flat_collective_applies(const ddl_comm *comm, const CollectiveCall &call) {
   size_t largest = bytes_published(comm, call, biggest);
   for (int r = 0; gatherv && r < comm->nranks; ++r)  // blocks of every size
     largest = std::max(largest, bytes_published(comm, call, r));
-  if (largest > FlatSlots::kCapacity) return false;
-  return forced_flat(comm, call) || comm->oversubscribed ||
+  return largest <= FlatSlots::kCapacity;
+}
+
+bool flat_collective_applies(const ddl_comm *comm, const CollectiveCall &call) {
+  if (!flat_collective_possible(comm, call)) return false;
+  return call.collective == Collective::kBarrier || comm->oversubscribed ||
          bytes_read(comm, call) <= kFlatReadBudget;
 }
 
 std::string why_flat_collective(const ddl_comm *comm, const CollectiveCall &call) {
-  if (forced_flat(comm, call)) return "flat (forced by DDL_ALGO)";
+  if (call.collective == Collective::kBarrier)
+    return "flat (shared slots, every rank on this host)";
   if (comm->oversubscribed)
     return strprintf(
         "flat (shared slots, every rank on this host, <= %zu B per slot with ranks "

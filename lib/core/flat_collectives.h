@@ -26,9 +26,12 @@
 
 namespace ddl {
 
-// Whether this call goes through the slots: the communicator has them (every rank on this
-// host, shared memory up) and the call is small enough (a barrier always is). An allreduce
-// follows DDL_ALGO: only unforced or with DDL_ALGO=flat (then up to the slots' capacity).
+// Whether this call can go through the slots: the communicator has them (every rank on this
+// host, shared memory up), the collective's shares have sizes every rank knows, and what each
+// rank publishes fits a slot.
+bool flat_collective_possible(const ddl_comm *comm, const CollectiveCall &call);
+// Whether it should, unforced (choose_runner): what a rank reads is small enough, or the ranks
+// share cores (the slots' single handshake wins for all they hold); a barrier always.
 bool flat_collective_applies(const ddl_comm *comm, const CollectiveCall &call);
 // Why it does, for the log.
 std::string why_flat_collective(const ddl_comm *comm, const CollectiveCall &call);

@@ -353,6 +353,51 @@ Test(algorithms, forced_algorithm_shows_in_the_log) {
   }
 }
 
+namespace {
+
+// An allreduce, a broadcast and a barrier of a few bytes, each checked.
+int three_small_calls(ddl_comm_t comm, int rank, int nranks) {
+  if (int failed = check_allreduce(comm, rank, nranks, DDL_FLOAT32, DDL_SUM, 7, false))
+    return failed;
+  std::vector<int32_t> data(7, rank == 1 ? 41 : -1);
+  RANK_OK(ddl_broadcast(data.data(), data.size(), DDL_INT32, 1, comm));
+  for (int32_t v : data) RANK_CHECK(v == 41, "rank %d: broadcast gave %d", rank, v);
+  RANK_OK(ddl_barrier(comm));
+  return 0;
+}
+
+}  // namespace
+
+// DDL_ALGO is read in one place (choose_runner): a one-host way by its name takes every
+// collective it can, a schedule's name only its own collectives, and a name that is neither
+// for a call leaves that call to the usual choice (here the shared slots for a few bytes).
+Test(algorithms, forced_name_takes_the_calls_it_names_only) {
+  const std::pair<const char *, std::vector<std::string>> cases[] = {
+      {"flat",
+       {"allreduce of 28 B: flat (forced", "broadcast of 28 B: flat (forced",
+        "barrier of 0 B: flat (forced"}},
+      {"chain",
+       {"allreduce of 28 B: flat (shared slots", "broadcast of 28 B: chain (forced",
+        "barrier of 0 B: flat (shared slots"}},
+      {"ring",
+       {"allreduce of 28 B: ring (forced", "broadcast of 28 B: flat (shared slots",
+        "barrier of 0 B: flat (shared slots"}},
+      {"direct",
+       {"allreduce of 28 B: direct (forced", "broadcast of 28 B: direct (forced",
+        "barrier of 0 B: flat (shared slots"}},
+  };
+  for (const auto &[algorithm, expected] : cases) {
+    std::vector<std::string> logs;
+    const std::string failures = run_logged(algorithm, 3, three_small_calls, &logs);
+    cr_assert(failures.empty(), "DDL_ALGO=%s:\n%s", algorithm, failures.c_str());
+    for (int r = 0; r < 3; ++r)
+      for (const std::string &line : expected)
+        cr_assert(logs[r].find(line) != std::string::npos,
+                  "DDL_ALGO=%s: rank %d's log lacks \"%s\":\n%s", algorithm, r, line.c_str(),
+                  logs[r].c_str());
+  }
+}
+
 // Every rank refuses an unknown name at init, naming it and the known ones, instead of
 // falling back silently or waiting for the others.
 Test(algorithms, unknown_algorithm_fails_every_rank_clearly) {
