@@ -1,4 +1,4 @@
-// The 24-bit tag space of messages (transports/transport.h carries a tag with each message,
+// The 24-bit tag space of messages (lib/transports/transport.h carries a tag with each message,
 // beside its sender and sequence number), and what each part is for: shared by the
 // schedules that number their steps, the point-to-point calls, and the transports, which
 // treat some tags specially.

@@ -34,7 +34,7 @@
 #include <memory>
 
 #include "lib/common/status.h"
-#include "transports/transport.h"
+#include "lib/transports/transport.h"
 
 struct ddl_comm;
 

@@ -18,7 +18,7 @@
 #include "lib/core/progress.h"
 #include "lib/core/split.h"
 #include "lib/device/staging.h"
-#include "transports/shm/shared_buffers.h"
+#include "lib/transports/shm/shared_buffers.h"
 
 using ddl::CommCall;
 using ddl::CountArrays;

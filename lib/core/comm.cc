@@ -18,7 +18,7 @@
 #include "lib/core/rails.h"
 #include "lib/device/cuda_driver.h"
 #include "lib/device/staging.h"
-#include "topology/nic_pairing.h"
+#include "lib/topology/nic_pairing.h"
 
 namespace ddl {
 namespace {

@@ -21,15 +21,15 @@
 #include "lib/exec/executor.h"
 #include "lib/exec/plan.h"
 #include "lib/exec/signature.h"
-#include "topology/nic_pairing.h"
-#include "topology/tiers.h"
-#include "transports/routed_transport.h"
-#include "transports/shm/cma.h"
-#include "transports/shm/flat_slots.h"
-#include "transports/shm/shared_buffers.h"
-#include "transports/shm/shm_transport.h"
-#include "transports/shm/write_gates.h"
-#include "transports/ucx/ucx_transport.h"
+#include "lib/topology/nic_pairing.h"
+#include "lib/topology/tiers.h"
+#include "lib/transports/routed_transport.h"
+#include "lib/transports/shm/cma.h"
+#include "lib/transports/shm/flat_slots.h"
+#include "lib/transports/shm/shared_buffers.h"
+#include "lib/transports/shm/shm_transport.h"
+#include "lib/transports/shm/write_gates.h"
+#include "lib/transports/ucx/ucx_transport.h"
 
 namespace ddl {
 class ProgressQueue;  // lib/core/progress.h
@@ -56,7 +56,7 @@ struct ddl_comm {
   // its own host's ranks (the index of its shm channels, slots and gates).
   std::vector<int> host_ranks, host_index;
   // Every rank may read and write the memory of the ranks on its host directly
-  // (transports/shm/cma.h; a job-wide verdict): on one host large allreduces take the
+  // (lib/transports/shm/cma.h; a job-wide verdict): on one host large allreduces take the
   // single-copy path (direct_allreduce.h), across hosts hier's host tier goes single-copy.
   bool cma = false;
   // And each group of algorithm_tiers[0] lies on one host: hier's fastest tier goes

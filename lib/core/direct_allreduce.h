@@ -2,7 +2,7 @@
 //
 // Copying through shared-memory cells moves every byte twice (into a cell, out of it). Here
 // each rank owns one block of the buffer. Piece by piece it reads that block straight out
-// of every peer's input (process_vm_readv, transports/shm/cma.h) into a cache-sized landing
+// of every peer's input (process_vm_readv, lib/transports/shm/cma.h) into a cache-sized landing
 // buffer, reduces it into its own output, and writes the reduced piece, still in cache,
 // straight into every peer's output (process_vm_writev). Peers' ddl_mem_alloc buffers are
 // mapped instead and read and written with plain loads and stores. Open MPI's vader (CMA)

@@ -4,8 +4,8 @@
 
 #include "lib/core/call_checks.h"
 #include "lib/core/flat_collectives.h"
-#include "transports/shm/cma.h"
-#include "transports/shm/flat_slots.h"
+#include "lib/transports/shm/cma.h"
+#include "lib/transports/shm/flat_slots.h"
 
 namespace ddl {
 namespace {

@@ -3,7 +3,7 @@
 // Through the shm transport's cells every byte is copied twice (into a cell by the sender,
 // out of it by the receiver), in 32 KB pieces with a handshake for each. Here every rank
 // reads what it needs straight out of its peers' buffers with one kernel copy
-// (process_vm_readv, transports/shm/cma.h), as Open MPI's vader does for large messages:
+// (process_vm_readv, lib/transports/shm/cma.h), as Open MPI's vader does for large messages:
 //  - broadcast: every rank but the root reads the root's whole buffer;
 //  - allgather: every rank reads each peer's block into its place (starting with the next
 //    rank, so that the ranks do not all read the same peer at once).

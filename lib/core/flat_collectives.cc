@@ -7,7 +7,7 @@
 #include "lib/common/datatype.h"
 #include "lib/core/call_checks.h"
 #include "lib/reduce/reduce.h"
-#include "transports/shm/flat_slots.h"
+#include "lib/transports/shm/flat_slots.h"
 
 namespace ddl {
 namespace {

@@ -1,5 +1,5 @@
 // Small collectives of a job whose ranks all share this host: through shared slots
-// (transports/shm/flat_slots.h) instead of messages. Every rank publishes its contribution
+// (lib/transports/shm/flat_slots.h) instead of messages. Every rank publishes its contribution
 // in its slot, waits until every peer has published the same call, checks that their stamps
 // say the same call, and builds its result from the slots:
 //  - allreduce: every contribution reduced in rank order into the output;

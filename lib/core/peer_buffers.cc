@@ -11,7 +11,7 @@
 #include "lib/common/process_liveness.h"
 #include "lib/core/collectives.h"
 #include "lib/core/comm.h"
-#include "transports/shm/cma.h"
+#include "lib/transports/shm/cma.h"
 
 namespace ddl {
 namespace {

@@ -9,7 +9,7 @@
 //    disagree about the call fail here, before anyone touches another's memory);
 //  - the copies: a peer's ddl_mem_alloc buffers are mapped and copied with plain loads and
 //    stores, anything else goes through the kernel (process_vm_readv / writev,
-//    transports/shm/cma.h); writes go through the peer's gate (transports/shm/write_gates.h),
+//    lib/transports/shm/cma.h); writes go through the peer's gate (lib/transports/shm/write_gates.h),
 //    so that nothing lands in a rank that has already left the call;
 //  - finish: a barrier, as no rank may return while a peer still reads its input or writes
 //    its output; or, on failure, leave: the gate closes and the rank waits for writers in
@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "lib/exec/executor.h"
-#include "transports/shm/shared_buffers.h"
+#include "lib/transports/shm/shared_buffers.h"
 
 struct ddl_comm;
 

@@ -15,7 +15,7 @@
 #include "lib/common/log.h"
 #include "lib/common/params.h"
 #include "lib/core/comm.h"
-#include "topology/nic_pairing.h"
+#include "lib/topology/nic_pairing.h"
 
 namespace ddl {
 namespace {

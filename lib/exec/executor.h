@@ -11,7 +11,7 @@
 #include "ddl/ddl.h"
 #include "lib/exec/plan.h"
 #include "lib/exec/signature.h"
-#include "transports/transport.h"
+#include "lib/transports/transport.h"
 
 namespace ddl {
 

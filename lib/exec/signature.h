@@ -10,7 +10,7 @@
 
 #include "ddl/ddl.h"
 #include "lib/common/status.h"
-#include "transports/transport.h"
+#include "lib/transports/transport.h"
 
 namespace ddl {
 

@@ -1,6 +1,6 @@
 // The mode strings users set: DDL_ALGO (known_algorithm, as resolve_config checks it, and
 // choose_algorithm, which honours it per call: lib/algorithms/registry.h) and DDL_GDR_LEVEL
-// (parse_path_type, topology/paths.h, as gdr_policy_from_env reads it). resolve_config's own
+// (parse_path_type, lib/topology/paths.h, as gdr_policy_from_env reads it). resolve_config's own
 // handling of DDL_ALGO, DDL_TIMEOUT_MS, DDL_CHUNK_BYTES and DDL_JOB_TOKEN is fuzz_config's;
 // sizes and integers are fuzz_params'; datatype and op names fuzz_datatype's.
 //
@@ -17,7 +17,7 @@
 
 #include "fuzz_util.h"
 #include "lib/algorithms/registry.h"
-#include "topology/paths.h"
+#include "lib/topology/paths.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 2) return 0;

@@ -1,4 +1,4 @@
-// parse_placement (topology/tiers.h): every rank parses every other rank's placement, bytes
+// parse_placement (lib/topology/tiers.h): every rank parses every other rank's placement, bytes
 // straight off the bootstrap. The input holds up to 8 placements separated by 0xff; each is
 // parsed; accepted ones must serialize and parse back to themselves; the accepted set is fed
 // to build_tiers, whose groups must partition the ranks at every level and nest.
@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "fuzz_util.h"
-#include "topology/tiers.h"
+#include "lib/topology/tiers.h"
 
 using ddl::topo::Placement;
 using ddl::topo::Tier;

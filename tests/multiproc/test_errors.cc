@@ -17,7 +17,7 @@
 
 #include "harness.h"
 #include "lib/bootstrap/bootstrap.h"
-#include "transports/ucx/ucx_transport.h"
+#include "lib/transports/ucx/ucx_transport.h"
 
 using namespace ddltest;
 

@@ -2,10 +2,10 @@
 // absent). The expectations are what a person reading `lstopo --input FILE` would say.
 #include <criterion/criterion.h>
 
-#include "topology/nic_pairing.h"
-#include "topology/paths.h"
-#include "topology/report.h"
-#include "topology/tiers.h"
+#include "lib/topology/nic_pairing.h"
+#include "lib/topology/paths.h"
+#include "lib/topology/report.h"
+#include "lib/topology/tiers.h"
 #include "topology_test_util.h"
 
 using namespace ddl::topo;

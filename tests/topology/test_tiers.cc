@@ -4,7 +4,7 @@
 
 #include <cstdlib>
 
-#include "topology/tiers.h"
+#include "lib/topology/tiers.h"
 #include "topology_test_util.h"
 
 using namespace ddl::topo;

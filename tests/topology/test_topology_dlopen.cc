@@ -3,9 +3,9 @@
 #include <criterion/criterion.h>
 #include <unistd.h>
 
-#include "topology/ibverbs.h"
-#include "topology/nvml.h"
-#include "topology/paths.h"
+#include "lib/topology/ibverbs.h"
+#include "lib/topology/nvml.h"
+#include "lib/topology/paths.h"
 #include "topology_test_util.h"
 
 using namespace ddl::topo;

@@ -8,10 +8,10 @@
 #include <fstream>
 #include <sstream>
 
-#include "topology/dot.h"
-#include "topology/nic_pairing.h"
-#include "topology/paths.h"
-#include "topology/report.h"
+#include "lib/topology/dot.h"
+#include "lib/topology/nic_pairing.h"
+#include "lib/topology/paths.h"
+#include "lib/topology/report.h"
 #include "topology_test_util.h"
 
 using namespace ddl::topo;

@@ -5,8 +5,8 @@
 
 #include <cstdlib>
 
-#include "topology/nic_pairing.h"
-#include "topology/report.h"
+#include "lib/topology/nic_pairing.h"
+#include "lib/topology/report.h"
 #include "topology_test_util.h"
 
 using namespace ddl::topo;

@@ -7,8 +7,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "topology/nic_pairing.h"
-#include "topology/topology.h"
+#include "lib/topology/nic_pairing.h"
+#include "lib/topology/topology.h"
 
 namespace topo_test {
 

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "transports/shm/shm_transport.h"
+#include "lib/transports/shm/shm_transport.h"
 
 using namespace ddl;
 

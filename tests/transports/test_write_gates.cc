@@ -1,4 +1,4 @@
-// The write gates of the single-copy allreduce (transports/shm/write_gates.h), in one
+// The write gates of the single-copy allreduce (lib/transports/shm/write_gates.h), in one
 // process: a writer thread writes into an "owner's" buffer through the owner's gate while
 // the owner closes it. Once the owner has closed the gate and seen no writer in flight,
 // nothing may change its buffer any more.
@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "transports/shm/write_gates.h"
+#include "lib/transports/shm/write_gates.h"
 
 using namespace ddl;
 

@@ -14,8 +14,8 @@
 #include "lib/common/log.h"
 #include "lib/common/params.h"
 #include "lib/core/config.h"
-#include "topology/tiers.h"
-#include "topology/topology.h"
+#include "lib/topology/tiers.h"
+#include "lib/topology/topology.h"
 
 using namespace ddl;
 

@@ -6,10 +6,10 @@
 #include <cstring>
 #include <string>
 
-#include "topology/dot.h"
-#include "topology/nic_pairing.h"
-#include "topology/report.h"
-#include "topology/topology.h"
+#include "lib/topology/dot.h"
+#include "lib/topology/nic_pairing.h"
+#include "lib/topology/report.h"
+#include "lib/topology/topology.h"
 
 namespace {
 
