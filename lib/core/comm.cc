@@ -137,7 +137,7 @@ Status connect_transport(ddl_comm *comm) {
   Status s = comm->bootstrap->allgather(mine, &all);
   if (!s.ok()) return s.prefix("exchanging UCX addresses: ");
   const topo::Tier &hosts = comm->tiers.at(topo::TierLevel::kHost);
-  std::vector<UcxTransport::Peer> peers(all.size());
+  std::vector<PeerAddress> peers(all.size());
   for (size_t r = 0; r < all.size(); ++r) {
     const size_t newline = all[r].find('\n', sizeof pid);
     if (all[r].size() <= sizeof pid || newline == std::string::npos)
@@ -353,8 +353,9 @@ Status create_comm(const BootstrapOptions &options, const CommConfig &config, dd
 
   DDL_RETURN_IF_ERROR(Bootstrap::create(options, &comm->bootstrap));
   DDL_RETURN_IF_ERROR(exchange_placements(comm.get()));
-  Status s = UcxTransport::create(options.rank, options.nranks, &comm->transport);
-  if (!s.ok()) return s.prefix("creating the UCX transport: ");
+  Status s = make_network_transport(kNetworkTransport, options.rank, options.nranks,
+                                    NetworkOptions(), &comm->transport);
+  if (!s.ok()) return s.prefix(strprintf("creating the %s transport: ", kNetworkTransport));
   DDL_RETURN_IF_ERROR(connect_transport(comm.get()));
   DDL_RETURN_IF_ERROR(connect_shm(comm.get()));
   DDL_RETURN_IF_ERROR(connect_rails(comm.get()));

@@ -23,13 +23,13 @@
 #include "lib/exec/signature.h"
 #include "lib/topology/nic_pairing.h"
 #include "lib/topology/tiers.h"
+#include "lib/transports/network_transport.h"
 #include "lib/transports/routed_transport.h"
 #include "lib/transports/shm/cma.h"
 #include "lib/transports/shm/flat_slots.h"
 #include "lib/transports/shm/shared_buffers.h"
 #include "lib/transports/shm/shm_transport.h"
 #include "lib/transports/shm/write_gates.h"
-#include "lib/transports/ucx/ucx_transport.h"
 
 namespace ddl {
 class ProgressQueue;  // lib/core/progress.h
@@ -43,9 +43,9 @@ struct ddl_comm {
   int nranks = 1;
   ddl::CommConfig config;
   std::unique_ptr<ddl::Bootstrap> bootstrap;
-  std::unique_ptr<ddl::UcxTransport> transport;  // every peer; notices
-  std::unique_ptr<ddl::ShmTransport> shm;        // peers on this host, when it works here
-  std::unique_ptr<ddl::UcxTransport> rail;       // this rank's own NIC (lib/core/rails.h), or null
+  std::unique_ptr<ddl::NetworkTransport> transport;  // every peer; notices
+  std::unique_ptr<ddl::ShmTransport> shm;            // peers on this host, when it works here
+  std::unique_ptr<ddl::NetworkTransport> rail;   // this rank's own NIC (lib/core/rails.h), or null
   std::vector<std::string> rdma_rails;           // this host's RDMA NICs (lib/core/rails.h)
   ddl::topo::GpuRail gpu_rail;                   // the NIC closest to this rank's GPU, if any
   std::unique_ptr<ddl::RoutedTransport> routes;  // what collectives use: shm, rail, else UCX
@@ -131,6 +131,10 @@ struct ddl_comm {
 };
 
 namespace ddl {
+
+// The kind of network transport communicators make (lib/transports/network_transport.h):
+// the main one to every peer and each rank's rail.
+constexpr const char *kNetworkTransport = "ucx";
 
 // Creates the communicator: bootstrap, transport, address exchange.
 Status create_comm(const BootstrapOptions &options, const CommConfig &config, ddl_comm **out);

@@ -268,10 +268,11 @@ Status connect_rails(ddl_comm *comm) {
           ? strprintf("closest to this rank's GPU %s, path %s", comm->gpu_rail.gpu.c_str(),
                       topo::path_type_name(comm->gpu_rail.path.type))
           : strprintf("local index %d of its host", comm->host_index[comm->rank]);
-  UcxOptions options;
+  NetworkOptions options;
   options.net_device = nic;
   options.heartbeats = false;  // the main transport watches every peer
-  Status made = UcxTransport::create(comm->rank, comm->nranks, &comm->rail, options);
+  Status made =
+      make_network_transport(kNetworkTransport, comm->rank, comm->nranks, options, &comm->rail);
   if (!made.ok()) {
     DDL_WARN("rail %d (NIC %s): %s; this rank's traffic to other hosts stays on UCX's choice",
              rail_of[comm->rank], nic.c_str(), made.message().c_str());
@@ -280,7 +281,7 @@ Status connect_rails(ddl_comm *comm) {
   std::vector<std::string> all;
   s = comm->bootstrap->allgather(comm->rail ? comm->rail->worker_address() : "", &all);
   if (!s.ok()) return s.prefix("exchanging rail addresses: ");
-  std::vector<UcxTransport::Peer> peers(comm->nranks);
+  std::vector<PeerAddress> peers(comm->nranks);
   std::vector<bool> via_rail(comm->nranks, false);
   std::string served;
   for (int r = 0; r < comm->nranks; ++r) {

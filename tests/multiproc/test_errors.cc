@@ -438,7 +438,7 @@ Test(errors, an_endpoint_to_a_dead_peer_names_it) {
     std::unique_ptr<ddl::UcxTransport> transport;
     ddl::Status s = ddl::UcxTransport::create(0, 2, &transport);
     cr_assert(s.ok(), "%s", s.message().c_str());
-    std::vector<ddl::UcxTransport::Peer> peers(2);
+    std::vector<ddl::PeerAddress> peers(2);
     peers[0].address = transport->worker_address();
     peers[0].same_host = true;
     peers[0].pid = getpid();

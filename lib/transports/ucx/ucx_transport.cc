@@ -12,10 +12,10 @@
 #include <thread>
 #include <vector>
 
-#include "lib/common/tags.h"
 #include "lib/common/log.h"
 #include "lib/common/params.h"
 #include "lib/common/process_liveness.h"
+#include "lib/common/tags.h"
 
 namespace ddl {
 namespace {
@@ -102,26 +102,6 @@ bool host_has_rdma_devices() {
   closedir(dir);
   return any;
 }
-
-// A peer on another host silent for this long is unreachable (DDL_PEER_TIMEOUT_MS; 0: never).
-// 5 s: detection within 10 s with room for a notice; long enough that a busy link (beats
-// queue behind data) or a loaded machine never delays five beats in a row.
-constexpr int kDefaultPeerTimeoutMs = 5000;
-
-}  // namespace
-
-int peer_timeout_ms() {
-  const std::string text = env_string("DDL_PEER_TIMEOUT_MS");
-  int64_t value = kDefaultPeerTimeoutMs;
-  if (!text.empty() && !parse_int(text, 0, INT32_MAX, &value)) {
-    DDL_WARN("ignoring DDL_PEER_TIMEOUT_MS=%s: expected milliseconds (0: no heartbeats)",
-             text.c_str());
-    value = kDefaultPeerTimeoutMs;
-  }
-  return static_cast<int>(value);
-}
-
-namespace {
 
 // This host's name in messages about its ranks: what tells emulated hosts apart, else the
 // machine's name.
@@ -227,7 +207,7 @@ class QuietUcx {
 }  // namespace
 
 Status UcxTransport::create(int rank, int nranks, std::unique_ptr<UcxTransport> *out,
-                            const UcxOptions &options) {
+                            const NetworkOptions &options) {
   std::unique_ptr<UcxTransport> t(new UcxTransport(rank, nranks));
   ucp_config_t *config = nullptr;
   ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
@@ -290,7 +270,7 @@ Status UcxTransport::create(int rank, int nranks, std::unique_ptr<UcxTransport> 
   return Status::Ok();
 }
 
-Status UcxTransport::connect(const std::vector<Peer> &peers) {
+Status UcxTransport::connect(const std::vector<PeerAddress> &peers) {
   DDL_CHECK(static_cast<int>(peers.size()) == nranks_);
   peers_ = peers;
   last_pid_check_ns_.assign(nranks_, 0);
@@ -357,7 +337,7 @@ Status UcxTransport::send_failed(int peer, ucs_status_t status) {
 }
 
 Status UcxTransport::endpoint_failed(int peer, ucs_status_t status) {
-  const Peer &p = peers_[peer];
+  const PeerAddress &p = peers_[peer];
   if (p.same_host) {
     // A dead peer is the usual cause: UCX cannot map its shared memory any more ("Shared
     // memory error"). Not an error of this rank's: the peer is recorded as dead (peer_status

@@ -12,42 +12,24 @@
 
 #include <ucp/api/ucp.h>
 
-#include "lib/transports/transport.h"
+#include "lib/transports/network_transport.h"
 #include "lib/transports/ucx/ucx_heartbeat.h"
 
 namespace ddl {
 
-// How long a peer may be silent (remote: no heartbeat; see ucx_heartbeat.h) before it counts
-// as lost: DDL_PEER_TIMEOUT_MS, default 5000; 0: never.
-int peer_timeout_ms();
-
-struct UcxOptions {
-  // UCX_NET_DEVICES of this transport alone ("eth1", "mlx5_1:1"): a rail's transport drives
-  // one NIC. Empty: UCX's choice (the UCX_* variables).
-  std::string net_device;
-  // Heartbeats to peers on other hosts (DDL_PEER_TIMEOUT_MS). One transport per
-  // communicator watches them; a rail's transport leaves it to the main one.
-  bool heartbeats = true;
-};
-
-class UcxTransport : public Transport {
+// The kind "ucx" of make_network_transport (network_transport.h). options.net_device becomes
+// UCX_NET_DEVICES of this transport alone.
+class UcxTransport : public NetworkTransport {
  public:
   // Creates the context and worker. Step 1 of 2: then exchange worker_address() with the
   // peers (through the bootstrap) and call connect().
   static Status create(int rank, int nranks, std::unique_ptr<UcxTransport> *out,
-                       const UcxOptions &options = UcxOptions());
+                       const NetworkOptions &options = NetworkOptions());
   ~UcxTransport() override;
 
   // What to send to every peer: this worker's address, the heartbeat worker's (when
   // DDL_PEER_TIMEOUT_MS is not 0) and this host's name for messages.
-  const std::string &worker_address() const { return address_; }
-  // What connect() needs to know of each peer.
-  struct Peer {
-    std::string address;     // its worker_address()
-    bool same_host = false;  // shares this host's memory
-    pid_t pid = 0;           // its process id, meaningful when same_host
-    bool wanted = true;      // false: no endpoint (this transport never carries its messages)
-  };
+  const std::string &worker_address() const override { return address_; }
   // Creates an endpoint to every peer. A same-host peer that has died gets none and is
   // marked dead (peer_status), so that the error names it and comes from every rank's next
   // exchange; any other failure is DDL_ERR_SYSTEM naming the peer.
@@ -56,10 +38,10 @@ class UcxTransport : public Transport {
   // shared-memory transports (UCX 1.13), so there a dead peer is noticed by its pid instead.
   // Peers on other hosts are also watched by heartbeats (ucx_heartbeat.h): one silent for
   // DDL_PEER_TIMEOUT_MS is unreachable.
-  Status connect(const std::vector<Peer> &peers);
+  Status connect(const std::vector<PeerAddress> &peers) override;
   // Closes endpoints, flushing what was sent, waiting at most timeout_ms; endpoints that
   // could not flush by then (an unreachable peer) are closed by force.
-  void close(int timeout_ms);
+  void close(int timeout_ms) override;
 
   const char *name() const override { return "ucx"; }
   Status post_send(int peer, uint32_t seq, uint32_t tag, const void *buf, size_t bytes,
@@ -103,7 +85,7 @@ class UcxTransport : public Transport {
   std::vector<std::string> hosts_;           // each peer's host, for messages
   std::vector<ucp_ep_h> endpoints_;
   std::vector<ucs_status_t> peer_errors_;  // UCS_OK while alive
-  std::vector<Peer> peers_;
+  std::vector<PeerAddress> peers_;
   uint8_t empty_sink_ = 0;  // lands the placeholder byte of empty messages
   // peer_status() looks at local pids at most this often: /proc reads are not free.
   mutable std::vector<long long> last_pid_check_ns_;
