@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <deque>
-#include <thread>
 #include <utility>
 #include <vector>
 
+#include "lib/algorithms/every_rank.h"
 #include "lib/algorithms/registry.h"
 
 namespace ddl {
@@ -304,25 +304,8 @@ Status check_schedules_at_scale(const CollectiveArgs &args, std::vector<Schedule
 }
 
 Status check_schedules_at_scale(const CollectiveArgs &args) {
-  const size_t n = static_cast<size_t>(args.nranks);
-  std::vector<Schedule> by_rank(n);
-  std::vector<Status> failures(n, Status::Ok());
-  // Built on every core: at 4096 ranks building is much of the check.
-  auto build = [&](size_t first, size_t step) {
-    for (size_t r = first; r < n; r += step) {
-      CollectiveArgs mine = args;
-      mine.rank = static_cast<int>(r);
-      failures[r] = build_schedule(mine, &by_rank[r]);
-    }
-  };
-  const size_t threads =
-      std::max<size_t>(1, std::min<size_t>(std::thread::hardware_concurrency(), n / 64));
-  std::vector<std::thread> workers;
-  for (size_t t = 1; t < threads; ++t) workers.emplace_back(build, t, threads);
-  build(0, threads);
-  for (std::thread &worker : workers) worker.join();
-  for (size_t r = 0; r < n; ++r)
-    if (!failures[r].ok()) return failures[r].prefix(strprintf("rank %zu's schedule: ", r));
+  std::vector<Schedule> by_rank;
+  DDL_RETURN_IF_ERROR(build_every_schedule(args, &by_rank));
   return check_schedules_at_scale(args, std::move(by_rank));
 }
 

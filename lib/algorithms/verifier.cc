@@ -7,6 +7,7 @@
 #include <set>
 #include <tuple>
 
+#include "lib/algorithms/every_rank.h"
 #include "lib/algorithms/registry.h"
 
 namespace ddl {
@@ -545,7 +546,9 @@ Status verify_schedules(const std::vector<CollectiveArgs> &all_args,
 Status verify_collective(const CollectiveArgs &args) {
   std::vector<CollectiveArgs> all_args(args.nranks, args);
   for (int r = 0; r < args.nranks; ++r) all_args[r].rank = r;
-  return verify_collective(all_args);
+  std::vector<Schedule> by_rank;
+  DDL_RETURN_IF_ERROR(build_every_schedule(args, &by_rank));
+  return verify_schedules(all_args, by_rank);
 }
 
 Status verify_collective(const std::vector<CollectiveArgs> &all_args) {

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "lib/algorithms/dbtree.h"
+#include "lib/algorithms/every_rank.h"
 #include "lib/algorithms/registry.h"
 #include "lib/algorithms/rhd.h"
 #include "lib/algorithms/tree.h"
@@ -44,12 +45,9 @@ void verify_all_ranks(Collective c, const std::vector<size_t> &counts,
 }
 
 std::vector<Schedule> build_all(const CollectiveArgs &args) {
-  std::vector<Schedule> out(args.nranks);
-  for (int r = 0; r < args.nranks; ++r) {
-    CollectiveArgs mine = args;
-    mine.rank = r;
-    cr_assert(build_schedule(mine, &out[r]).ok());
-  }
+  std::vector<Schedule> out;
+  Status s = build_every_schedule(args, &out);
+  cr_assert(s.ok(), "%s", s.message().c_str());
   return out;
 }
 

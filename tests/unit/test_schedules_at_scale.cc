@@ -7,6 +7,7 @@
 #include <random>
 #include <string>
 
+#include "lib/algorithms/every_rank.h"
 #include "lib/algorithms/registry.h"
 #include "lib/algorithms/scale_check.h"
 
@@ -128,12 +129,9 @@ Test(schedules_at_scale, hier_over_uneven_hosts_at_4096_ranks, .timeout = 300) {
 namespace {
 
 std::vector<Schedule> build_all(const CollectiveArgs &args) {
-  std::vector<Schedule> out(static_cast<size_t>(args.nranks));
-  for (int r = 0; r < args.nranks; ++r) {
-    CollectiveArgs mine = args;
-    mine.rank = r;
-    cr_assert(build_schedule(mine, &out[static_cast<size_t>(r)]).ok());
-  }
+  std::vector<Schedule> out;
+  Status s = build_every_schedule(args, &out);
+  cr_assert(s.ok(), "%s", s.message().c_str());
   return out;
 }
 

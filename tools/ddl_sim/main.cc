@@ -4,6 +4,7 @@
 #include <limits>
 #include <string>
 
+#include "lib/algorithms/every_rank.h"
 #include "lib/algorithms/registry.h"
 #include "tools/ddl_sim/efficiency.h"
 #include "tools/ddl_sim/goal.h"
@@ -118,13 +119,9 @@ int run_efficiency(const Options &o) {
 
 int run_goal(const Options &o) {
   const ddl::CollectiveArgs args = args_for(o, o.cluster, o.min_bytes, o.algorithm);
-  std::vector<ddl::Schedule> by_rank(static_cast<size_t>(args.nranks));
-  for (int r = 0; r < args.nranks; ++r) {
-    ddl::CollectiveArgs mine = args;
-    mine.rank = r;
-    ddl::Status s = ddl::build_schedule(mine, &by_rank[static_cast<size_t>(r)]);
-    if (!s.ok()) return fail(s);
-  }
+  std::vector<ddl::Schedule> by_rank;
+  ddl::Status s = ddl::build_every_schedule(args, &by_rank);
+  if (!s.ok()) return fail(s);
   std::ofstream out(o.goal_path);
   write_goal(o.cluster, by_rank, o.elem_size, out);
   out.close();

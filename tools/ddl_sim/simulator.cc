@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <limits>
 #include <queue>
-#include <thread>
 
+#include "lib/algorithms/every_rank.h"
 #include "lib/algorithms/hier.h"
 #include "lib/algorithms/registry.h"
 
@@ -37,7 +37,6 @@ struct RankSteps {
   // Receives by (peer, tag), for matching sends: sorted.
   std::vector<std::pair<uint64_t, uint32_t>> receives;
 };
-
 
 RankSteps compact(const ddl::Schedule &schedule, size_t elem_size) {
   RankSteps out;
@@ -415,28 +414,15 @@ Status simulate(const Cluster &cluster, const ddl::CollectiveArgs &args, SimResu
                                  cluster.nranks());
   // Built and compacted one rank at a time (the full schedules of 4096 ranks need not exist
   // at once), by as many threads as there are cores: building is most of a large projection.
-  const size_t n = static_cast<size_t>(args.nranks);
-  std::vector<RankSteps> ranks(n);
-  std::vector<Status> failures(n, Status::Ok());
+  std::vector<RankSteps> ranks(static_cast<size_t>(args.nranks));
   std::string algorithm, why;
-  auto build_ranks = [&](size_t first, size_t step) {
-    for (size_t r = first; r < n; r += step) {
-      ddl::CollectiveArgs mine = args;
-      mine.rank = static_cast<int>(r);
-      ddl::Schedule schedule;
-      failures[r] = ddl::build_schedule(mine, &schedule, r == 0 ? &why : nullptr);
-      if (r == 0) algorithm = schedule.algorithm;
-      ranks[r] = compact(schedule, args.elem_size);
-    }
-  };
-  const size_t threads =
-      std::max<size_t>(1, std::min<size_t>(std::thread::hardware_concurrency(), n / 64));
-  std::vector<std::thread> workers;
-  for (size_t t = 1; t < threads; ++t) workers.emplace_back(build_ranks, t, threads);
-  build_ranks(0, threads);
-  for (std::thread &worker : workers) worker.join();
-  for (size_t r = 0; r < n; ++r)
-    if (!failures[r].ok()) return failures[r].prefix(ddl::strprintf("rank %zu's schedule: ", r));
+  DDL_RETURN_IF_ERROR(ddl::for_every_rank_schedule(
+      args,
+      [&](int r, ddl::Schedule &&schedule) {
+        if (r == 0) algorithm = schedule.algorithm;
+        ranks[static_cast<size_t>(r)] = compact(schedule, args.elem_size);
+      },
+      &why));
   *result = SimResult();
   // hier's pieces are part of its choice (lib/algorithms/hier.h): "hier/8" for 8 pieces.
   const int pieces = algorithm == "hier" && args.collective == ddl::Collective::kAllreduce
