@@ -524,19 +524,29 @@ double message_seconds(const CollectiveArgs &args, const TierCost &local, int pi
 // (the pieces' messages are in flight together); unless the rank's own work on its messages
 // takes longer than the slower tier's bytes: then that sets the pace. One piece: the tiers
 // take turns.
+// A rank whose own work on its messages fills more than half of the slower tier's time falls
+// behind it: its sends leave late while it posts and completes others (ddl_sim, dgx-h100
+// 512 x 8, 64 MB: 8 pieces keep the rank 54 % busy and reach 63.3 % of the bound, 4 pieces
+// 36 % and 64.8 %; 256 MB: 16 pieces 49 % and 89.5 %, 32 pieces 71 % and 82.7 %).
+constexpr double kMessageWorkShare = 2;
+
 double pipelined_cost(const CollectiveArgs &args, const TierCost &local, const TierCost &net,
                       int pieces) {
   if (pieces <= 1) return local.total() + net.total();
-  return std::max(std::max(local.bandwidth, net.bandwidth), message_seconds(args, local, pieces)) +
+  return std::max(std::max(local.bandwidth, net.bandwidth),
+                  kMessageWorkShare * message_seconds(args, local, pieces)) +
          std::min(local.bandwidth, net.bandwidth) / pieces + local.latency + net.latency;
 }
 
 // The models' choice leaves each rank's block of a piece a few network chunks, so that the
-// chunks of one piece still flow from tier to tier: smaller pieces measured slower on 2
-// emulated hosts x 2 ranks (1 MB in 8 pieces: 9.0 against 8.8 ms in 2; 16 MB in 64 pieces,
-// 2 chunks each: 200 against 148 ms in 32), though ddl_sim projects them faster on GPU
-// clusters (dgx-h100 64 x 8, 64 MB: 8 pieces 79.7 % of the bound, 4 pieces 73.6 %).
-constexpr size_t kChunksPerPieceBlock = 4;
+// chunks of one piece still flow from tier to tier. Both floors hold: a block of at least
+// 256 KB, as measured on 2 emulated hosts x 2 ranks, where the chunk is 64 KB (1 MB in 8
+// pieces: 9.0 against 8.8 ms in 2; 16 MB in 64 pieces, 2 chunks each: 200 against 148 ms in
+// 32), and of at least 2 network chunks, as ddl_sim finds where the chunk grows with the
+// message overhead (512 KB at 400 Gbit/s; dgx-h100 16 x 8, 64 MB: 8 pieces, 2 chunks a
+// block, 80.6 % of the bound; 32 pieces, half a chunk, 43 %).
+constexpr size_t kFloorBlockBytes = 256 << 10;
+constexpr size_t kFloorBlockChunks = 2;
 
 // The pieces (hier_pieces) and what the models price them at: the tiers are priced once.
 struct PiecesChoice {
@@ -558,9 +568,9 @@ PiecesChoice choose_pieces(const CollectiveArgs &args) {
   }
   PiecesChoice best{1, cost(1)};
   if (!across) return best;
-  const size_t block_floor =
-      std::max<size_t>(1, kChunksPerPieceBlock * network_chunk_elems(args) *
-                              static_cast<size_t>(fastest_tier_groups(args).largest));
+  const size_t block_elems = std::max({kFloorBlockBytes / std::max<size_t>(1, args.elem_size),
+                                       kFloorBlockChunks * network_chunk_elems(args), size_t{1}});
+  const size_t block_floor = block_elems * static_cast<size_t>(fastest_tier_groups(args).largest);
   const int models_limit =
       static_cast<int>(std::min<size_t>(limit, std::max<size_t>(1, args.count / block_floor)));
   for (int p = 2; p <= models_limit; p *= 2) {
