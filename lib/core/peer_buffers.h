@@ -9,8 +9,9 @@
 //    disagree about the call fail here, before anyone touches another's memory);
 //  - the copies: a peer's ddl_mem_alloc buffers are mapped and copied with plain loads and
 //    stores, anything else goes through the kernel (process_vm_readv / writev,
-//    lib/transports/shm/cma.h); writes go through the peer's gate (lib/transports/shm/write_gates.h),
-//    so that nothing lands in a rank that has already left the call;
+//    lib/transports/shm/cma.h); writes go through the peer's gate
+//    (lib/transports/shm/write_gates.h), so that nothing lands in a rank that has already
+//    left the call;
 //  - finish: a barrier, as no rank may return while a peer still reads its input or writes
 //    its output; or, on failure, leave: the gate closes and the rank waits for writers in
 //    flight. Reads need no gate: a peer that reads a departed rank's memory gets garbage or
