@@ -59,32 +59,35 @@ Status read_allgather(ddl_comm *comm, const CollectiveCall &call, const ExecArgs
   return Status::Ok();
 }
 
-// What a rank reads, alike on every rank (every rank must choose the same way): the
-// broadcast's buffer; all blocks of an allgather(v) less one rank's share of them.
+// What a rank would read by single copy, alike on every rank (every rank must choose the same
+// way): the broadcast's buffer; all blocks of an allgather(v) less one rank's share of them.
+// 0 where the single copy cannot take the call (no slots or cross-memory attach, another
+// collective, nothing to read).
 size_t direct_read_bytes(const ddl_comm *comm, const CollectiveCall &call) {
-  return call.collective == Collective::kBroadcast ? call_bytes(call)
-                                                   : gathered_read_bytes(comm, call);
+  const Collective c = call.collective;
+  if (!comm->cma || !comm->flat) return 0;
+  if (c == Collective::kBroadcast) return call_bytes(call);
+  if (c == Collective::kAllgather || c == Collective::kAllgatherv)
+    return gathered_read_bytes(comm, call);
+  return 0;
 }
 
 }  // namespace
 
 bool direct_copy_possible(const ddl_comm *comm, const CollectiveCall &call) {
-  const Collective c = call.collective;
-  if (!comm->cma || !comm->flat) return false;
-  if (c != Collective::kBroadcast && c != Collective::kAllgather && c != Collective::kAllgatherv)
-    return false;
   return direct_read_bytes(comm, call) > 0;
 }
 
 bool direct_copy_applies(const ddl_comm *comm, const CollectiveCall &call) {
-  if (!direct_copy_possible(comm, call)) return false;
-  const Collective c = call.collective;
+  // Computed once: an allgatherv's sums every rank's count.
   const size_t read = direct_read_bytes(comm, call);
+  if (read == 0) return false;
   // With ranks sharing cores, the slots' single handshake wins for all they hold, and an
   // allgather keeps the ring: on 4 ranks and 2 cores the single copy measured 11-36% slower
   // than the ring at 128 KB-32 MB (each rank's P - 1 kernel copies pin every page they read;
   // bench/one-host.md, loaded machine), while the broadcast's single copy led from 512 KB.
-  if (comm->oversubscribed) return c == Collective::kBroadcast && read > FlatSlots::kCapacity;
+  if (comm->oversubscribed)
+    return call.collective == Collective::kBroadcast && read > FlatSlots::kCapacity;
   return read >= kDirectMinRead;
 }
 
