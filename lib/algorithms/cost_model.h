@@ -32,6 +32,10 @@
 // algorithm at 2, 4 and 8 ranks (tests/unit/test_schedules.cc pins the expected ones).
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
 namespace ddl {
 
 constexpr double kAlpha = 0.7e-6;
@@ -53,5 +57,23 @@ constexpr CostConstants kCostConstants{kAlpha, kOverhead, kBeta, kGamma};
 // link, a middle of the 1-100 Gbit/s links jobs run on. Every algorithm over ranks on several
 // hosts is priced with these, except hier's tiers inside a host.
 constexpr CostConstants kNetCostConstants{15e-6, 2e-6, 1.0 / 1.25e9, kGamma};
+
+// The constants one round of an algorithm over ranks on several hosts pays: those inside a
+// host when rank 0 and its farthest partner of the round share a host (launchers place a
+// host's ranks in one block, so rank 0 speaks for every rank, and every rank prices alike),
+// the network's otherwise. Recursive doubling's rounds at distances 1, 2, 4 and a tree's
+// lowest levels stay inside a DGX host of 8: priced at the network's latency, they made the
+// models choose flat rd over hier at 4-16 KB among 16 such hosts, 1.4x slower in ddl_sim.
+struct RoundCosts {
+  CostConstants across;
+  CostConstants inside = across;
+  const std::vector<int> *host_of = nullptr;  // rank -> host; none: every round is across
+
+  const CostConstants &round(int64_t farthest) const {
+    const bool same = host_of && farthest < static_cast<int64_t>(host_of->size()) &&
+                      (*host_of)[static_cast<size_t>(farthest)] == host_of->front();
+    return same ? inside : across;
+  }
+};
 
 }  // namespace ddl

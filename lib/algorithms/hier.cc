@@ -469,31 +469,10 @@ TierCost ring_tier(int nranks, double bytes, double chunk, const CostConstants &
   return t;
 }
 
-// hier's two tiers for all `args.count` elements: the fastest tier's reduce-scatter and
-// allgather (the ring model with the local constants; by single copy a byte moves once
-// inside the host, not twice: into a cell, out of it, and no message is sent), and the
-// allreduce among hosts (the ring model with the network constants), whose bytes a host's
-// rails carry side by side: each of its ranks drives its own NIC (DDL_RAILS), so its L
-// ranks share min(rails, L) links. The network tier stays priced as a ring whatever leaf()
-// chooses (registry.cc: priced as the cheapest, 2 emulated hosts chose hier for 8 B calls
-// that it runs 3x slower); its messages are counted per piece (network_messages).
-void tier_costs(const CollectiveArgs &args, TierCost *local_tier, TierCost *net_tier) {
-  const int local = fastest_tier_groups(args).largest;
-  const double chunk = static_cast<double>(args.chunk_elems) * static_cast<double>(args.elem_size);
-  CostConstants host = args.local;
-  if (args.peer_memory) host.beta /= 2;
-  *local_tier = ring_tier(local, count_bytes(args), chunk, host);
-  if (args.peer_memory) local_tier->messages = 0;
-  const int links = std::max(1, std::min(args.rails, local));
-  *net_tier = ring_tier(args.hosts, count_bytes(args) / links, chunk, args.net);
-}
-
-// The messages (sends and receives) one rank handles in the network tier of one piece of
-// `piece_count` elements: those of the schedule leaf() builds for its shard, counted on the
-// first host's. Each costs the rank its overhead one after the other, whatever the pieces
-// overlap: among 512 hosts rhd's 36 per piece kept a GPU cluster's ranks 86 % busy in 16
-// pieces (ddl_sim), where the model's latency terms had counted 9.
-double network_messages(const CollectiveArgs &args, size_t piece_count) {
+// The arguments of one leaf() among the hosts, in the first host's coordinates: each rank's
+// block of a piece of `piece_count` elements, allreduced with its peers of the other hosts
+// over the network (no tiers left, the network's chunks).
+CollectiveArgs among_hosts(const CollectiveArgs &args, size_t piece_count) {
   CollectiveArgs among = args;
   among.nranks = args.hosts;
   among.rank = 0;
@@ -503,8 +482,58 @@ double network_messages(const CollectiveArgs &args, size_t piece_count) {
   among.tiers.clear();
   among.algorithm.clear();
   among.peer_memory = false;
+  return among;
+}
+
+// The fastest tier's reduce-scatter and allgather of all `args.count` elements: the ring
+// model with the local constants. By single copy a byte moves once inside the host, not
+// twice (into a cell, out of it), no message is sent, and a rank's reads (writes) of its
+// L-1 peers wait for nothing but the peers' arrival: one latency a phase, not L-1 in a chain
+// (the address exchange is the reduce-scatter's wait, the closing barrier the allgather's;
+// ddl_sim, dgx-h100 16 x 8 at 4 KB: both phases together 4 us, where the ring's model said
+// 2 x 7 x 3 us).
+TierCost local_tier(const CollectiveArgs &args) {
+  const double chunk = static_cast<double>(args.chunk_elems) * static_cast<double>(args.elem_size);
+  const int local = fastest_tier_groups(args).largest;
+  CostConstants host = args.local;
+  if (args.peer_memory) host.beta /= 2;
+  TierCost t = ring_tier(local, count_bytes(args), chunk, host);
+  if (args.peer_memory) {
+    t.messages = 0;
+    t.latency = 2 * host.alpha;
+  }
+  return t;
+}
+
+// The allreduces among hosts, in pieces of `piece_count` elements, as leaf() runs them: the
+// algorithm the models choose for one piece's blocks, priced by its own model for all the
+// pieces' bytes (its latency: the model at one element). A host's rails carry its ranks'
+// blocks side by side: each rank drives its own NIC (DDL_RAILS), so its L ranks share
+// min(rails, L) links. (Priced as a ring whatever leaf() ran, the tier cost 4 ms of
+// latencies among 512 hosts where rd takes 40 us, and the models chose flat rd for hier's
+// calls at 4 KB-256 KB on dgx-h100, 1.2-2.5x slower in ddl_sim.)
+TierCost network_tier(const CollectiveArgs &args, size_t piece_count) {
+  CollectiveArgs among = among_hosts(args, piece_count);
+  const AlgorithmInfo &leaf_algorithm = choose_algorithm(among, nullptr);
+  const int local = fastest_tier_groups(args).largest;
+  const int links = std::max(1, std::min(args.rails, local));
+  among.net.beta *= static_cast<double>(local) / links;
+  among.count = 1;
+  TierCost t;
+  t.latency = leaf_algorithm.cost(among);
+  among.count = std::max<size_t>(1, args.count / static_cast<size_t>(local));
+  t.bandwidth = std::max(0.0, leaf_algorithm.cost(among) - t.latency);
+  return t;
+}
+
+// The messages (sends and receives) one rank handles in the network tier of one piece of
+// `piece_count` elements: those of the schedule leaf() builds for its block, counted on the
+// first host's. Each costs the rank its overhead one after the other, whatever the pieces
+// overlap: among 512 hosts rhd's 36 per piece kept a GPU cluster's ranks 86 % busy in 16
+// pieces (ddl_sim), where the model's latency terms had counted 9.
+double network_messages(const CollectiveArgs &args, size_t piece_count) {
   Schedule schedule;
-  build_schedule(among, &schedule);
+  build_schedule(among_hosts(args, piece_count), &schedule);
   double messages = 0;
   for (const Step &step : schedule.steps) messages += is_message(step.kind) ? 1 : 0;
   return messages;
@@ -530,8 +559,8 @@ double message_seconds(const CollectiveArgs &args, const TierCost &local, int pi
 // 36 % and 64.8 %; 256 MB: 16 pieces 49 % and 89.5 %, 32 pieces 71 % and 82.7 %).
 constexpr double kMessageWorkShare = 2;
 
-double pipelined_cost(const CollectiveArgs &args, const TierCost &local, const TierCost &net,
-                      int pieces) {
+double pipelined_cost(const CollectiveArgs &args, const TierCost &local, int pieces) {
+  const TierCost net = network_tier(args, args.count / static_cast<size_t>(pieces));
   if (pieces <= 1) return local.total() + net.total();
   return std::max(std::max(local.bandwidth, net.bandwidth),
                   kMessageWorkShare * message_seconds(args, local, pieces)) +
@@ -548,7 +577,7 @@ double pipelined_cost(const CollectiveArgs &args, const TierCost &local, const T
 constexpr size_t kFloorBlockBytes = 256 << 10;
 constexpr size_t kFloorBlockChunks = 2;
 
-// The pieces (hier_pieces) and what the models price them at: the tiers are priced once.
+// The pieces (hier_pieces) and what the models price them at: the host tier is priced once.
 struct PiecesChoice {
   int pieces = 1;
   double seconds = 0;
@@ -559,9 +588,8 @@ PiecesChoice choose_pieces(const CollectiveArgs &args) {
   const size_t most = std::max<size_t>(1, args.count / std::max(1, args.nranks));
   const int limit = static_cast<int>(std::min<size_t>(kMaxHierPieces, most));
   const bool across = args.hosts > 1 && !args.tiers.empty();
-  TierCost local, net;
-  if (across) tier_costs(args, &local, &net);
-  auto cost = [&](int p) { return across ? pipelined_cost(args, local, net, p) : 0.0; };
+  const TierCost local = across ? local_tier(args) : TierCost{};
+  auto cost = [&](int p) { return across ? pipelined_cost(args, local, p) : 0.0; };
   if (args.pieces > 0) {
     const int forced = std::min(args.pieces, limit);
     return PiecesChoice{forced, cost(forced)};
@@ -587,7 +615,9 @@ int hier_pieces(const CollectiveArgs &args) {
 }
 
 double hier_allreduce_cost(const CollectiveArgs &args) {
-  if (args.hosts < 2 || args.tiers.empty()) return std::numeric_limits<double>::infinity();
+  // With no host holding two ranks, hier is its network tier alone: the flat algorithms.
+  if (args.hosts < 2 || args.tiers.empty() || fastest_tier_groups(args).largest < 2)
+    return std::numeric_limits<double>::infinity();
   return choose_pieces(args).seconds;
 }
 

@@ -47,11 +47,17 @@ void build_recursive_doubling_allreduce(const CollectiveArgs &args, Schedule *sc
   if (r < extra) add_step(schedule, send_step(r + p, unfold_tag, output_at(0), count, last));
 }
 
-double recursive_doubling_allreduce_cost(int nranks, double bytes, const CostConstants &c) {
+double recursive_doubling_allreduce_cost(int nranks, double bytes, const RoundCosts &costs) {
   if (nranks <= 1) return 0.0;
   int rounds = 0;
   const int p = power_of_two_below(nranks, &rounds);
-  double t = rounds * (c.alpha + bytes * c.beta + bytes * c.gamma);
+  double t = 0;
+  for (int64_t distance = 1; distance < p; distance *= 2) {
+    const CostConstants &c = costs.round(distance);
+    t += c.alpha + bytes * c.beta + bytes * c.gamma;
+  }
+  // The ranks beyond p fold into and out of ranks p apart.
+  const CostConstants &c = costs.across;
   if (p != nranks) t += 2 * (c.alpha + bytes * c.beta) + bytes * c.gamma;
   return t;
 }

@@ -15,6 +15,8 @@ namespace ddl {
 
 void build_recursive_doubling_allreduce(const CollectiveArgs &args, Schedule *schedule);
 
-double recursive_doubling_allreduce_cost(int nranks, double bytes, const CostConstants &c);
+// Predicted seconds for recursive doubling of `bytes` over `nranks`, each round (partners at
+// distance 2^k) at its own constants.
+double recursive_doubling_allreduce_cost(int nranks, double bytes, const RoundCosts &costs);
 
 }  // namespace ddl

@@ -39,10 +39,7 @@ double ring_cost(const CollectiveArgs &a) {
 // once, so the host's link carries its L ranks' bytes, not one's (the ring, in rank order,
 // crosses each host boundary once). Without this the models chose flat rhd over hier at 16+
 // hosts of 4 ranks, which ddl_sim projects 3x slower at 64 MB (tools/ddl_sim/README.md).
-// Calls below 64 KB are left as they were: their messages do not fill a link together, and
-// on 2 cores the emulated hosts measure hier slower there than what the models chose before
-// (3x2 at 2 KB: 540 us against the tree's 150-230; 4x2 at 32 KB: 1.35-1.46 ms against rd's
-// 1.16).
+// Calls below 64 KB are left as they were: their messages do not fill a link together.
 constexpr double kSharedLinkBytes = 64.0 * 1024;
 
 CostConstants shared_link_constants(const CollectiveArgs &a) {
@@ -52,16 +49,24 @@ CostConstants shared_link_constants(const CollectiveArgs &a) {
   return c;
 }
 
+// Rounds between ranks of one host at the local constants (RoundCosts), the others at the
+// network's, shared by the host's ranks from 64 KB.
+RoundCosts round_costs(const CollectiveArgs &a) {
+  RoundCosts costs{shared_link_constants(a), a.local};
+  if (a.hosts > 1 && !a.tiers.empty()) costs.host_of = &a.tiers.front();
+  return costs;
+}
+
 double rd_cost(const CollectiveArgs &a) {
-  return recursive_doubling_allreduce_cost(a.nranks, bytes_of(a), shared_link_constants(a));
+  return recursive_doubling_allreduce_cost(a.nranks, bytes_of(a), round_costs(a));
 }
 
 double rhd_cost(const CollectiveArgs &a) {
-  return rhd_allreduce_cost(a.nranks, bytes_of(a), shared_link_constants(a));
+  return rhd_allreduce_cost(a.nranks, bytes_of(a), round_costs(a));
 }
 
 double tree_cost(const CollectiveArgs &a) {
-  return tree_allreduce_cost(a.nranks, bytes_of(a), shared_link_constants(a));
+  return tree_allreduce_cost(a.nranks, bytes_of(a), round_costs(a));
 }
 
 double dbtree_cost(const CollectiveArgs &a) {

@@ -116,12 +116,14 @@ void build_rhd_allreduce(const CollectiveArgs &args, Schedule *schedule) {
   if (r < extra) add_step(schedule, send_step(r + p, unfold_tag, output_at(0), count, held));
 }
 
-double rhd_allreduce_cost(int nranks, double bytes, const CostConstants &c) {
+double rhd_allreduce_cost(int nranks, double bytes, const RoundCosts &costs) {
   if (nranks <= 1) return 0.0;
   int rounds = 0;
   const int p = power_of_two_below(nranks, &rounds);
+  const CostConstants &c = costs.across;
   const double share = (p - 1.0) / p * bytes;
-  double t = 2.0 * rounds * c.alpha + 2.0 * share * c.beta + share * c.gamma;
+  double t = 2.0 * share * c.beta + share * c.gamma;
+  for (int64_t distance = 1; distance < p; distance *= 2) t += 2.0 * costs.round(distance).alpha;
   if (nranks > p) t += 2.0 * (c.alpha + bytes * c.beta) + bytes * c.gamma;
   return t;
 }

@@ -20,7 +20,8 @@ namespace ddl {
 
 void build_rhd_allreduce(const CollectiveArgs &args, Schedule *schedule);
 
-// Predicted seconds for an rhd allreduce of `bytes` over `nranks`.
-double rhd_allreduce_cost(int nranks, double bytes, const CostConstants &c);
+// Predicted seconds for an rhd allreduce of `bytes` over `nranks`: each round's latency at
+// its own constants, the bytes at the network's (most of them cross hosts).
+double rhd_allreduce_cost(int nranks, double bytes, const RoundCosts &costs);
 
 }  // namespace ddl

@@ -111,10 +111,12 @@ double tree_reduce_cost(const CollectiveArgs &args) {
   return t;
 }
 
-double tree_allreduce_cost_radix(int nranks, double bytes, int radix, const CostConstants &c) {
+double tree_allreduce_cost_radix(int nranks, double bytes, int radix, const RoundCosts &costs) {
   double t = 0;
   for (int64_t d = 1; d < nranks; d *= radix) {
-    const double children = static_cast<double>(std::min<int64_t>(radix - 1, (nranks - 1) / d));
+    const int64_t farthest = std::min<int64_t>(radix - 1, (nranks - 1) / d);
+    const double children = static_cast<double>(farthest);
+    const CostConstants &c = costs.round(farthest * d);
     t += 2 * c.alpha + 2 * (children - 1) * c.overhead + children * bytes * (2 * c.beta + c.gamma);
   }
   return t;
@@ -122,9 +124,9 @@ double tree_allreduce_cost_radix(int nranks, double bytes, int radix, const Cost
 
 int tree_radix(int nranks, double bytes, const CostConstants &c) {
   int best = 2;
-  double best_cost = tree_allreduce_cost_radix(nranks, bytes, 2, c);
+  double best_cost = tree_allreduce_cost_radix(nranks, bytes, 2, RoundCosts{c});
   for (int k = 3; k <= nranks; ++k) {
-    const double cost = tree_allreduce_cost_radix(nranks, bytes, k, c);
+    const double cost = tree_allreduce_cost_radix(nranks, bytes, k, RoundCosts{c});
     if (cost < best_cost) {
       best = k;
       best_cost = cost;
@@ -133,8 +135,8 @@ int tree_radix(int nranks, double bytes, const CostConstants &c) {
   return best;
 }
 
-double tree_allreduce_cost(int nranks, double bytes, const CostConstants &c) {
-  return tree_allreduce_cost_radix(nranks, bytes, tree_radix(nranks, bytes, c), c);
+double tree_allreduce_cost(int nranks, double bytes, const RoundCosts &costs) {
+  return tree_allreduce_cost_radix(nranks, bytes, tree_radix(nranks, bytes, kCostConstants), costs);
 }
 
 }  // namespace ddl

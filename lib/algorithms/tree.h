@@ -31,10 +31,11 @@ void build_tree_allreduce_radix(const CollectiveArgs &args, int radix, Schedule 
 void build_tree_reduce(const CollectiveArgs &args, Schedule *schedule);
 double tree_reduce_cost(const CollectiveArgs &args);
 
-double tree_allreduce_cost_radix(int nranks, double bytes, int radix, const CostConstants &c);
+// Each level at its own constants (the children (radix-1)·d ranks away at most).
+double tree_allreduce_cost_radix(int nranks, double bytes, int radix, const RoundCosts &costs);
 // The radix in [2, max(2, nranks)] with the lowest cost (the smallest radix on a tie).
 int tree_radix(int nranks, double bytes, const CostConstants &c);
-// The cost at tree_radix.
-double tree_allreduce_cost(int nranks, double bytes, const CostConstants &c);
+// The cost at the builder's radix.
+double tree_allreduce_cost(int nranks, double bytes, const RoundCosts &costs);
 
 }  // namespace ddl
