@@ -1,5 +1,5 @@
 // Every rank's schedule of one call, built in this process: what the verifier, the scale check
-// and ddl_sim walk. With lib/algorithms/verifier.h and scale_check.h it forms the library
+// and ddl_sim walk. With walk.h, verifier.h and scale_check.h it forms the library
 // ddl_schedule_tools (lib/algorithms/CMakeLists.txt), which tests and tools link and
 // libddl.so does not carry.
 #pragma once

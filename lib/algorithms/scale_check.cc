@@ -1,12 +1,12 @@
 #include "lib/algorithms/scale_check.h"
 
 #include <algorithm>
-#include <deque>
 #include <utility>
 #include <vector>
 
 #include "lib/algorithms/every_rank.h"
 #include "lib/algorithms/registry.h"
+#include "lib/algorithms/walk.h"
 
 namespace ddl {
 namespace {
@@ -32,85 +32,31 @@ const char *buffer_name(BufferId id) {
   return id == BufferId::kInput ? "input" : id == BufferId::kOutput ? "output" : "scratch";
 }
 
-// One rank's receives (or sends), by (peer, tag), sorted: what matches a message.
-using MatchIndex = std::vector<std::pair<uint64_t, uint32_t>>;
-
 class ScaleCheck {
  public:
   ScaleCheck(const CollectiveArgs &args, std::vector<Schedule> by_rank)
-      : args_(args),
-        n_(args.nranks),
-        schedules_(std::move(by_rank)),
-        memory_(schedules_.size()),
-        state_(schedules_.size()),
-        pending_(schedules_.size()),
-        dependents_(schedules_.size()),
-        receives_(schedules_.size()),
-        sends_(schedules_.size()) {}
+      : args_(args), n_(args.nranks), schedules_(std::move(by_rank)), memory_(schedules_.size()) {}
 
   Status run() {
-    for (int r = 0; r < n_; ++r) DDL_RETURN_IF_ERROR(index_rank(r));
+    const StepName name = [this](int r, uint32_t i) { return where(r, i); };
+    ScheduleGraph graph;
+    DDL_RETURN_IF_ERROR(graph.build(schedules_, name));
     for (int r = 0; r < n_; ++r) initial_memory(r);
-    for (int r = 0; r < n_; ++r)
-      for (uint32_t i = 0; i < schedules_[r].steps.size(); ++i)
-        if (pending_[r][i] == 0) ready_.emplace_back(r, i);
-    while (!ready_.empty()) {
-      const auto [r, i] = ready_.front();
-      ready_.pop_front();
-      DDL_RETURN_IF_ERROR(start(r, i));
-    }
-    for (int r = 0; r < n_; ++r)
-      for (uint32_t i = 0; i < schedules_[r].steps.size(); ++i)
-        if (state_[r][i] != kDone)
-          return internal_error(
-              "%s never runs: the schedules deadlock (or wait for a message "
-              "nobody sends)",
-              where(r, i).c_str());
+    StepVisitor visit;
+    visit.local = [this](int r, uint32_t i) { return local(r, i); };
+    visit.message = [this](int from, uint32_t send, int to, uint32_t receive) {
+      return transfer(from, send, to, receive);
+    };
+    DDL_RETURN_IF_ERROR(walk_schedules(schedules_, graph, name, visit));
     return check_outputs();
   }
 
  private:
-  enum : uint8_t { kWaiting, kReady, kDone };
-
   std::string where(int r, uint32_t i) const {
     const Step &s = schedules_[r].steps[i];
     return strprintf("%s %s, %d ranks: rank %d step %u (peer %d tag %u count %zu)",
                      collective_name(args_.collective), schedules_[r].algorithm.c_str(), n_, r, i,
                      s.peer, s.tag, s.count);
-  }
-
-  // Structure, and who waits on whom.
-  Status index_rank(int r) {
-    const Schedule &s = schedules_[r];
-    const uint32_t steps = static_cast<uint32_t>(s.steps.size());
-    pending_[r].assign(steps, 0);
-    state_[r].assign(steps, kWaiting);
-    dependents_[r].assign(steps, {});
-    for (uint32_t i = 0; i < steps; ++i) {
-      const Step &step = s.steps[i];
-      for (uint32_t d : step.deps) {
-        if (d >= i)
-          return internal_error("%s depends on step %u, not before it", where(r, i).c_str(), d);
-        dependents_[r][d].push_back(i);
-      }
-      pending_[r][i] = static_cast<uint32_t>(step.deps.size());
-      const bool peer_step = is_message(step.kind) || is_peer_memory(step.kind);
-      if (peer_step && (step.peer < 0 || step.peer >= n_ || step.peer == r))
-        return internal_error("%s names no other rank", where(r, i).c_str());
-      if (is_message(step.kind) && step.tag > kMaxStepTag)
-        return internal_error("%s: tag above the transport's %u", where(r, i).c_str(), kMaxStepTag);
-      if (step.kind == StepKind::kSend) sends_[r].emplace_back(match_key(step.peer, step.tag), i);
-      if (step.kind == StepKind::kRecv || step.kind == StepKind::kRecvReduce)
-        receives_[r].emplace_back(match_key(step.peer, step.tag), i);
-    }
-    for (MatchIndex *index : {&sends_[r], &receives_[r]}) {
-      std::sort(index->begin(), index->end());
-      for (size_t k = 1; k < index->size(); ++k)
-        if ((*index)[k].first == (*index)[k - 1].first)
-          return internal_error("%s: a second message of this tag with that peer",
-                                where(r, (*index)[k].second).c_str());
-    }
-    return Status::Ok();
   }
 
   void initial_memory(int r) {
@@ -149,26 +95,15 @@ class ScaleCheck {
     return Status::Ok();
   }
 
-  Status start(int r, uint32_t i) {
+  // A step that is not a message: a copy, a reduction, a peer copy.
+  Status local(int r, uint32_t i) {
     const Step &s = schedules_[r].steps[i];
     uint64_t *src = nullptr, *dst = nullptr, *tmp = nullptr;
     switch (s.kind) {
       case StepKind::kSend:
       case StepKind::kRecv:
-      case StepKind::kRecvReduce: {
-        // Rendezvous: the message moves once both sides are ready.
-        const bool sending = s.kind == StepKind::kSend;
-        const MatchIndex &other = sending ? receives_[s.peer] : sends_[s.peer];
-        const uint64_t key = match_key(r, s.tag);
-        const auto found = std::lower_bound(other.begin(), other.end(), std::make_pair(key, 0u));
-        if (found == other.end() || found->first != key)
-          return internal_error("%s: rank %d has no matching %s", where(r, i).c_str(), s.peer,
-                                sending ? "receive" : "send");
-        state_[r][i] = kReady;
-        if (state_[s.peer][found->second] != kReady) return Status::Ok();
-        return sending ? transfer(r, i, s.peer, found->second)
-                       : transfer(s.peer, found->second, r, i);
-      }
+      case StepKind::kRecvReduce:
+        return internal_error("%s: a message walked as a local step", where(r, i).c_str());
       case StepKind::kCopy:
         DDL_RETURN_IF_ERROR(span(r, s.src, s.count, r, i, &src));
         DDL_RETURN_IF_ERROR(span(r, s.dst, s.count, r, i, &dst));
@@ -193,15 +128,12 @@ class ScaleCheck {
         std::copy(src, src + s.count, dst);
         break;
     }
-    complete(r, i);
     return Status::Ok();
   }
 
+  // A message, once its send and its receive are both ready (the graph matched their sizes).
   Status transfer(int from, uint32_t send, int to, uint32_t receive) {
     const Step &s = schedules_[from].steps[send], &t = schedules_[to].steps[receive];
-    if (s.count != t.count)
-      return internal_error("%s sends %zu elements, %s expects %zu", where(from, send).c_str(),
-                            s.count, where(to, receive).c_str(), t.count);
     uint64_t *src = nullptr, *dst = nullptr;
     DDL_RETURN_IF_ERROR(span(from, s.src, s.count, from, send, &src));
     if (t.kind == StepKind::kRecv) {
@@ -215,15 +147,7 @@ class ScaleCheck {
       std::copy(src, src + s.count, tmp);
       DDL_RETURN_IF_ERROR(add(dst, tmp, operand, t.count, to, receive));
     }
-    complete(from, send);
-    complete(to, receive);
     return Status::Ok();
-  }
-
-  void complete(int r, uint32_t i) {
-    state_[r][i] = kDone;
-    for (uint32_t next : dependents_[r][i])
-      if (--pending_[r][next] == 0) ready_.emplace_back(r, next);
   }
 
   Status check_outputs() {
@@ -286,11 +210,6 @@ class ScaleCheck {
   const int n_;
   std::vector<Schedule> schedules_;
   std::vector<Memory> memory_;
-  std::vector<std::vector<uint8_t>> state_;
-  std::vector<std::vector<uint32_t>> pending_;
-  std::vector<std::vector<std::vector<uint32_t>>> dependents_;
-  std::vector<MatchIndex> receives_, sends_;
-  std::deque<std::pair<int, uint32_t>> ready_;
 };
 
 }  // namespace

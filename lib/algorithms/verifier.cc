@@ -2,13 +2,11 @@
 
 #include <algorithm>
 #include <bitset>
-#include <map>
 #include <memory>
-#include <set>
-#include <tuple>
 
 #include "lib/algorithms/every_rank.h"
 #include "lib/algorithms/registry.h"
+#include "lib/algorithms/walk.h"
 
 namespace ddl {
 namespace {
@@ -147,22 +145,14 @@ Status for_each_conflict(std::vector<Footprint> *prints, Found found) {
 
 // Structural checks of one rank's schedule, then the race check: conflicting accesses must
 // be ordered by (transitive) dependencies.
-Status check_structure(int rank, const Schedule &s, int nranks, std::vector<Footprint> *own) {
+Status check_structure(int rank, const Schedule &s, std::vector<Footprint> *own) {
   const size_t n = s.steps.size();
   std::vector<Footprint> prints;
   for (size_t i = 0; i < n; ++i) {
     const Step &step = s.steps[i];
-    for (uint32_t d : step.deps)
-      if (d >= i)
-        return internal_error("%s: dependency %u points forward", where(rank, i, step).c_str(), d);
     if (is_peer_memory(step.kind) && !s.peer_memory)
       return internal_error("%s: peer memory in a schedule that does not say so",
                             where(rank, i, step).c_str());
-    const bool has_peer = is_message(step.kind) || is_peer_memory(step.kind);
-    if (has_peer && (step.peer < 0 || step.peer >= nranks || step.peer == rank))
-      return internal_error("%s: bad peer", where(rank, i, step).c_str());
-    if (is_message(step.kind) && step.tag > kMaxStepTag)
-      return internal_error("%s: tag beyond %u", where(rank, i, step).c_str(), kMaxStepTag);
     auto use = [&](Range r, bool write) -> Status {
       if (r.offset + step.count > buffer_size(s, r.buffer))
         return internal_error("%s: range [%zu, %zu) outside its buffer of %zu",
@@ -350,13 +340,6 @@ void initial_state(const std::vector<CollectiveArgs> &all_args,
   }
 }
 
-using MessageKey = std::tuple<int, int, uint32_t>;  // sender, receiver, tag
-
-struct Message {
-  std::vector<Sym> payload;
-  RankSet knowledge;
-};
-
 // Applies dst = tmp (op) src for one element, checking that the contributions line up.
 Status combine(const Sym &a, const Sym &b, bool final_reduce, const RankSet &all, Sym *out,
                const std::string &context, size_t element) {
@@ -396,7 +379,6 @@ Status verify_schedules(const std::vector<CollectiveArgs> &all_args,
   const RankSet all = first_ranks(n);
   std::vector<RankMemory> mem(n);
   std::vector<std::vector<Sym>> expected(n);
-  std::vector<std::vector<bool>> done(n);
   std::vector<std::vector<RankSet>> knows(n);  // per step: ranks heard from when it finished
   std::vector<std::vector<Footprint>> own(n);
   std::vector<std::shared_ptr<const BlockLayout>> layouts(n);
@@ -405,122 +387,78 @@ Status verify_schedules(const std::vector<CollectiveArgs> &all_args,
                       c == Collective::kGather || c == Collective::kGatherv ||
                       c == Collective::kScatter || c == Collective::kScatterv ||
                       c == Collective::kAllgatherv || c == Collective::kReduceScatterv;
+  const StepName name = [&](int r, uint32_t i) { return where(r, i, by_rank[r].steps[i]); };
+  ScheduleGraph graph;
+  DDL_RETURN_IF_ERROR(graph.build(by_rank, name));
   for (int r = 0; r < n && blocks; ++r) layouts[r] = layout_of(all_args[r]);
   for (int r = 0; r < n; ++r) {
-    DDL_RETURN_IF_ERROR(check_structure(r, by_rank[r], n, &own[r]));
+    DDL_RETURN_IF_ERROR(check_structure(r, by_rank[r], &own[r]));
     mem[r].schedule = &by_rank[r];
     initial_state(all_args, layouts, r, &mem[r], &expected[r]);
-    done[r].assign(by_rank[r].steps.size(), false);
     knows[r].assign(by_rank[r].steps.size(), RankSet());
   }
   DDL_RETURN_IF_ERROR(check_peer_memory(by_rank, own));
-  std::vector<size_t> first_pending(n, 0);  // steps before it are all done
-  // recv_index[r][(sender, tag)]: rank r's step that receives that message.
-  std::vector<std::map<std::pair<int, uint32_t>, size_t>> recv_index(n);
-  for (int r = 0; r < n; ++r)
-    for (size_t i = 0; i < by_rank[r].steps.size(); ++i) {
-      const Step &step = by_rank[r].steps[i];
-      if (step.kind == StepKind::kRecv || step.kind == StepKind::kRecvReduce)
-        recv_index[r][{step.peer, step.tag}] = i;
-    }
-  std::map<MessageKey, Message> in_flight;
-  std::set<MessageKey> sent;
   const bool reducing = reduces(args.collective);
-  for (bool progress = true; progress;) {
-    progress = false;
-    for (int r = 0; r < n; ++r) {
-      const Schedule &s = by_rank[r];
-      while (first_pending[r] < s.steps.size() && done[r][first_pending[r]]) ++first_pending[r];
-      for (size_t i = first_pending[r]; i < s.steps.size(); ++i) {
-        const Step &step = s.steps[i];
-        if (done[r][i]) continue;
-        RankSet know = single(r);
-        bool ready = true;
-        for (uint32_t d : step.deps) {
-          ready = ready && done[r][d];
-          know |= knows[r][d];
-        }
-        if (!ready) continue;
-        const bool local = !is_message(step.kind);
-        if (step.kind != StepKind::kSend && !local &&
-            !in_flight.count(MessageKey{step.peer, r, step.tag}))
-          continue;  // not sent yet
-        // Rendezvous semantics, the strictest a transport may have: a send completes only
-        // once the matching receive has been posted (its dependencies are done). Schedules
-        // that pass cannot deadlock on eager or rendezvous transports alike.
-        if (step.kind == StepKind::kSend) {
-          auto match = recv_index[step.peer].find({r, step.tag});
-          if (match == recv_index[step.peer].end())
-            return internal_error("%s: rank %d never receives this message",
-                                  where(r, i, step).c_str(), step.peer);
-          bool posted = true;
-          for (uint32_t d : by_rank[step.peer].steps[match->second].deps)
-            posted = posted && done[step.peer][d];
-          if (!posted) continue;
-        }
-        const std::string context = where(r, i, step);
-        if (step.kind == StepKind::kSend) {
-          MessageKey key{r, step.peer, step.tag};
-          if (!sent.insert(key).second)
-            return internal_error("%s: a second message with this tag", context.c_str());
-          Message &m = in_flight[key];
-          m.knowledge = know;
-          for (size_t e = 0; e < step.count; ++e)
-            m.payload.push_back(*mem[r].at(step.src.buffer, step.src.offset + e));
-        } else if (step.kind == StepKind::kReduce) {
-          for (size_t e = 0; e < step.count; ++e) {
-            Sym out;
-            DDL_RETURN_IF_ERROR(combine(*mem[r].at(step.tmp.buffer, step.tmp.offset + e),
-                                        *mem[r].at(step.src.buffer, step.src.offset + e),
-                                        step.final_reduce, all, &out, context, e));
-            *mem[r].at(step.dst.buffer, step.dst.offset + e) = out;
-          }
-        } else if (local) {  // a copy: here, from a peer, or into a peer
-          RankMemory &from = step.kind == StepKind::kPeerRead ? mem[step.peer] : mem[r];
-          RankMemory &into = step.kind == StepKind::kPeerWrite ? mem[step.peer] : mem[r];
-          for (size_t e = 0; e < step.count; ++e) {
-            const Sym v = *from.at(step.src.buffer, step.src.offset + e);
-            if (!v.defined)
-              return internal_error("%s: copies undefined element %zu", context.c_str(), e);
-            *into.at(step.dst.buffer, step.dst.offset + e) = v;
-          }
-        } else {
-          auto it = in_flight.find(MessageKey{step.peer, r, step.tag});
-          if (it->second.payload.size() != step.count)
-            return internal_error("%s: the message holds %zu elements", context.c_str(),
-                                  it->second.payload.size());
-          know |= it->second.knowledge;
-          for (size_t e = 0; e < step.count; ++e) {
-            const Sym v = it->second.payload[e];
-            if (step.kind == StepKind::kRecv) {
-              *mem[r].at(step.dst.buffer, step.dst.offset + e) = v;
-              continue;
-            }
-            *mem[r].at(step.tmp.buffer, step.tmp.offset + e) = v;
-            Sym out;
-            DDL_RETURN_IF_ERROR(combine(v, *mem[r].at(step.src.buffer, step.src.offset + e),
-                                        step.final_reduce, all, &out, context, e));
-            *mem[r].at(step.dst.buffer, step.dst.offset + e) = out;
-          }
-          in_flight.erase(it);
-        }
-        if (!reducing && step.final_reduce)
-          return internal_error("%s: final_reduce in a collective that does not reduce",
-                                context.c_str());
-        done[r][i] = true;
-        knows[r][i] = know;
-        progress = true;
+  // What a step has heard of when it runs: its own rank and what its dependencies heard.
+  auto heard = [&](int r, uint32_t i) {
+    RankSet know = single(r);
+    for (uint32_t d : by_rank[r].steps[i].deps) know |= knows[r][d];
+    return know;
+  };
+  auto finish = [&](int r, uint32_t i, const RankSet &know) -> Status {
+    if (!reducing && by_rank[r].steps[i].final_reduce)
+      return internal_error("%s: final_reduce in a collective that does not reduce",
+                            name(r, i).c_str());
+    knows[r][i] = know;
+    return Status::Ok();
+  };
+  StepVisitor visit;
+  visit.local = [&](int r, uint32_t i) -> Status {
+    const Step &step = by_rank[r].steps[i];
+    const std::string context = name(r, i);
+    if (step.kind == StepKind::kReduce) {
+      for (size_t e = 0; e < step.count; ++e) {
+        Sym out;
+        DDL_RETURN_IF_ERROR(combine(*mem[r].at(step.tmp.buffer, step.tmp.offset + e),
+                                    *mem[r].at(step.src.buffer, step.src.offset + e),
+                                    step.final_reduce, all, &out, context, e));
+        *mem[r].at(step.dst.buffer, step.dst.offset + e) = out;
+      }
+    } else {  // a copy: here, from a peer, or into a peer
+      RankMemory &from = step.kind == StepKind::kPeerRead ? mem[step.peer] : mem[r];
+      RankMemory &into = step.kind == StepKind::kPeerWrite ? mem[step.peer] : mem[r];
+      for (size_t e = 0; e < step.count; ++e) {
+        const Sym v = *from.at(step.src.buffer, step.src.offset + e);
+        if (!v.defined)
+          return internal_error("%s: copies undefined element %zu", context.c_str(), e);
+        *into.at(step.dst.buffer, step.dst.offset + e) = v;
       }
     }
-  }
+    return finish(r, i, heard(r, i));
+  };
+  visit.message = [&](int from, uint32_t send, int to, uint32_t receive) -> Status {
+    const Step &out = by_rank[from].steps[send], &in = by_rank[to].steps[receive];
+    const RankSet sender_knows = heard(from, send);
+    DDL_RETURN_IF_ERROR(finish(from, send, sender_knows));
+    const std::string context = name(to, receive);
+    for (size_t e = 0; e < in.count; ++e) {
+      const Sym v = *mem[from].at(out.src.buffer, out.src.offset + e);
+      if (in.kind == StepKind::kRecv) {
+        *mem[to].at(in.dst.buffer, in.dst.offset + e) = v;
+        continue;
+      }
+      *mem[to].at(in.tmp.buffer, in.tmp.offset + e) = v;
+      Sym sum;
+      DDL_RETURN_IF_ERROR(combine(v, *mem[to].at(in.src.buffer, in.src.offset + e), in.final_reduce,
+                                  all, &sum, context, e));
+      *mem[to].at(in.dst.buffer, in.dst.offset + e) = sum;
+    }
+    return finish(to, receive, heard(to, receive) | sender_knows);
+  };
+  DDL_RETURN_IF_ERROR(walk_schedules(by_rank, graph, name, visit));
   for (int r = 0; r < n; ++r) {
     RankSet know = single(r);
-    for (size_t i = 0; i < done[r].size(); ++i) {
-      if (!done[r][i])
-        return internal_error("%s never runs: deadlock or a missing message",
-                              where(r, i, by_rank[r].steps[i]).c_str());
-      know |= knows[r][i];
-    }
+    for (const RankSet &step_knows : knows[r]) know |= step_knows;
     if (args.collective == Collective::kBarrier && know != all)
       return internal_error("rank %d leaves the barrier without hearing from ranks %s", r,
                             rank_set_string(all & ~know).c_str());
@@ -534,11 +472,6 @@ Status verify_schedules(const std::vector<CollectiveArgs> &all_args,
             got.defined ? "" : " (undefined)", rank_set_string(expected[r][e].mask).c_str(),
             static_cast<unsigned long long>(expected[r][e].index));
     }
-  }
-  if (!in_flight.empty()) {
-    const MessageKey &k = in_flight.begin()->first;
-    return internal_error("rank %d's message to rank %d with tag %u is never received",
-                          std::get<0>(k), std::get<1>(k), std::get<2>(k));
   }
   return Status::Ok();
 }

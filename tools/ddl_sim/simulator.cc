@@ -8,6 +8,7 @@
 #include "lib/algorithms/every_rank.h"
 #include "lib/algorithms/hier.h"
 #include "lib/algorithms/registry.h"
+#include "lib/algorithms/walk.h"
 
 namespace ddl_sim {
 namespace {
@@ -29,21 +30,19 @@ struct SimStep {
   bool done = false;
 };
 
-// Every rank's steps, and who waits on whom (compressed: rank r's step i unlocks
-// dependents[first[i]] .. dependents[first[i + 1]]).
+// Every rank's steps, who waits on whom and its receives by (peer, tag), the pieces of the
+// schedule checkers' graph (lib/algorithms/walk.h) kept per rank: the whole schedules of
+// 16,384 ranks are never held at once.
 struct RankSteps {
   std::vector<SimStep> steps;
-  std::vector<uint32_t> first, dependents;
-  // Receives by (peer, tag), for matching sends: sorted.
-  std::vector<std::pair<uint64_t, uint32_t>> receives;
+  ddl::DependentRows rows;
+  ddl::MatchIndex receives;
 };
 
 RankSteps compact(const ddl::Schedule &schedule, size_t elem_size) {
   RankSteps out;
-  const size_t n = schedule.steps.size();
-  out.steps.resize(n);
-  std::vector<uint32_t> count(n + 1, 0);
-  for (size_t i = 0; i < n; ++i) {
+  out.steps.resize(schedule.steps.size());
+  for (size_t i = 0; i < schedule.steps.size(); ++i) {
     const ddl::Step &step = schedule.steps[i];
     SimStep &s = out.steps[i];
     s.kind = step.kind;
@@ -51,16 +50,9 @@ RankSteps compact(const ddl::Schedule &schedule, size_t elem_size) {
     s.tag = step.tag;
     s.bytes = static_cast<double>(step.count) * static_cast<double>(elem_size);
     s.pending = static_cast<uint32_t>(step.deps.size());
-    for (uint32_t d : step.deps) ++count[d + 1];
-    if (step.kind == StepKind::kRecv || step.kind == StepKind::kRecvReduce)
-      out.receives.emplace_back(ddl::match_key(step.peer, step.tag), static_cast<uint32_t>(i));
   }
-  for (size_t i = 0; i < n; ++i) count[i + 1] += count[i];
-  out.first = count;
-  out.dependents.resize(count[n]);
-  for (size_t i = 0; i < n; ++i)
-    for (uint32_t d : schedule.steps[i].deps) out.dependents[count[d]++] = static_cast<uint32_t>(i);
-  std::sort(out.receives.begin(), out.receives.end());
+  out.rows = ddl::dependent_rows(schedule.steps);
+  out.receives = ddl::match_index(schedule.steps, true);
   return out;
 }
 
@@ -241,13 +233,12 @@ class Simulation {
       if (s.kind != StepKind::kSend) continue;
       if (s.peer < 0 || s.peer >= n)
         return ddl::invalid_argument("rank %d sends to rank %d of %d", r, s.peer, n);
-      const auto &receives = ranks_[static_cast<size_t>(s.peer)].receives;
-      const auto key = std::make_pair(ddl::match_key(r, s.tag), uint32_t{0});
-      const auto found = std::lower_bound(receives.begin(), receives.end(), key);
-      if (found == receives.end() || found->first != key.first)
+      const int64_t found =
+          ddl::find_match(ranks_[static_cast<size_t>(s.peer)].receives, ddl::match_key(r, s.tag));
+      if (found < 0)
         return ddl::invalid_argument("rank %d's send to rank %d (tag %u) has no receive", r, s.peer,
                                      s.tag);
-      s.matched = found->second;
+      s.matched = static_cast<uint32_t>(found);
     }
     return Status::Ok();
   }
@@ -358,8 +349,8 @@ class Simulation {
     RankSteps &rank = ranks_[static_cast<size_t>(r)];
     rank.steps[i].done = true;
     finish_[static_cast<size_t>(r)] = std::max(finish_[static_cast<size_t>(r)], t);
-    for (uint32_t k = rank.first[i]; k < rank.first[i + 1]; ++k) {
-      const uint32_t next = rank.dependents[k];
+    for (uint32_t k = rank.rows.first[i]; k < rank.rows.first[i + 1]; ++k) {
+      const uint32_t next = rank.rows.dependents[k];
       if (--rank.steps[next].pending == 0) start(r, next, t);
     }
   }
