@@ -5,14 +5,9 @@
 namespace ddl {
 namespace {
 
-struct DatatypeInfo {
-  const char *name;
-  size_t size;
-};
-
-const DatatypeInfo kDatatypes[DDL_DATATYPE_COUNT] = {
-    {"int8", 1},   {"uint8", 1},   {"int32", 4},    {"uint32", 4},  {"int64", 8},
-    {"uint64", 8}, {"float16", 2}, {"bfloat16", 2}, {"float32", 4}, {"float64", 8},
+const char *const kDatatypeNames[DDL_DATATYPE_COUNT] = {
+    "int8",   "uint8",   "int32",    "uint32",  "int64",
+    "uint64", "float16", "bfloat16", "float32", "float64",
 };
 const char *const kOpNames[DDL_OP_COUNT] = {"sum", "prod", "min", "max", "avg"};
 
@@ -29,12 +24,8 @@ const Alias kDatatypeAliases[] = {
 
 }  // namespace
 
-size_t datatype_size(int dtype) {
-  return valid_datatype(dtype) ? kDatatypes[dtype].size : 0;
-}
-
 const char *datatype_name(int dtype) {
-  return valid_datatype(dtype) ? kDatatypes[dtype].name : "invalid";
+  return valid_datatype(dtype) ? kDatatypeNames[dtype] : "invalid";
 }
 
 const char *op_name(int op) {
@@ -43,7 +34,7 @@ const char *op_name(int op) {
 
 bool datatype_from_name(const char *name, ddl_datatype_t *dtype) {
   for (int i = 0; i < DDL_DATATYPE_COUNT; ++i) {
-    if (strcasecmp(name, kDatatypes[i].name) == 0) {
+    if (strcasecmp(name, kDatatypeNames[i]) == 0) {
       *dtype = static_cast<ddl_datatype_t>(i);
       return true;
     }

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "lib/algorithms/registry.h"
+#include "lib/common/clock.h"
 #include "lib/common/datatype.h"
 #include "lib/common/log.h"
 #include "lib/common/process_liveness.h"
@@ -386,8 +387,7 @@ Status run_host_collective(ddl_comm *comm, const CollectiveCall &call, CallRunne
     exec.notice = &comm->notice_recv;
     exec.notice_message = &comm->notice_in;
   }
-  exec.deadline =
-      std::chrono::steady_clock::now() + std::chrono::milliseconds(comm->config.timeout_ms);
+  exec.deadline = coarse_now() + std::chrono::milliseconds(comm->config.timeout_ms);
   exec.abort_flag = &comm->aborted;
   // On the progress thread the caller is computing beside it, on the same cores: poll
   // briefly, then yield (bench/one-host.md: overlap of a link-bound allreduce with compute went

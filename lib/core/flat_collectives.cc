@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "lib/common/clock.h"
 #include "lib/common/datatype.h"
 #include "lib/core/call_checks.h"
 #include "lib/reduce/reduce.h"
@@ -99,7 +100,7 @@ Status wait_for_peers(ddl_comm *comm, const ExecArgs &exec, const char *what, Re
       if (idle % kCheckEvery == 0) {
         Status s = check_while_waiting(comm, exec, peer, what, found_failure);
         if (!s.ok()) return s;
-        if (std::chrono::steady_clock::now() >= exec.deadline) {
+        if (coarse_now() >= exec.deadline) {
           std::string silent;
           for (int p = peer; p < comm->nranks; ++p)
             if (p != comm->rank && !ready(p))

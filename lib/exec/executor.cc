@@ -6,6 +6,7 @@
 #include <ctime>
 #include <set>
 
+#include "lib/common/clock.h"
 #include "lib/common/datatype.h"
 #include "lib/reduce/reduce.h"
 
@@ -176,7 +177,7 @@ Status Executor::run(const Plan &plan, const ExecArgs &args, Transport *transpor
     ++idle;
     if (idle % kCheckEvery == 0) {
       const bool aborted = args.abort_flag && args.abort_flag->load(std::memory_order_relaxed);
-      const bool timed_out = std::chrono::steady_clock::now() >= args.deadline;
+      const bool timed_out = coarse_now() >= args.deadline;
       if (args.notice && args.notice->done) {
         cancel_all(transport);
         return notice_error(args);
