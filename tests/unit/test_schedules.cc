@@ -298,6 +298,29 @@ Test(verifier, catches_an_unmatched_message_and_deadlock) {
   cr_assert_not(st.ok());
 }
 
+// The walk's graph (walk.h) names what cannot match: a receive of another size than its
+// send, and a receive whose send is gone.
+Test(verifier, names_messages_that_cannot_match) {
+  CollectiveArgs a = make_args(Collective::kAllreduce, 2, 8, 0, false);
+  a.algorithm = "rd";
+  std::vector<Schedule> s = build_all(a);
+  std::vector<Schedule> sizes = s;
+  for (Step &step : sizes[1].steps)
+    if (step.kind == StepKind::kRecv || step.kind == StepKind::kRecvReduce) --step.count;
+  Status st = verify_schedules(a, sizes);
+  cr_assert(!st.ok() && st.message().find("expects 7") != std::string::npos, "%s",
+            st.message().c_str());
+  std::vector<Schedule> unsent = s;
+  for (Step &step : unsent[0].steps)
+    if (step.kind == StepKind::kSend) {  // a local copy instead
+      step.kind = StepKind::kCopy;
+      step.dst = output_at(0);
+    }
+  st = verify_schedules(a, unsent);
+  cr_assert(!st.ok() && st.message().find("never sends") != std::string::npos, "%s",
+            st.message().c_str());
+}
+
 Test(verifier, catches_a_barrier_that_leaves_early) {
   CollectiveArgs a = make_args(Collective::kBarrier, 5, 0, 0, true);
   std::vector<Schedule> s = build_all(a);
