@@ -507,7 +507,11 @@ TierCost local_tier(const CollectiveArgs &args) {
 
 // The allreduces among hosts, in pieces of `piece_count` elements, as leaf() runs them: the
 // algorithm the models choose for one piece's blocks, priced by its own model for all the
-// pieces' bytes (its latency: the model at one element). A host's rails carry its ranks'
+// pieces' bytes (its latency: the model at one element), and the messages (sends and
+// receives) one rank handles in one piece's schedule of it, counted on the first host's.
+// Each message costs the rank its overhead one after the other, whatever the pieces overlap:
+// among 512 hosts rhd's 36 per piece kept a GPU cluster's ranks 86 % busy in 16 pieces
+// (ddl_sim), where the model's latency terms had counted 9. A host's rails carry its ranks'
 // blocks side by side: each rank drives its own NIC (DDL_RAILS), so its L ranks share
 // min(rails, L) links. (Priced as a ring whatever leaf() ran, the tier cost 4 ms of
 // latencies among 512 hosts where rd takes 40 us, and the models chose flat rd for hier's
@@ -515,37 +519,26 @@ TierCost local_tier(const CollectiveArgs &args) {
 TierCost network_tier(const CollectiveArgs &args, size_t piece_count) {
   CollectiveArgs among = among_hosts(args, piece_count);
   const AlgorithmInfo &leaf_algorithm = choose_algorithm(among, nullptr);
+  TierCost t;
+  Schedule piece;
+  leaf_algorithm.build(among, &piece);
+  for (const Step &step : piece.steps) t.messages += is_message(step.kind) ? 1 : 0;
   const int local = fastest_tier_groups(args).largest;
   const int links = std::max(1, std::min(args.rails, local));
   among.net.beta *= static_cast<double>(local) / links;
   among.count = 1;
-  TierCost t;
   t.latency = leaf_algorithm.cost(among);
   among.count = std::max<size_t>(1, args.count / static_cast<size_t>(local));
   t.bandwidth = std::max(0.0, leaf_algorithm.cost(among) - t.latency);
   return t;
 }
 
-// The messages (sends and receives) one rank handles in the network tier of one piece of
-// `piece_count` elements: those of the schedule leaf() builds for its block, counted on the
-// first host's. Each costs the rank its overhead one after the other, whatever the pieces
-// overlap: among 512 hosts rhd's 36 per piece kept a GPU cluster's ranks 86 % busy in 16
-// pieces (ddl_sim), where the model's latency terms had counted 9.
-double network_messages(const CollectiveArgs &args, size_t piece_count) {
-  Schedule schedule;
-  build_schedule(among_hosts(args, piece_count), &schedule);
-  double messages = 0;
-  for (const Step &step : schedule.steps) messages += is_message(step.kind) ? 1 : 0;
-  return messages;
-}
-
 // The seconds one rank spends on its messages in `pieces` pieces, one after the other
 // whatever the pieces overlap: each piece's messages of the host tier (none by single copy)
 // and of the network tier, at their overheads.
-double message_seconds(const CollectiveArgs &args, const TierCost &local, int pieces) {
-  const size_t piece_count = args.count / static_cast<size_t>(pieces);
-  return pieces * (local.messages * args.local.overhead +
-                   network_messages(args, piece_count) * args.net.overhead);
+double message_seconds(const CollectiveArgs &args, const TierCost &local, const TierCost &net,
+                       int pieces) {
+  return pieces * (local.messages * args.local.overhead + net.messages * args.net.overhead);
 }
 
 // In `pieces` pieces whose tiers overlap, the slower tier's bytes set the pace, the faster
@@ -565,7 +558,7 @@ double pipelined_cost(const CollectiveArgs &args, const TierCost &local, int pie
   const TierCost net = network_tier(args, args.count / static_cast<size_t>(pieces));
   if (pieces <= 1) return local.total() + net.total();
   return std::max(std::max(local.bandwidth, net.bandwidth),
-                  kMessageWorkShare * message_seconds(args, local, pieces)) +
+                  kMessageWorkShare * message_seconds(args, local, net, pieces)) +
          std::min(local.bandwidth, net.bandwidth) / pieces + local.latency + net.latency;
 }
 

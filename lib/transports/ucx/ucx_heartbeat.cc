@@ -34,6 +34,23 @@ bool wait_request(ucp_worker_h worker, void *request,
 
 }  // namespace
 
+std::vector<void *> close_endpoints_of(std::vector<ucp_ep_h> *endpoints,
+                                       const std::vector<bool> &flushed) {
+  std::vector<void *> closing;
+  for (size_t p = 0; p < endpoints->size(); ++p) {
+    if (!(*endpoints)[p]) continue;
+    ucp_request_param_t param = {};
+    if (!flushed[p]) {
+      param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+      param.flags = UCP_EP_CLOSE_FLAG_FORCE;
+    }
+    ucs_status_ptr_t r = ucp_ep_close_nbx((*endpoints)[p], &param);
+    if (r != nullptr && !UCS_PTR_IS_ERR(r)) closing.push_back(r);
+    (*endpoints)[p] = nullptr;
+  }
+  return closing;
+}
+
 UcxHeartbeat::UcxHeartbeat(int rank, int nranks, int timeout_ms)
     : rank_(rank), nranks_(nranks), timeout_ms_(timeout_ms), interval_(interval_for(timeout_ms)) {}
 
@@ -228,18 +245,7 @@ void UcxHeartbeat::close_endpoints() {
     flushed[p] = wait_request(worker_, flushes[p], deadline) &&
                  ucp_request_check_status(flushes[p]) == UCS_OK;
   }
-  std::vector<void *> closing;
-  for (int p = 0; p < nranks_; ++p) {
-    if (!endpoints_[p]) continue;
-    ucp_request_param_t param = {};
-    if (!flushed[p]) {
-      param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-      param.flags = UCP_EP_CLOSE_FLAG_FORCE;
-    }
-    ucs_status_ptr_t r = ucp_ep_close_nbx(endpoints_[p], &param);
-    if (r != nullptr && !UCS_PTR_IS_ERR(r)) closing.push_back(r);
-    endpoints_[p] = nullptr;
-  }
+  const std::vector<void *> closing = close_endpoints_of(&endpoints_, flushed);
   // A forced close completes the unfinished flushes (UCS_ERR_CANCELED).
   for (void *r : closing) {
     wait_request(worker_, r, std::max(deadline, std::chrono::steady_clock::now() + kPoll));

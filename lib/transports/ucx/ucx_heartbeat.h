@@ -31,6 +31,12 @@
 
 namespace ddl {
 
+// Closes every endpoint (and nulls it), forcing those not `flushed`: a flush towards an
+// unreachable host never ends, and a flushing close cannot be cancelled. Returns the close
+// requests still running, for the caller to progress and free.
+std::vector<void *> close_endpoints_of(std::vector<ucp_ep_h> *endpoints,
+                                       const std::vector<bool> &flushed);
+
 class UcxHeartbeat {
  public:
   // Creates the worker on `context`, which must have been made with mt_workers_shared (this

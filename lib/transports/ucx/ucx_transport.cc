@@ -526,18 +526,7 @@ void UcxTransport::close(int timeout_ms) {
   }
   // Goodbye: from now on this rank's silence is no failure to its peers.
   heartbeat_.reset();
-  std::vector<ucs_status_ptr_t> closing;
-  for (int peer = 0; peer < n; ++peer) {
-    if (!endpoints_[peer]) continue;
-    ucp_request_param_t param = {};
-    if (!flushed[peer]) {
-      param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-      param.flags = UCP_EP_CLOSE_FLAG_FORCE;
-    }
-    ucs_status_ptr_t p = ucp_ep_close_nbx(endpoints_[peer], &param);
-    if (p != nullptr && !UCS_PTR_IS_ERR(p)) closing.push_back(p);
-    endpoints_[peer] = nullptr;
-  }
+  const std::vector<void *> closing = close_endpoints_of(&endpoints_, flushed);
   // What is left closes quickly: flushed endpoints, or forced ones (which also complete the
   // unfinished flushes, with UCS_ERR_CANCELED).
   const auto close_deadline =
