@@ -5,6 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake pkg-config
+  ccache  # cmake/compile_flags.cmake: the wheel's build reuses the project build's objects
   libucx-dev ucx-utils libhwloc-dev hwloc libibverbs-dev librdmacm-dev
   libcriterion-dev
   openmpi-bin libopenmpi-dev libpmix-dev

@@ -12,8 +12,18 @@ if [ "${1:-}" = "--quick" ]; then
   quick=1
   shift
 fi
-[ "$quick" = 1 ] || "$root/scripts/install-deps.sh"
-"$root/scripts/build.sh"
+if [ "$quick" = 1 ]; then
+  "$root/scripts/build.sh"
+else
+  "$root/scripts/install-deps.sh"
+  # tests/python's interpreter: a virtual environment (made once) with torch, jax, TensorFlow,
+  # numpy, pytest, ddl. The build makes ddl.torch's backend and ddl.jax's and ddl.tensorflow's
+  # modules against its frameworks (bindings/python/frameworks.cmake), so that no test
+  # compiles them.
+  DDL_PYTHON=$("$root/scripts/python-env.sh")
+  export DDL_PYTHON
+  "$root/scripts/build.sh" -DDDL_PYTHON="$DDL_PYTHON"
+fi
 cd "${DDL_BUILD_DIR:-$root/build}"
 # As many tests at once as there are cores, but one that starts ranks at a time (the lock
 # `ranks`, tests/CMakeLists.txt): the one-process tests run beside it.
@@ -21,7 +31,4 @@ jobs=$(nproc)
 if [ "$quick" = 1 ]; then
   exec ctest --output-on-failure --timeout 300 -j "$jobs" -L quick "$@"
 fi
-# tests/python's interpreter: a virtual environment (made once) with torch, numpy, pytest, ddl.
-DDL_PYTHON=$("$root/scripts/python-env.sh")
-export DDL_PYTHON
 ctest --output-on-failure --timeout 900 -j "$jobs" "$@"

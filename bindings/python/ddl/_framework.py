@@ -1,13 +1,15 @@
 """What ddl.jax and ddl.tensorflow share: their native library (the package's own, built by
-the wheel against the framework there, or compiled here on first use against the installed
-framework and cached), bound to the libddl the package loaded, and the numbers by which a
+the wheel against the framework there; in a checkout, the project's build's; else compiled
+here on first use against the installed framework and cached), bound to the libddl the package loaded, and the numbers by which a
 compiled program names its communicator (framework_abi.h)."""
 
 import ctypes
 import fcntl
+import glob
 import hashlib
 import importlib
 import os
+import runpy
 import subprocess
 import tempfile
 import weakref
@@ -18,6 +20,25 @@ _OPS = {"sum": _core.SUM, "prod": _core.PROD, "min": _core.MIN, "max": _core.MAX
         "avg": _core.AVG}
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def module_in_build(package, pattern, version_name, version, sources):
+    """The path of the module that the project's build made for ddl.`package` (file `pattern`,
+    bindings/python/frameworks.cmake) in python/ddl/`package` beside the libddl this package
+    loaded, if its _build_info.py names this framework `version` and it is no older than its
+    `sources`; else None (a checkout without such a build, or edited since: the caller
+    compiles one)."""
+    folder = os.path.join(os.path.dirname(_core.library_path()), "python", "ddl", package)
+    found = glob.glob(os.path.join(folder, pattern))
+    info = os.path.join(folder, "_build_info.py")
+    if len(found) != 1 or not os.path.exists(info):
+        return None
+    if runpy.run_path(info).get(version_name) != version:
+        return None
+    built = os.path.getmtime(found[0])
+    if any(os.path.getmtime(source) > built for source in sources):
+        return None
+    return found[0]
 
 
 class Binding:
@@ -93,9 +114,9 @@ class Binding:
         return _core.Op(op)
 
     def path(self, version, compile_flags):
-        """The package's build for `version`, else one compiled for it (per version and
-        source digest: a native library built against one framework's headers is not
-        promised to load into another)."""
+        """The package's build for `version`, else the project's build's (a checkout's), else
+        one compiled for it (per version and source digest: a native library built against one
+        framework's headers is not promised to load into another)."""
         package = os.path.join(HERE, self.name)
         try:
             info = importlib.import_module(f"ddl.{self.name}._build_info")
@@ -104,6 +125,9 @@ class Binding:
         except ImportError:
             pass
         sources = [os.path.join(package, self.source), os.path.join(HERE, "framework_abi.h")]
+        in_build = module_in_build(self.name, self.built, self.version_name, version, sources)
+        if in_build is not None:
+            return in_build
         digest = hashlib.sha256()
         for source in sources:
             with open(source, "rb") as f:

@@ -20,9 +20,11 @@ Work whose Future completes without anyone waiting on it.
 The collectives are a C++ c10d::Backend (backend.cpp). An installed package (a wheel, from
 `pip install ./bindings/python`) carries it built against the torch that was in the
 environment at install time, and refuses another torch, saying how to rebuild. Run from a
-checkout (development: scripts/python-env.sh), it is compiled against the installed torch on
-first use with torch.utils.cpp_extension and cached (~/.cache/torch_extensions, or
-$TORCH_EXTENSIONS_DIR); that needs a C++ compiler and ninja the first time.
+checkout (development: scripts/python-env.sh), it is the one the project's build made beside
+the libddl the package loaded (built when the build was configured with -DDDL_PYTHON, as
+scripts/test.sh does), if that one is for this torch and no older than its sources; else it
+is compiled against the installed torch on first use with torch.utils.cpp_extension and cached
+(~/.cache/torch_extensions, or $TORCH_EXTENSIONS_DIR); that needs a C++ compiler and ninja.
 
 Rendezvous: every process group (the default one and each new_group) makes its own ddl
 communicator. Its rank 0 picks a free port on an address the others can reach and a fresh
@@ -39,6 +41,7 @@ init_process_group("ddl") (or "gloo") works there too; see _env_from_launcher.
 
 import datetime
 import hashlib
+import importlib.util
 import os
 import secrets
 import socket
@@ -49,6 +52,7 @@ import torch
 import torch.distributed as dist
 
 import ddl
+from ddl import _framework
 
 __all__ = ["BACKEND", "all_reduce_", "communicator_from_store", "direct_handle", "extension",
            "nonblocking"]
@@ -60,12 +64,12 @@ _ext_lock = threading.Lock()
 
 
 def extension():
-    """The compiled backend module: the package's own, else (in a checkout) built on first
-    use and then loaded from torch's cache."""
+    """The compiled backend module: the package's own, else (in a checkout) the build's, else
+    one built on first use and then loaded from torch's cache."""
     global _ext
     with _ext_lock:
         if _ext is None:
-            _ext = _packaged_extension() or _extension_built_here()
+            _ext = _packaged_extension() or _extension_from_build() or _extension_built_here()
     return _ext
 
 
@@ -88,6 +92,28 @@ def _packaged_extension():
     return _torch_backend
 
 
+_HERE = os.path.dirname(os.path.abspath(__file__))
+# The backend's files: its source and every header it includes.
+_SOURCES = [os.path.join(_HERE, name) for name in
+            ("backend.cpp", "libddl_api.h", "work.h", "membership.h", "device_path.h",
+             "device_calls.h", "rooted_calls.h", "uneven_calls.h", "direct_ops.h")]
+
+
+def _extension_from_build():
+    """The backend the project's build made (bindings/python/frameworks.cmake) beside the
+    libddl this checkout's package loaded, if it is for this torch and up to date; else None."""
+    if ddl._library._source_root_in_place() is None:
+        return None
+    path = _framework.module_in_build("torch", "_torch_backend.*.so", "TORCH_VERSION",
+                                      torch.__version__, _SOURCES)
+    if path is None:
+        return None
+    spec = importlib.util.spec_from_file_location("ddl.torch._torch_backend", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def _extension_built_here():
     if ddl._library._source_root_in_place() is None:
         raise ImportError(
@@ -100,21 +126,17 @@ def _extension_built_here():
     logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
     from torch.utils import cpp_extension
 
-    here = os.path.dirname(os.path.abspath(__file__))
     # The torch version is in the name: an extension built against one torch must not be
     # loaded by another (C++ ABI), and torch's cache keys only on sources and flags. So is a
     # digest of every file of the backend: torch's cache does not see a change to a header.
     tag = torch.__version__.split("+")[0].replace(".", "_")
-    files = [os.path.join(here, name) for name in
-             ("backend.cpp", "libddl_api.h", "work.h", "membership.h", "device_path.h",
-              "device_calls.h", "rooted_calls.h", "uneven_calls.h", "direct_ops.h")]
     digest = hashlib.sha256()
-    for path in files:
+    for path in _SOURCES:
         with open(path, "rb") as f:
             digest.update(f.read())
     return cpp_extension.load(
         name=f"ddl_torch_backend_{tag}_{digest.hexdigest()[:12]}",
-        sources=files[:1],
+        sources=_SOURCES[:1],
         extra_cflags=["-O2"],
         extra_ldflags=["-ldl"],
         verbose=os.environ.get("DDL_TORCH_VERBOSE_BUILD") == "1",

@@ -136,9 +136,12 @@ class DdlBackend : public c10d::Backend {
       void* p = buf.data_ptr();
       size_t n = buf.numel();
       keep.push_back(buf);
-      calls.push_back([=](Req* r) { return api_->iallreduce(p, p, n, type, op, comm_, r); });
-      on_stream.push_back(
-          [=](void* st) { return api_->allreduce_stream(p, p, n, type, op, comm_, st); });
+      calls.push_back([this, p, n, type, op](Req* r) {
+        return api_->iallreduce(p, p, n, type, op, comm_, r);
+      });
+      on_stream.push_back([this, p, n, type, op](void* st) {
+        return api_->allreduce_stream(p, p, n, type, op, comm_, st);
+      });
     }
     return run_group(c10d::OpType::ALLREDUCE_COALESCED, opts.asyncOp, tensors, keep,
                      all_of(std::move(back)), calls, on_stream);
@@ -495,9 +498,12 @@ class DdlBackend : public c10d::Backend {
       void* r = out.data_ptr();
       size_t n = in.numel();
       int dt = ddl_type(in);
-      calls.push_back([=](Req* q) { return api_->iallgather(s, r, n, dt, comm_, q); });
-      single = [=] { return api_->allgather(s, r, n, dt, comm_); };
-      on_stream.push_back([=](void* st) { return api_->allgather_stream(s, r, n, dt, comm_, st); });
+      calls.push_back(
+          [this, s, r, n, dt](Req* q) { return api_->iallgather(s, r, n, dt, comm_, q); });
+      single = [this, s, r, n, dt] { return api_->allgather(s, r, n, dt, comm_); };
+      on_stream.push_back([this, s, r, n, dt](void* st) {
+        return api_->allgather_stream(s, r, n, dt, comm_, st);
+      });
     }
     if (calls.size() == 1)
       return run(type, opts.asyncOp, outputs, keep, all_of(std::move(back)), single, calls[0],
@@ -534,10 +540,13 @@ class DdlBackend : public c10d::Backend {
       void* r = out.data_ptr();
       size_t n = out.numel();
       int dt = ddl_type(in), op = ddl_op(opts.reduceOp, in);
-      calls.push_back([=](Req* q) { return api_->ireduce_scatter(s, r, n, dt, op, comm_, q); });
-      single = [=] { return api_->reduce_scatter(s, r, n, dt, op, comm_); };
-      on_stream.push_back(
-          [=](void* st) { return api_->reduce_scatter_stream(s, r, n, dt, op, comm_, st); });
+      calls.push_back([this, s, r, n, dt, op](Req* q) {
+        return api_->ireduce_scatter(s, r, n, dt, op, comm_, q);
+      });
+      single = [this, s, r, n, dt, op] { return api_->reduce_scatter(s, r, n, dt, op, comm_); };
+      on_stream.push_back([this, s, r, n, dt, op](void* st) {
+        return api_->reduce_scatter_stream(s, r, n, dt, op, comm_, st);
+      });
     }
     if (calls.size() == 1)
       return run(type, opts.asyncOp, outputs, keep, all_of(std::move(back)), single, calls[0],

@@ -126,10 +126,11 @@ inline c10::intrusive_ptr<c10d::Work> DdlBackend::send(std::vector<at::Tensor>& 
   const void* p = t.data_ptr();
   const size_t n = t.numel();
   const int dt = ddl_type(t);
-  return start(c10d::OpType::SEND, {tensors[0]}, {t}, nullptr, [=](Req* q) {
-    return tag == 0 ? api_->isend(p, n, dt, dstRank, comm_, q)
-                    : api_->isend_tag(p, n, dt, dstRank, tag, comm_, q);
-  });
+  return start(c10d::OpType::SEND, {tensors[0]}, {t}, nullptr,
+               [this, p, n, dt, dstRank, tag](Req* q) {
+                 return tag == 0 ? api_->isend(p, n, dt, dstRank, comm_, q)
+                                 : api_->isend_tag(p, n, dt, dstRank, tag, comm_, q);
+               });
 }
 
 // A receive from srcRank, or from any rank (kAnySource: the Work's sourceRank() says which).
@@ -157,10 +158,12 @@ inline c10::intrusive_ptr<c10d::Work> DdlBackend::receive(std::vector<at::Tensor
   const int dt = ddl_type(t);
   // Only a receive from any source learns its sender; a named one knows it.
   auto source = any ? std::make_shared<int>(-1) : nullptr;
-  auto work = start(c10d::OpType::RECV, {tensors[0]}, {t}, all_of(std::move(back)), [=](Req* q) {
-    return tag == 0 && !any ? api_->irecv(p, n, dt, srcRank, comm_, q)
-                            : api_->irecv_tag(p, n, dt, srcRank, tag, comm_, source.get(), q);
-  });
+  auto work = start(c10d::OpType::RECV, {tensors[0]}, {t}, all_of(std::move(back)),
+                    [this, p, n, dt, srcRank, tag, any, source](Req* q) {
+                      return tag == 0 && !any
+                                 ? api_->irecv(p, n, dt, srcRank, comm_, q)
+                                 : api_->irecv_tag(p, n, dt, srcRank, tag, comm_, source.get(), q);
+                    });
   if (any)
     if (auto* w = dynamic_cast<DdlWork*>(work.get())) w->source = source;
   return work;
