@@ -16,12 +16,8 @@ function(ddl_framework_modules out_dir result)
   set(built "")
 
   # torch: its include and library paths and C++ ABI as torch.utils.cpp_extension gives them.
-  execute_process(
-    COMMAND ${Python_EXECUTABLE} -I -c
-            "import torch, torch.utils.cpp_extension as c; print(torch.__version__); print('|'.join(c.include_paths())); print('|'.join(c.library_paths())); print(int(torch._C._GLIBCXX_USE_CXX11_ABI))"
-    RESULT_VARIABLE torch_found OUTPUT_VARIABLE torch_info ERROR_QUIET OUTPUT_STRIP_TRAILING_WHITESPACE)
-  if(torch_found EQUAL 0)
-    string(REPLACE "\n" ";" torch_info "${torch_info}")
+  ddl_ask_python(torch_info "import torch, torch.utils.cpp_extension as c; print(torch.__version__); print('|'.join(c.include_paths())); print('|'.join(c.library_paths())); print(int(torch._C._GLIBCXX_USE_CXX11_ABI))")
+  if(torch_info)
     list(GET torch_info 0 torch_version)
     list(GET torch_info 1 torch_includes)
     list(GET torch_info 2 torch_libdirs)
@@ -48,11 +44,8 @@ function(ddl_framework_modules out_dir result)
     message(STATUS "ddl.torch: no torch in ${Python_EXECUTABLE}'s environment; no backend built")
   endif()
 
-  execute_process(
-    COMMAND ${Python_EXECUTABLE} -I -c "import jax, jax.ffi; print(jax.__version__); print(jax.ffi.include_dir())"
-    RESULT_VARIABLE jax_found OUTPUT_VARIABLE jax_info ERROR_QUIET OUTPUT_STRIP_TRAILING_WHITESPACE)
-  if(jax_found EQUAL 0)
-    string(REPLACE "\n" ";" jax_info "${jax_info}")
+  ddl_ask_python(jax_info "import jax, jax.ffi; print(jax.__version__); print(jax.ffi.include_dir())")
+  if(jax_info)
     list(GET jax_info 0 jax_version)
     list(GET jax_info 1 jax_include)
     message(STATUS "ddl.jax: building the XLA handlers against jax ${jax_version}")
@@ -68,11 +61,8 @@ function(ddl_framework_modules out_dir result)
     message(STATUS "ddl.jax: no jax in ${Python_EXECUTABLE}'s environment; compiled at first use")
   endif()
 
-  execute_process(
-    COMMAND ${Python_EXECUTABLE} -I -c "import os; os.environ['TF_CPP_MIN_LOG_LEVEL'] = '3'; import tensorflow as tf; print(tf.__version__); print('|'.join(tf.sysconfig.get_compile_flags())); print('|'.join(tf.sysconfig.get_link_flags()))"
-    RESULT_VARIABLE tf_found OUTPUT_VARIABLE tf_info ERROR_QUIET OUTPUT_STRIP_TRAILING_WHITESPACE)
-  if(tf_found EQUAL 0)
-    string(REPLACE "\n" ";" tf_info "${tf_info}")
+  ddl_ask_python(tf_info "import os; os.environ['TF_CPP_MIN_LOG_LEVEL'] = '3'; import tensorflow as tf; print(tf.__version__); print('|'.join(tf.sysconfig.get_compile_flags())); print('|'.join(tf.sysconfig.get_link_flags()))")
+  if(tf_info)
     list(GET tf_info 0 tf_version)
     list(GET tf_info 1 tf_compile)
     list(GET tf_info 2 tf_link)
@@ -92,6 +82,19 @@ function(ddl_framework_modules out_dir result)
     message(STATUS "ddl.tensorflow: no TensorFlow in ${Python_EXECUTABLE}'s environment; compiled at first use")
   endif()
   set(${result} "${built}" PARENT_SCOPE)
+endfunction()
+
+# The lines `code` prints, run by ${Python_EXECUTABLE} in isolated mode (`-I`: no PYTHON*
+# variables, so none of pip's build isolation: the environment's own site-packages), as a list;
+# empty when it fails (the framework is not there).
+function(ddl_ask_python result code)
+  execute_process(COMMAND ${Python_EXECUTABLE} -I -c "${code}" RESULT_VARIABLE failed
+                  OUTPUT_VARIABLE lines ERROR_QUIET OUTPUT_STRIP_TRAILING_WHITESPACE)
+  set(list "")
+  if(failed EQUAL 0)
+    string(REPLACE "\n" ";" list "${lines}")
+  endif()
+  set(${result} "${list}" PARENT_SCOPE)
 endfunction()
 
 # One module's place: OUT_DIR/<package>/, with _build_info.py (VERSION_NAME = "version").
