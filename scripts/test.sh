@@ -24,6 +24,7 @@ else
   export DDL_PYTHON
   "$root/scripts/build.sh" -DDDL_PYTHON="$DDL_PYTHON"
 fi
+echo "test.sh: dependencies and build: $SECONDS s"
 cd "${DDL_BUILD_DIR:-$root/build}"
 # As many tests at once as there are cores, but one that starts ranks at a time (the lock
 # `ranks`, tests/CMakeLists.txt): the one-process tests run beside it.
@@ -31,4 +32,7 @@ jobs=$(nproc)
 if [ "$quick" = 1 ]; then
   exec ctest --output-on-failure --timeout 300 -j "$jobs" -L quick "$@"
 fi
-ctest --output-on-failure --timeout 900 -j "$jobs" "$@"
+status=0
+ctest --output-on-failure --timeout 900 -j "$jobs" "$@" || status=$?
+echo "test.sh: in all $SECONDS s"
+exit $status
