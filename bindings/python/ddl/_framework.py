@@ -1,7 +1,8 @@
 """What ddl.jax and ddl.tensorflow share: their native library (the package's own, built by
 the wheel against the framework there; in a checkout, the project's build's; else compiled
-here on first use against the installed framework and cached), bound to the libddl the package loaded, and the numbers by which a
-compiled program names its communicator (framework_abi.h)."""
+here on first use against the installed framework and cached), bound to the libddl the
+package loaded, and the numbers by which a compiled program names its communicator
+(framework_abi.h)."""
 
 import ctypes
 import fcntl
