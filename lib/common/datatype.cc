@@ -5,10 +5,6 @@
 namespace ddl {
 namespace {
 
-const char *const kDatatypeNames[DDL_DATATYPE_COUNT] = {
-    "int8",   "uint8",   "int32",    "uint32",  "int64",
-    "uint64", "float16", "bfloat16", "float32", "float64",
-};
 const char *const kOpNames[DDL_OP_COUNT] = {"sum", "prod", "min", "max", "avg"};
 
 struct Alias {
@@ -25,7 +21,7 @@ const Alias kDatatypeAliases[] = {
 }  // namespace
 
 const char *datatype_name(int dtype) {
-  return valid_datatype(dtype) ? kDatatypeNames[dtype] : "invalid";
+  return valid_datatype(dtype) ? kDatatypes[dtype].name : "invalid";
 }
 
 const char *op_name(int op) {
@@ -34,7 +30,7 @@ const char *op_name(int op) {
 
 bool datatype_from_name(const char *name, ddl_datatype_t *dtype) {
   for (int i = 0; i < DDL_DATATYPE_COUNT; ++i) {
-    if (strcasecmp(name, kDatatypeNames[i]) == 0) {
+    if (strcasecmp(name, kDatatypes[i].name) == 0) {
       *dtype = static_cast<ddl_datatype_t>(i);
       return true;
     }
