@@ -231,8 +231,12 @@ class TouchIndex {
 // slots are numbered alike everywhere) and appends the phases this rank takes part in.
 class HierBuilder {
  public:
-  HierBuilder(const CollectiveArgs &args, Schedule *out, bool emit)
-      : args_(args), out_(out), emit_(emit), chunk_elems_(network_chunk_elems(args)) {}
+  HierBuilder(const CollectiveArgs &args, Schedule *out, bool emit, const char *leaf_algorithm)
+      : args_(args),
+        out_(out),
+        emit_(emit),
+        chunk_elems_(network_chunk_elems(args)),
+        leaf_algorithm_(leaf_algorithm) {}
 
   uint32_t slots_used() const { return next_slot_; }
 
@@ -353,7 +357,8 @@ class HierBuilder {
     return 0;
   }
 
-  // The slowest tier: an allreduce among the owners of one segment, by the models' choice.
+  // The slowest tier: an allreduce among the owners of one segment, by the algorithm the
+  // pieces were priced with when the owners are one per host (HierPlan), else the models'.
   void leaf(const std::vector<int> &members, Extent range, BufferId src) {
     const uint32_t slot = next_slot_++;
     const auto it = std::find(members.begin(), members.end(), args_.rank);
@@ -367,6 +372,7 @@ class HierBuilder {
     sub.in_place = args_.in_place || src == BufferId::kOutput;
     sub.tiers.clear();
     sub.algorithm.clear();
+    if (leaf_algorithm_ && sub.nranks == args_.hosts) sub.algorithm = leaf_algorithm_;
     Schedule schedule;
     build_schedule(sub, &schedule);
     append(schedule, members, range, src, slot);
@@ -419,6 +425,7 @@ class HierBuilder {
   Schedule *out_;
   const bool emit_;
   const size_t chunk_elems_;
+  const char *const leaf_algorithm_;
   uint32_t next_slot_ = 0;
   // The last step of this rank's reduce-scatter of the previous piece in the fastest tier:
   // the next piece's waits for it (an order for the pipeline, not for the data), or the
@@ -440,12 +447,13 @@ void build_hier_allreduce(const CollectiveArgs &args, Schedule *schedule) {
   // Messages of different phases between the same two ranks need different tags: a phase's
   // own tags are interleaved with its slot (tag * slots + slot), slots numbered alike on
   // every rank by a first walk.
-  const int piece_count = hier_pieces(args);
+  const HierPlan plan = hier_plan(args);
+  const int piece_count = plan.pieces;
   const BlockSplit pieces(args.count, piece_count);
-  HierBuilder count_slots(args, schedule, false);
+  HierBuilder count_slots(args, schedule, false, plan.leaf);
   for (int p = 0; p < piece_count; ++p)
     count_slots.node(everyone, 0, pieces.block(p), BufferId::kInput);
-  HierBuilder builder(args, schedule, true);
+  HierBuilder builder(args, schedule, true, plan.leaf);
   for (int p = 0; p < piece_count; ++p)
     builder.node(everyone, 0, pieces.block(p), BufferId::kInput);
   builder.finish_tags(count_slots.slots_used());
@@ -505,10 +513,10 @@ TierCost local_tier(const CollectiveArgs &args) {
   return t;
 }
 
-// The allreduces among hosts, in pieces of `piece_count` elements, as leaf() runs them: the
-// algorithm the models choose for one piece's blocks, priced by its own model for all the
-// pieces' bytes (its latency: the model at one element), and the messages (sends and
-// receives) one rank handles in one piece's schedule of it, counted on the first host's.
+// The allreduces among hosts, in pieces of `piece_count` elements, as leaf() runs them with
+// `algorithm`: priced by its own model for all the pieces' bytes (its latency: the model at
+// one element), and the messages (sends and receives) one rank handles in one piece's
+// schedule of it, counted on the first host's.
 // Each message costs the rank its overhead one after the other, whatever the pieces overlap:
 // among 512 hosts rhd's 36 per piece kept a GPU cluster's ranks 86 % busy in 16 pieces
 // (ddl_sim), where the model's latency terms had counted 9. A host's rails carry its ranks'
@@ -516,9 +524,9 @@ TierCost local_tier(const CollectiveArgs &args) {
 // min(rails, L) links. (Priced as a ring whatever leaf() ran, the tier cost 4 ms of
 // latencies among 512 hosts where rd takes 40 us, and the models chose flat rd for hier's
 // calls at 4 KB-256 KB on dgx-h100, 1.2-2.5x slower in ddl_sim.)
-TierCost network_tier(const CollectiveArgs &args, size_t piece_count) {
+TierCost network_tier(const CollectiveArgs &args, size_t piece_count,
+                      const AlgorithmInfo &leaf_algorithm) {
   CollectiveArgs among = among_hosts(args, piece_count);
-  const AlgorithmInfo &leaf_algorithm = choose_algorithm(among, nullptr);
   TierCost t;
   Schedule piece;
   leaf_algorithm.build(among, &piece);
@@ -554,66 +562,120 @@ double message_seconds(const CollectiveArgs &args, const TierCost &local, const 
 // 73.6 %, 32 pieces 90.8 % at 256 MB against 16's 89.4 %.
 constexpr double kMessageWorkShare = 1.5;
 
-double pipelined_cost(const CollectiveArgs &args, const TierCost &local, int pieces) {
-  const TierCost net = network_tier(args, args.count / static_cast<size_t>(pieces));
+double pipelined_cost(const CollectiveArgs &args, const TierCost &local, const TierCost &net,
+                      int pieces) {
   if (pieces <= 1) return local.total() + net.total();
   return std::max(std::max(local.bandwidth, net.bandwidth),
                   kMessageWorkShare * message_seconds(args, local, net, pieces)) +
          std::min(local.bandwidth, net.bandwidth) / pieces + local.latency + net.latency;
 }
 
-// The models' choice leaves each rank's block of a piece a few network chunks, so that the
-// chunks of one piece still flow from tier to tier. Both floors hold: a block of at least
-// 256 KB, as measured on 2 emulated hosts x 2 ranks, where the chunk is 64 KB (1 MB in 8
-// pieces: 9.0 against 8.8 ms in 2; 16 MB in 64 pieces, 2 chunks each: 200 against 148 ms in
-// 32), and of at least 2 network chunks, as ddl_sim finds where the chunk grows with the
-// message overhead (512 KB at 400 Gbit/s; dgx-h100 16 x 8, 64 MB: 8 pieces, 2 chunks a
-// block, 80.6 % of the bound; 32 pieces, half a chunk, 43 %).
+// The models' choice leaves each rank's block of a piece at least 256 KB, as measured on 2
+// emulated hosts x 2 ranks, where the chunk is 64 KB (1 MB in 8 pieces: 9.0 against 8.8 ms
+// in 2; 16 MB in 64 pieces, 2 chunks each: 200 against 148 ms in 32). (A floor of 2 network
+// chunks a block, 1 MB at 400 Gbit/s, kept the network tier off the rd that the models chose
+// for one small piece alone; priced for all the pieces (plan_with_pieces), the network tier
+// keeps rhd, and small blocks of a GPU cluster's larger chunks are as fast as the pieces
+// priced: dgx-h100 2 x 8 at 16 MB 79.0 -> 82.0 % of the bound, 8 x 8 56.4 -> 62.3 %.)
 constexpr size_t kFloorBlockBytes = 256 << 10;
-constexpr size_t kFloorBlockChunks = 2;
 
-// The pieces (hier_pieces) and what the models price them at: the host tier is priced once.
-struct PiecesChoice {
-  int pieces = 1;
-  double seconds = 0;
-};
+// `pieces` pieces with the network tier's algorithm priced for them: the one whose pipelined
+// cost is lowest, not the one the models choose for one piece alone. A piece's blocks are
+// small, and alone a small allreduce is latency-bound, where the pieces together are not:
+// among 16 hosts the models chose rd for 256 KB blocks, which sends each block 4 times, not
+// twice (ddl_sim, dgx-h100 16 x 8, 64 MB in 32 pieces: 43 % of the bound with rd, 57 % with
+// rhd). In one piece the tiers take turns and the network tier is one allreduce alone: the
+// models' choice (as the flat algorithms are chosen; ddl_sim, ibm-2017-s822lc 64 x 4 at 64 KB:
+// rd 49.9 us, what the pieces' pricing chose 72.7).
+HierPlan plan_with_pieces(const CollectiveArgs &args, const TierCost &local, int pieces) {
+  HierPlan best;
+  best.pieces = pieces;
+  best.seconds = std::numeric_limits<double>::infinity();
+  const size_t piece_count = args.count / static_cast<size_t>(pieces);
+  const CollectiveArgs among = among_hosts(args, piece_count);
+  if (pieces == 1) {
+    const TierCost net = network_tier(args, piece_count, choose_algorithm(among, nullptr));
+    best.seconds = pipelined_cost(args, local, net, 1);
+    return best;  // leaf: the models' choice for each segment, as for a flat call
+  }
+  for (const AlgorithmInfo &info : algorithm_table()) {
+    if (info.collective != Collective::kAllreduce || info.build == build_hier_allreduce) continue;
+    if (!(info.cost(among) < std::numeric_limits<double>::infinity())) continue;
+    const TierCost net = network_tier(args, piece_count, info);
+    const double seconds = pipelined_cost(args, local, net, pieces);
+    if (seconds < best.seconds * (1 - 1e-9)) {
+      best.seconds = seconds;
+      best.leaf = info.name;
+    }
+  }
+  return best;
+}
 
-PiecesChoice choose_pieces(const CollectiveArgs &args) {
+HierPlan choose_plan(const CollectiveArgs &args) {
   // Every rank keeps at least one element of every piece.
   const size_t most = std::max<size_t>(1, args.count / std::max(1, args.nranks));
   const int limit = static_cast<int>(std::min<size_t>(kMaxHierPieces, most));
   const bool across = args.hosts > 1 && !args.tiers.empty();
-  const TierCost local = across ? local_tier(args) : TierCost{};
-  auto cost = [&](int p) { return across ? pipelined_cost(args, local, p) : 0.0; };
-  if (args.pieces > 0) {
-    const int forced = std::min(args.pieces, limit);
-    return PiecesChoice{forced, cost(forced)};
-  }
-  PiecesChoice best{1, cost(1)};
-  if (!across) return best;
-  const size_t block_elems = std::max({kFloorBlockBytes / std::max<size_t>(1, args.elem_size),
-                                       kFloorBlockChunks * network_chunk_elems(args), size_t{1}});
+  if (!across) return HierPlan{};
+  const TierCost local = local_tier(args);
+  if (args.pieces > 0) return plan_with_pieces(args, local, std::min(args.pieces, limit));
+  HierPlan best = plan_with_pieces(args, local, 1);
+  const size_t block_elems =
+      std::max<size_t>(1, kFloorBlockBytes / std::max<size_t>(1, args.elem_size));
   const size_t block_floor = block_elems * static_cast<size_t>(fastest_tier_groups(args).largest);
   const int models_limit =
       static_cast<int>(std::min<size_t>(limit, std::max<size_t>(1, args.count / block_floor)));
   for (int p = 2; p <= models_limit; p *= 2) {
-    const double seconds = cost(p);
-    if (seconds < best.seconds) best = PiecesChoice{p, seconds};
+    const HierPlan plan = plan_with_pieces(args, local, p);
+    if (plan.seconds < best.seconds) best = plan;
   }
   return best;
 }
 
 }  // namespace
 
+namespace {
+
+bool same_constants(const CostConstants &a, const CostConstants &b) {
+  return a.alpha == b.alpha && a.overhead == b.overhead && a.beta == b.beta && a.gamma == b.gamma;
+}
+
+// Whether two calls get the same plan: every argument the models read but the rank.
+bool same_plan_inputs(const CollectiveArgs &a, const CollectiveArgs &b) {
+  return a.collective == b.collective && a.nranks == b.nranks && a.count == b.count &&
+         a.root == b.root && a.in_place == b.in_place && a.chunk_elems == b.chunk_elems &&
+         a.elem_size == b.elem_size && a.algorithm == b.algorithm && a.hosts == b.hosts &&
+         a.peer_memory == b.peer_memory && a.layout == b.layout && a.rails == b.rails &&
+         a.pieces == b.pieces && same_constants(a.local, b.local) && same_constants(a.net, b.net) &&
+         a.tiers == b.tiers;
+}
+
+}  // namespace
+
+HierPlan hier_plan(const CollectiveArgs &args) {
+  // The last plan is kept per thread: every rank of a projection of thousands asks for the
+  // same one, twice (the models' cost, the builder), and pricing it builds a schedule among
+  // the hosts per algorithm and piece count (ddl_sim, 512 x 8 at 64 MB: 9.7 s without, 4 s).
+  thread_local CollectiveArgs last_args;
+  thread_local HierPlan last_plan;
+  thread_local bool known = false;
+  if (!known || !same_plan_inputs(args, last_args)) {
+    last_plan = choose_plan(args);
+    last_args = args;
+    known = true;
+  }
+  return last_plan;
+}
+
 int hier_pieces(const CollectiveArgs &args) {
-  return choose_pieces(args).pieces;
+  return hier_plan(args).pieces;
 }
 
 double hier_allreduce_cost(const CollectiveArgs &args) {
   // With no host holding two ranks, hier is its network tier alone: the flat algorithms.
   if (args.hosts < 2 || args.tiers.empty() || fastest_tier_groups(args).largest < 2)
     return std::numeric_limits<double>::infinity();
-  return choose_pieces(args).seconds;
+  return hier_plan(args).seconds;
 }
 
 }  // namespace ddl

@@ -45,8 +45,16 @@ void build_hier_allreduce(const CollectiveArgs &args, Schedule *schedule);
 // one host are better there).
 double hier_allreduce_cost(const CollectiveArgs &args);
 
-// How many pieces hier cuts the vector into (see above); 1 below two hosts.
-int hier_pieces(const CollectiveArgs &args);
+// How hier runs a call: how many pieces it cuts the vector into (see above; 1 below two
+// hosts), the algorithm among hosts it runs for each piece's blocks, chosen with the pieces
+// (nullptr: the models' choice for each), and what the models price the call at.
+struct HierPlan {
+  int pieces = 1;
+  const char *leaf = nullptr;
+  double seconds = 0;
+};
+HierPlan hier_plan(const CollectiveArgs &args);
+int hier_pieces(const CollectiveArgs &args);  // hier_plan(args).pieces
 constexpr int kMaxHierPieces = 64;
 
 }  // namespace ddl

@@ -59,7 +59,7 @@ void Report::header(FILE *out) const {
   std::fprintf(out,
                "# busy: share of the call's time the busiest NIC / fabric uplink / local port "
                "/ rank compute was busy; bound: the slowest tier's bandwidth bound\n");
-  std::fprintf(out, "%12s %12s %8s %-8s %11s %8s %8s %11s %7s  %5s %5s %5s %5s\n", "size", "count",
+  std::fprintf(out, "%12s %12s %8s %-12s %11s %8s %8s %11s %7s  %5s %5s %5s %5s\n", "size", "count",
                "type", "algo", "time(us)", "algbw", "busbw", "bound(us)", "of bnd", "nic", "fabr",
                "local", "comp");
 }
@@ -71,7 +71,7 @@ void Report::row(FILE *out, size_t bytes, size_t count, const SimResult &r) {
   const double algbw = algbw_gbs(bytes, r.seconds);
   std::fprintf(
       out,
-      "%12zu %12zu %8s %-8s %11.2f %8.2f %8.2f %11.2f %6.1f%%  %4.0f%% %4.0f%% %4.0f%% %4.0f%%\n",
+      "%12zu %12zu %8s %-12s %11.2f %8.2f %8.2f %11.2f %6.1f%%  %4.0f%% %4.0f%% %4.0f%% %4.0f%%\n",
       bytes, count, options_.dtype.c_str(), r.algorithm.c_str(), r.seconds * 1e6, algbw,
       algbw * bus_factor(options_.collective, cluster_.nranks()), bound * 1e6,
       r.seconds > 0 ? 100 * bound / r.seconds : 0, busy_percent(r, Tier::kNic),

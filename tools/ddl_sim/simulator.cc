@@ -415,11 +415,14 @@ Status simulate(const Cluster &cluster, const ddl::CollectiveArgs &args, SimResu
       },
       &why));
   *result = SimResult();
-  // hier's pieces are part of its choice (lib/algorithms/hier.h): "hier/8" for 8 pieces.
-  const int pieces = algorithm == "hier" && args.collective == ddl::Collective::kAllreduce
-                         ? ddl::hier_pieces(args)
-                         : 1;
-  result->algorithm = pieces > 1 ? ddl::strprintf("%s/%d", algorithm.c_str(), pieces) : algorithm;
+  // hier's pieces and the algorithm among hosts it prices them with are part of its choice
+  // (lib/algorithms/hier.h): "hier/8/rhd" for 8 pieces of rhd among hosts.
+  result->algorithm = algorithm;
+  if (algorithm == "hier" && args.collective == ddl::Collective::kAllreduce) {
+    const ddl::HierPlan plan = ddl::hier_plan(args);
+    if (plan.pieces > 1) result->algorithm += ddl::strprintf("/%d", plan.pieces);
+    if (plan.leaf) result->algorithm += ddl::strprintf("/%s", plan.leaf);
+  }
   result->why = why;
   return Simulation(cluster, std::move(ranks)).run(result);
 }
