@@ -1,6 +1,6 @@
 // ddl_sim's simulator against what can be computed by hand: a ring over equal links, links
 // shared by concurrent messages, the GOAL export against the schedule it came from, and
-// schedules that cannot run.
+// schedules that cannot run, the trace of where the time went.
 #include <criterion/criterion.h>
 
 #include <cmath>
@@ -13,6 +13,7 @@
 #include "tools/ddl_sim/efficiency.h"
 #include "tools/ddl_sim/goal.h"
 #include "tools/ddl_sim/simulator.h"
+#include "tools/ddl_sim/trace.h"
 
 using namespace ddl;
 using namespace ddl_sim;
@@ -259,6 +260,42 @@ Test(sim, goal_export_lists_every_step_of_the_schedule) {
     cr_assert_eq(operations[r], steps + reduces, "rank %d: %zu operations for %zu steps", r,
                  operations[r], steps);
   }
+}
+
+Test(sim, the_trace_has_every_step_of_the_traced_ranks) {
+  // A ring over 4 hosts, ranks 0 and 1 traced: each of their steps once, from when its
+  // dependencies were done to when it was; the last one ends the call; the Chrome trace has
+  // a slice per step.
+  const Cluster c = flat_cluster(4, 1, 1.25e9, 10e-6);
+  const CollectiveArgs args = collective_args(c, Collective::kAllreduce, 1 << 16, 4, "ring");
+  SimResult r;
+  cr_assert(simulate(c, args, &r, 2).ok());
+  const std::vector<Schedule> schedules = schedules_of(args);
+  cr_assert_eq(r.trace.size(), schedules[0].steps.size() + schedules[1].steps.size());
+  std::map<std::pair<int, uint32_t>, int> seen;
+  double last = 0;
+  for (const TracedStep &t : r.trace) {
+    cr_assert(t.rank == 0 || t.rank == 1, "rank %d traced", t.rank);
+    const int times = ++seen[std::make_pair(t.rank, t.step)];
+    cr_assert_eq(times, 1, "rank %d's step %u twice", t.rank, t.step);
+    const Step &step = schedules[static_cast<size_t>(t.rank)].steps[t.step];
+    cr_assert_eq(t.kind, step.kind);
+    cr_assert_eq(t.peer, step.peer);
+    cr_assert(t.ready >= 0 && t.done >= t.ready, "step %u: %g..%g", t.step, t.ready, t.done);
+    last = std::max(last, t.done);
+  }
+  expect_near(last, r.seconds, 1e-9, "the traced ranks' last step");
+  SimResult untraced;
+  cr_assert(simulate(c, args, &untraced).ok());
+  cr_assert(untraced.trace.empty());
+  cr_assert_eq(untraced.seconds, r.seconds, "tracing changed the time");
+  std::ostringstream json;
+  write_chrome_trace(r, json);
+  size_t slices = 0;
+  for (size_t at = json.str().find("\"ph\": \"X\""); at != std::string::npos;
+       at = json.str().find("\"ph\": \"X\"", at + 1))
+    ++slices;
+  cr_assert_eq(slices, r.trace.size());
 }
 
 Test(sim, ddp_overlap_hides_what_fits_in_the_backward_pass) {

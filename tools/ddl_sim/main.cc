@@ -11,6 +11,7 @@
 #include "tools/ddl_sim/options.h"
 #include "tools/ddl_sim/report.h"
 #include "tools/ddl_sim/simulator.h"
+#include "tools/ddl_sim/trace.h"
 
 namespace ddl_sim {
 namespace {
@@ -54,7 +55,7 @@ int run_sizes(const Options &o) {
 int run_check_models(const Options &o) {
   std::printf("# %s on %s: %d hosts x %d ranks\n", ddl::collective_name(o.collective),
               o.cluster.name.c_str(), o.cluster.hosts, o.cluster.ranks_per_host);
-  std::printf("%12s  %-8s %12s  %-8s %12s  %8s\n", "size", "chosen", "time(us)", "fastest",
+  std::printf("%12s  %-12s %12s  %-12s %12s  %8s\n", "size", "chosen", "time(us)", "fastest",
               "time(us)", "loss");
   for (size_t bytes : sizes_of(o)) {
     const ddl::CollectiveArgs chosen_args = args_for(o, o.cluster, bytes, "");
@@ -75,7 +76,7 @@ int run_check_models(const Options &o) {
       if (other.seconds < best) best = other.seconds, best_name = info.name;
     }
     const double loss = chosen.seconds / best - 1;
-    std::printf("%12zu  %-8s %12.1f  %-8s %12.1f  %7.1f%%%s\n", bytes, chosen.algorithm.c_str(),
+    std::printf("%12zu  %-12s %12.1f  %-12s %12.1f  %7.1f%%%s\n", bytes, chosen.algorithm.c_str(),
                 chosen.seconds * 1e6, best_name.c_str(), best * 1e6, loss * 100,
                 loss > 0.10 ? "  <- models off by > 10%" : "");
   }
@@ -132,6 +133,24 @@ int run_goal(const Options &o) {
   return 0;
 }
 
+// The -b size's row, and the steps of the first host's ranks as a Chrome trace.
+int run_trace(const Options &o) {
+  const ddl::CollectiveArgs args = args_for(o, o.cluster, o.min_bytes, o.algorithm);
+  SimResult result;
+  ddl::Status s = simulate(o.cluster, args, &result, o.cluster.ranks_per_host);
+  if (!s.ok()) return fail(s);
+  Report report(o, o.cluster);
+  report.header(stdout);
+  report.row(stdout, o.min_bytes, args.count, result);
+  std::ofstream out(o.trace_path);
+  write_chrome_trace(result, out);
+  out.close();
+  if (!out) return fail(ddl::invalid_argument("cannot write %s", o.trace_path.c_str()));
+  std::printf("%s: %zu steps of ranks 0-%d\n", o.trace_path.c_str(), result.trace.size(),
+              o.cluster.ranks_per_host - 1);
+  return 0;
+}
+
 }  // namespace
 }  // namespace ddl_sim
 
@@ -154,6 +173,8 @@ int main(int argc, char **argv) {
       return run_efficiency(options);
     case Mode::kGoal:
       return run_goal(options);
+    case Mode::kTrace:
+      return run_trace(options);
     case Mode::kSizes:
       break;
   }

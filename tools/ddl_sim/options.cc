@@ -36,6 +36,8 @@ cluster; see tools/ddl_sim/README.md.
   --bucket BYTES       DDP's bucket (default 25M)
   --scale H1,H2,...    host counts for --efficiency (default: the cluster's)
   --goal FILE          write the -b size's per-rank schedules as a GOAL file (LogGOPSim)
+  --trace FILE         simulate the -b size and write the first host's ranks' steps as a
+                       Chrome trace (chrome://tracing, ui.perfetto.dev): where the time goes
   --describe           print the cluster's every key and exit
 )";
 
@@ -134,6 +136,7 @@ bool parse_options(int argc, char **argv, Options *options, std::string *error) 
     kBucket,
     kScale,
     kGoal,
+    kTrace,
     kDescribe
   };
   static const option longs[] = {
@@ -155,6 +158,7 @@ bool parse_options(int argc, char **argv, Options *options, std::string *error) 
       {"bucket", required_argument, nullptr, kBucket},
       {"scale", required_argument, nullptr, kScale},
       {"goal", required_argument, nullptr, kGoal},
+      {"trace", required_argument, nullptr, kTrace},
       {"describe", no_argument, nullptr, kDescribe},
       {"help", no_argument, nullptr, 'h'},
       {nullptr, 0, nullptr, 0},
@@ -243,6 +247,10 @@ bool parse_options(int argc, char **argv, Options *options, std::string *error) 
       case kGoal:
         options->mode = Mode::kGoal;
         options->goal_path = arg;
+        break;
+      case kTrace:
+        options->mode = Mode::kTrace;
+        options->trace_path = arg;
         break;
       case kDescribe:
         options->mode = Mode::kDescribe;

@@ -9,7 +9,7 @@
 
 namespace ddl_sim {
 
-enum class Mode { kSizes, kCheckModels, kEfficiency, kGoal, kDescribe };
+enum class Mode { kSizes, kCheckModels, kEfficiency, kGoal, kTrace, kDescribe };
 
 struct Options {
   Mode mode = Mode::kSizes;
@@ -22,6 +22,7 @@ struct Options {
   std::string algorithm;  // "": the cost models' choice
   std::string json_path;
   std::string goal_path;
+  std::string trace_path;
   // --efficiency: the job, and the host counts to project it on (the cluster's by default).
   double parameters = 25.6e6;
   double compute_seconds = 0.1;

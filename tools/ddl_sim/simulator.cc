@@ -170,14 +170,17 @@ struct Event {
 
 class Simulation {
  public:
-  Simulation(const Cluster &cluster, std::vector<RankSteps> ranks)
+  Simulation(const Cluster &cluster, std::vector<RankSteps> ranks, int trace_ranks)
       : c_(cluster),
         fabric_(cluster),
         ranks_(std::move(ranks)),
         free_{std::vector<double>(ranks_.size(), 0), std::vector<double>(ranks_.size(), 0)},
         busy_{std::vector<double>(ranks_.size(), 0), std::vector<double>(ranks_.size(), 0)},
         finish_(ranks_.size(), 0),
-        cores_(static_cast<size_t>(cluster.machine_cores), 0.0) {}
+        cores_(static_cast<size_t>(cluster.machine_cores), 0.0) {
+    ready_.resize(std::min(ranks_.size(), static_cast<size_t>(std::max(0, trace_ranks))));
+    for (size_t r = 0; r < ready_.size(); ++r) ready_[r].assign(ranks_[r].steps.size(), 0);
+  }
 
   Status run(SimResult *result) {
     for (size_t r = 0; r < ranks_.size(); ++r) {
@@ -222,6 +225,7 @@ class Simulation {
           std::max(compute.busiest_seconds, *std::max_element(unit.begin(), unit.end()));
     compute.bytes = compute_bytes_;
     result->messages = messages_;
+    result->trace = std::move(trace_);
     return Status::Ok();
   }
 
@@ -280,6 +284,7 @@ class Simulation {
   // later, as every rank's first steps start at time 0 one rank after another.
   void start(int r, uint32_t i, double t) {
     SimStep &s = ranks_[static_cast<size_t>(r)].steps[i];
+    if (static_cast<size_t>(r) < ready_.size()) ready_[static_cast<size_t>(r)][i] = t;
     switch (s.kind) {
       case StepKind::kSend:
         push(compute(r, t, c_.message_overhead), r, i, Happens::kOnWire);
@@ -348,6 +353,11 @@ class Simulation {
   void finish(int r, uint32_t i, double t) {
     RankSteps &rank = ranks_[static_cast<size_t>(r)];
     rank.steps[i].done = true;
+    if (static_cast<size_t>(r) < ready_.size()) {
+      const SimStep &s = rank.steps[i];
+      trace_.push_back(
+          TracedStep{r, i, s.kind, s.peer, s.bytes, ready_[static_cast<size_t>(r)][i], t});
+    }
     finish_[static_cast<size_t>(r)] = std::max(finish_[static_cast<size_t>(r)], t);
     for (uint32_t k = rank.rows.first[i]; k < rank.rows.first[i + 1]; ++k) {
       const uint32_t next = rank.rows.dependents[k];
@@ -360,7 +370,9 @@ class Simulation {
   std::vector<RankSteps> ranks_;
   std::vector<double> free_[2], busy_[2];  // per unit (Unit), per rank
   std::vector<double> finish_;
-  std::vector<double> cores_;  // when each shared core is free (none: a core per rank)
+  std::vector<double> cores_;               // when each shared core is free (none: a core per rank)
+  std::vector<std::vector<double>> ready_;  // traced ranks: when each step's deps were done
+  std::vector<TracedStep> trace_;
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
   std::vector<size_t> path_;
   uint64_t order_ = 0;
@@ -387,7 +399,7 @@ const char *tier_name(Tier tier) {
 }
 
 Status simulate_schedules(const Cluster &cluster, const std::vector<ddl::Schedule> &by_rank,
-                          size_t elem_size, SimResult *result) {
+                          size_t elem_size, SimResult *result, int trace_ranks) {
   if (static_cast<int>(by_rank.size()) != cluster.nranks())
     return ddl::invalid_argument("%zu schedules for a cluster of %d ranks", by_rank.size(),
                                  cluster.nranks());
@@ -396,10 +408,11 @@ Status simulate_schedules(const Cluster &cluster, const std::vector<ddl::Schedul
   for (const ddl::Schedule &schedule : by_rank) ranks.push_back(compact(schedule, elem_size));
   *result = SimResult();
   if (!by_rank.empty()) result->algorithm = by_rank.front().algorithm;
-  return Simulation(cluster, std::move(ranks)).run(result);
+  return Simulation(cluster, std::move(ranks), trace_ranks).run(result);
 }
 
-Status simulate(const Cluster &cluster, const ddl::CollectiveArgs &args, SimResult *result) {
+Status simulate(const Cluster &cluster, const ddl::CollectiveArgs &args, SimResult *result,
+                int trace_ranks) {
   if (args.nranks != cluster.nranks())
     return ddl::invalid_argument("a call of %d ranks on a cluster of %d", args.nranks,
                                  cluster.nranks());
@@ -424,7 +437,7 @@ Status simulate(const Cluster &cluster, const ddl::CollectiveArgs &args, SimResu
     if (plan.leaf) result->algorithm += ddl::strprintf("/%s", plan.leaf);
   }
   result->why = why;
-  return Simulation(cluster, std::move(ranks)).run(result);
+  return Simulation(cluster, std::move(ranks), trace_ranks).run(result);
 }
 
 }  // namespace ddl_sim

@@ -33,21 +33,34 @@ struct TierUse {
   double bytes = 0;
 };
 
+// One step of a traced rank: when its dependencies were done and when it was.
+struct TracedStep {
+  int rank = 0;
+  uint32_t step = 0;
+  ddl::StepKind kind = ddl::StepKind::kCopy;
+  int peer = -1;
+  double bytes = 0;
+  double ready = 0, done = 0;  // seconds from the call's start
+};
+
 struct SimResult {
   double seconds = 0;  // the call, as ddl_perf would time it
   std::string algorithm;
   std::string why;  // the registry's reason for the algorithm
   TierUse tiers[kTiers];
   size_t steps = 0, messages = 0;
+  std::vector<TracedStep> trace;  // the steps of ranks below `trace_ranks`, as they finished
 };
 
 // Runs the schedules (by_rank[r]: rank r's) of elements of elem_size bytes. Fails when they
 // do not fit the cluster's ranks, a send has no receive, or the schedules stall.
+// Ranks below `trace_ranks` have every step traced (SimResult::trace).
 ddl::Status simulate_schedules(const Cluster &cluster, const std::vector<ddl::Schedule> &by_rank,
-                               size_t elem_size, SimResult *result);
+                               size_t elem_size, SimResult *result, int trace_ranks = 0);
 
 // Builds every rank's schedule for the call (args.rank ignored) with the library's registry,
 // as a communicator on this cluster would, and simulates it.
-ddl::Status simulate(const Cluster &cluster, const ddl::CollectiveArgs &args, SimResult *result);
+ddl::Status simulate(const Cluster &cluster, const ddl::CollectiveArgs &args, SimResult *result,
+                     int trace_ranks = 0);
 
 }  // namespace ddl_sim
