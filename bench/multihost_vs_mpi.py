@@ -61,7 +61,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EMUHOSTS = os.path.join(REPO, "tools", "emuhosts", "emuhosts")
 M = 1 << 20
 
-# name: (hosts, ranks per host, rails, sizes, iterations, warmup, description, collective)
+# name: (hosts, ranks per host, rails, sizes (a geometric series), iterations, warmup,
+# description, collective)
 SETUPS = {
     "2x2": (2, 2, 1, [16 * M, 64 * M], 3, 1, "2 hosts x 2 ranks, 1 NIC", "allreduce"),
     "2x2mid": (2, 2, 1, [M, 4 * M], 20, 2, "2 hosts x 2 ranks, 1 NIC, 1-4 MB (hier's pieces)",
@@ -79,6 +80,10 @@ SETUPS = {
     "2x2a2a": (2, 2, 1, [16 * M, 64 * M], 3, 1, "alltoall, 2 hosts x 2 ranks, 1 NIC", "alltoall"),
     "4x1a2a": (4, 1, 1, [16 * M, 64 * M], 3, 1, "alltoall, 4 hosts x 1 rank, 1 NIC", "alltoall"),
     "2x2r2a2a": (2, 2, 2, [64 * M], 3, 1, "alltoall, 2 hosts x 2 ranks x 2 rails", "alltoall"),
+    # Not in the default run (8 ranks on this machine's 2 cores: minutes a round); by name.
+    "4x2": (4, 2, 1, [64 * M], 3, 1, "4 hosts x 2 ranks, 1 NIC", "allreduce"),
+    "4x2rs": (4, 2, 1, [M, 8 * M, 64 * M], 3, 1, "reduce-scatter, 4 hosts x 2 ranks, 1 NIC",
+              "reduce_scatter"),
 }
 ORDER = ["2x2", "2x2mid", "2x4mid", "lat", "2x4", "4x1", "2x2r2", "2x2ag", "2x2rs", "4x1bc", "2x2a2a", "4x1a2a",
          "2x2r2a2a"]
@@ -437,7 +442,7 @@ def render(result, args):
 def main(argv):
     args = parse_args(argv)
     if args.list:
-        for name in ORDER:
+        for name in ORDER + [name for name in SETUPS if name not in ORDER]:
             h, p, r, sizes, iters, w, what, collective = SETUPS[name]
             print("%-6s %s; sizes %s; %d iterations" % (name, what, ", ".join(human(x) for x in sizes), iters))
         return 0
