@@ -230,6 +230,38 @@ Test(hier_schedules, the_network_tier_is_chosen_for_all_the_pieces) {
             "%zu elements sent to other hosts per rank", across / 16);
 }
 
+Test(hier_schedules, reduce_scatter_takes_partials_as_they_arrive) {
+  // 4 hosts x 2 ranks, single copy inside hosts: a rank's receives of its block's partials
+  // from the other hosts wait for nothing of its own host (no read, no reduction of the host's
+  // operands, directly or through other steps), so that each is added when it comes.
+  CollectiveArgs a;
+  a.collective = Collective::kReduceScatter;
+  a.nranks = 8;
+  a.count = 1000;
+  a.chunk_elems = 100;
+  a.algorithm = "hier";
+  a.tiers = hosts_of_sizes({2, 2, 2, 2});
+  a.hosts = 4;
+  a.peer_memory = true;
+  Schedule s;
+  cr_assert(build_schedule(a, &s).ok());
+  std::vector<bool> after_host_work(s.steps.size(), false);
+  size_t partials = 0;
+  for (size_t i = 0; i < s.steps.size(); ++i) {
+    const Step &step = s.steps[i];
+    bool after = step.kind == StepKind::kPeerRead || step.kind == StepKind::kReduce;
+    for (uint32_t d : step.deps) after = after || after_host_work[d];
+    after_host_work[i] = after;
+    const bool partial =
+        (step.kind == StepKind::kRecv || step.kind == StepKind::kRecvReduce) && step.peer / 2 != 0;
+    if (!partial) continue;
+    ++partials;
+    cr_assert_not(after, "step %zu (%s rank %d) waits for the host's work", i,
+                  step_kind_text(step.kind), step.peer);
+  }
+  cr_assert_eq(partials, 3 * 10u, "%zu partials received", partials);  // 3 hosts x 10 chunks
+}
+
 // Builds rank r's hier schedule on 2 hosts x 2 ranks with a single-copy host tier.
 std::vector<Schedule> single_copy_schedules(size_t count, bool in_place) {
   std::vector<Schedule> by_rank(4);
