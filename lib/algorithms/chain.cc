@@ -42,12 +42,12 @@ double chain_broadcast_cost(const CollectiveArgs &args) {
   const double chunk =
       chunk_elems ? std::min(bytes, static_cast<double>(chunk_elems * args.elem_size)) : bytes;
   const bool across = args.hosts > 1 && groups > 1;
-  const CostConstants &link = across ? kNetCostConstants : kCostConstants;
+  const CostConstants &link = across ? args.net : args.local;
   // Hops: groups-1 over the network, the rest inside hosts; the slowest link sets the pace:
   // the last rank has the first chunk after `hops` chunk times, the rest one chunk time each.
   // One call alone: calls back to back also overlap in the chain's hops, which this ignores.
   const int hops = args.nranks - 1, network_hops = across ? groups - 1 : 0;
-  return network_hops * kNetCostConstants.alpha + (hops - network_hops) * kCostConstants.alpha +
+  return network_hops * args.net.alpha + (hops - network_hops) * args.local.alpha +
          bytes * link.beta + (hops - 1) * chunk * link.beta;
 }
 

@@ -558,8 +558,8 @@ double hier_broadcast_cost(const CollectiveArgs &args) {
   const double bytes = count_bytes(args);
   const double depth = std::ceil(std::log2(static_cast<double>(groups)));
   // Each leader sends the whole message to each child in turn: a level costs a message.
-  return depth * (kNetCostConstants.alpha + bytes * kNetCostConstants.beta) + kCostConstants.alpha +
-         (local - 1) * bytes * kCostConstants.beta;
+  return depth * (args.net.alpha + bytes * args.net.beta) + args.local.alpha +
+         (local - 1) * bytes * args.local.beta;
 }
 
 }  // namespace ddl

@@ -11,6 +11,7 @@
 #include "lib/algorithms/hier_two_level.h"
 #include "lib/algorithms/linear.h"
 #include "lib/algorithms/pairwise.h"
+#include "lib/algorithms/rail_broadcast.h"
 #include "lib/algorithms/recursive_doubling.h"
 #include "lib/algorithms/rhd.h"
 #include "lib/algorithms/ring.h"
@@ -121,6 +122,9 @@ const std::vector<AlgorithmInfo> &algorithm_table() {
       {"hier", Collective::kBroadcast,
        "two levels: a binomial tree of hosts from the root, then each host's ranks",
        build_hier_broadcast, hier_broadcast_cost},
+      {"rails", Collective::kBroadcast,
+       "a part per local rank, each carried across the hosts on its own rail, then shared",
+       build_rail_broadcast, rail_broadcast_cost},
       {"dissemination", Collective::kBarrier, "ceil(log2 n) rounds of signals at distance 2^k",
        build_dissemination_barrier, no_cost},
       {"pairwise", Collective::kAlltoall, "n-1 exchanges with rank r+k / r-k, all in flight",

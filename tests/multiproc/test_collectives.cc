@@ -180,6 +180,43 @@ void expect_paths_pass(int nranks, const char *variable, const char *value) {
 // hier_bruck's allgather and reduce-scatter (ceil(log2 H) rounds between hosts) for real:
 // 3 emulated hosts of 2 ranks (each its own DDL_HOST_ID: shared memory or single copies
 // inside a host, UCX between), with and without single copies (DDL_CMA=0).
+// Broadcast over every rail (lib/algorithms/rail_broadcast.h) for real: emulated hosts (each
+// its own DDL_HOST_ID), by single copy inside hosts and through the cells (DDL_CMA=0), every
+// root, counts that leave parts empty and one over several chunks.
+Test(collectives, rails_broadcast_on_hosts) {
+  for (int per_host : {2, 3})
+    for (bool single_copy : {true, false}) {
+      RunOptions options;
+      options.before_init = [single_copy, per_host](int rank) {
+        setenv("DDL_ALGO", "rails", 1);
+        setenv("DDL_HOST_ID", ("emulated" + std::to_string(rank / per_host)).c_str(), 1);
+        if (!single_copy) setenv("DDL_CMA", "0", 1);
+      };
+      const std::string failures = run_ranks(
+          6,
+          [](ddl_comm_t comm, int rank, int n) {
+            for (ddl_datatype_t dtype : {DDL_FLOAT32, DDL_UINT8})
+              for (size_t count : {size_t{1}, size_t{5}, size_t{1021}, size_t{300007}})
+                for (int root = 0; root < n; ++root) {
+                  const size_t elem = ddl_datatype_size(dtype);
+                  std::vector<unsigned char> buf(count * elem + 1, 0xEE);
+                  if (rank == root) fill_inputs(dtype, DDL_SUM, root, buf.data(), count);
+                  RANK_OK(ddl_broadcast(buf.data(), count, dtype, root, comm));
+                  for (size_t i = 0; i < count; ++i)
+                    RANK_CHECK(
+                        load_value(dtype, buf.data(), i) == input_value(dtype, DDL_SUM, root, i),
+                        "rank %d: %s root %d count %zu: element %zu wrong", rank,
+                        ddl_datatype_name(dtype), root, count, i);
+                  RANK_CHECK(buf.back() == 0xEE, "rank %d: wrote past the end", rank);
+                }
+            return 0;
+          },
+          options);
+      cr_assert(failures.empty(), "DDL_ALGO=rails, %d hosts x %d%s:\n%s", 6 / per_host, per_host,
+                single_copy ? "" : " (DDL_CMA=0)", failures.c_str());
+    }
+}
+
 Test(collectives, hier_bruck_on_three_hosts) {
   for (bool single_copy : {true, false}) {
     RunOptions options;

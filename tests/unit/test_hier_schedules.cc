@@ -630,3 +630,63 @@ Test(hier_schedules, broadcast_over_a_tree_of_hosts) {
   a.hosts = 1;
   cr_assert_str_eq(choose_algorithm(a, &why).name, "chain", "%s", why.c_str());
 }
+
+Test(hier_schedules, broadcast_over_every_rail) {
+  // Every root, counts that leave parts and chunks empty or uneven, with and without peer
+  // memory; hosts of unlike sizes and of one rank fall back to the chain.
+  const std::vector<std::vector<int>> shapes = {{2, 2},       {3, 3, 3}, {4, 4},
+                                                {2, 2, 2, 2}, {2, 3},    {1, 1, 1}};
+  for (const auto &sizes : shapes) {
+    const std::vector<std::vector<int>> tiers = hosts_of_sizes(sizes);
+    const int n = static_cast<int>(tiers[0].size());
+    for (int root = 0; root < n; ++root)
+      for (size_t count : {size_t{1}, size_t{5}, size_t{37}})
+        for (size_t chunk : {size_t{0}, size_t{4}})
+          for (bool peer_memory : {false, true}) {
+            CollectiveArgs a;
+            a.collective = Collective::kBroadcast;
+            a.algorithm = "rails";
+            a.nranks = n;
+            a.root = root;
+            a.count = count;
+            a.chunk_elems = chunk;
+            a.tiers = tiers;
+            a.hosts = static_cast<int>(sizes.size());
+            a.peer_memory = peer_memory;
+            const Status s = verify_collective(a);
+            cr_assert(s.ok(), "rails broadcast, %zu hosts, root %d, count %zu, chunk %zu%s: %s",
+                      sizes.size(), root, count, chunk, peer_memory ? ", peer memory" : "",
+                      s.message().c_str());
+          }
+  }
+}
+
+Test(hier_schedules, rail_broadcast_sends_each_byte_once_per_host) {
+  // 4 hosts x 4 ranks, 4 rails: each rank sends a quarter of the vector to the next host (the
+  // last host's ranks nothing), and the root's bytes leave it once inside its host.
+  CollectiveArgs a;
+  a.collective = Collective::kBroadcast;
+  a.algorithm = "rails";
+  a.nranks = 16;
+  a.root = 5;  // host 1, local index 1
+  a.count = 4000;
+  a.tiers = hosts_of_sizes({4, 4, 4, 4});
+  a.hosts = 4;
+  a.peer_memory = true;
+  for (int r = 0; r < 16; ++r) {
+    a.rank = r;
+    Schedule s;
+    cr_assert(build_schedule(a, &s).ok());
+    cr_assert_str_eq(s.algorithm.c_str(), "rails");
+    size_t across = 0, read_from_root = 0;
+    for (const Step &step : s.steps) {
+      if (step.kind == StepKind::kSend && step.peer / 4 != r / 4) across += step.count;
+      if (step.kind == StepKind::kPeerRead && step.peer == a.root) read_from_root += step.count;
+    }
+    const bool last_host = r / 4 == 0;  // the rails run host 1, 2, 3, 0
+    cr_assert_eq(across, last_host ? 0u : 1000u, "rank %d sends %zu across", r, across);
+    if (r / 4 == 1 && r != a.root)  // a part and a third of the root's
+      cr_assert(read_from_root >= 1333 && read_from_root <= 1334, "rank %d reads %zu", r,
+                read_from_root);
+  }
+}
