@@ -136,22 +136,33 @@ Test(hier_schedules, pipelined_pieces) {
     }
 }
 
+namespace {
+
+// An allreduce on DGX-like hosts of 8 ranks: the host tier by single copy at 370 GB/s, 8 NICs
+// of 47.5 GB/s, `overhead` a message.
+CollectiveArgs dgx_like(int hosts, size_t count, double overhead = 1e-6) {
+  CollectiveArgs a;
+  a.nranks = hosts * 8;
+  a.elem_size = 4;
+  a.count = count;
+  std::vector<int> host_of;
+  for (int r = 0; r < a.nranks; ++r) host_of.push_back(r / 8);
+  a.tiers = {host_of};
+  a.hosts = hosts;
+  a.peer_memory = true;
+  a.local = CostConstants{3e-6, overhead, 1.0 / 370e9, 1.0 / 1e12};
+  a.net = CostConstants{4e-6, overhead, 1.0 / 47.5e9, 1.0 / 1e12};
+  a.rails = 8;
+  return a;
+}
+
+}  // namespace
+
 Test(hier_schedules, models_choose_pieces_when_the_tiers_are_alike) {
   // 16 hosts x 8 ranks at 256 MB: the host tier by single copy at 370 GB/s, 8 NICs of 47.5
   // GB/s; both tiers take about as long, so overlapping them pays. A few bytes: one piece.
-  CollectiveArgs a;
-  a.nranks = 128;
-  a.elem_size = 4;
-  a.count = 64u << 20;
+  CollectiveArgs a = dgx_like(16, 64u << 20);
   a.chunk_elems = 128u << 10;
-  std::vector<int> host_of;
-  for (int r = 0; r < 128; ++r) host_of.push_back(r / 8);
-  a.tiers = {host_of};
-  a.hosts = 16;
-  a.peer_memory = true;
-  a.local = CostConstants{3e-6, 1e-6, 1.0 / 370e9, 1.0 / 1e12};
-  a.net = CostConstants{4e-6, 1e-6, 1.0 / 47.5e9, 1.0 / 1e12};
-  a.rails = 8;
   cr_assert_gt(hier_pieces(a), 2, "%d pieces", hier_pieces(a));
   a.count = 1024;
   cr_assert_eq(hier_pieces(a), 1);
@@ -164,21 +175,7 @@ Test(hier_schedules, each_ranks_messages_are_a_stage_of_the_pipeline) {
   // sends and receives per rank. At 1 us a message, 64 pieces keep the ranks busy for less
   // than the network's time; at 20 us, their messages would take longer than the bytes, and
   // the models take fewer pieces.
-  auto pieces_at = [](double overhead) {
-    CollectiveArgs a;
-    a.nranks = 512 * 8;
-    a.elem_size = 4;
-    a.count = 256u << 20;
-    std::vector<int> host_of;
-    for (int r = 0; r < a.nranks; ++r) host_of.push_back(r / 8);
-    a.tiers = {host_of};
-    a.hosts = 512;
-    a.peer_memory = true;
-    a.local = CostConstants{3e-6, overhead, 1.0 / 370e9, 1.0 / 1e12};
-    a.net = CostConstants{4e-6, overhead, 1.0 / 47.5e9, 1.0 / 1e12};
-    a.rails = 8;
-    return hier_pieces(a);
-  };
+  auto pieces_at = [](double overhead) { return hier_pieces(dgx_like(512, 256u << 20, overhead)); };
   cr_assert_eq(pieces_at(1e-6), kMaxHierPieces, "%d pieces", pieces_at(1e-6));
   cr_assert_lt(pieces_at(20e-6), kMaxHierPieces / 2, "%d pieces", pieces_at(20e-6));
   cr_assert_gt(pieces_at(20e-6), 1, "%d pieces", pieces_at(20e-6));
@@ -189,21 +186,11 @@ Test(hier_schedules, the_network_tier_is_chosen_for_all_the_pieces) {
   // Alone, an allreduce of 256 KB among 16 hosts is latency-bound and the models take rd,
   // which sends the block 4 times; the pieces together are bandwidth-bound, and hier runs
   // one that sends it about twice (ddl_sim: 43 % of the bound with rd, 57 % with rhd).
-  CollectiveArgs a;
-  a.nranks = 128;
-  a.elem_size = 4;
-  a.count = 16u << 20;
+  CollectiveArgs a = dgx_like(16, 16u << 20);
   a.chunk_elems = 128u << 10;
   a.algorithm = "hier";
-  std::vector<int> host_of;
-  for (int r = 0; r < 128; ++r) host_of.push_back(r / 8);
-  a.tiers = {host_of};
-  a.hosts = 16;
-  a.peer_memory = true;
-  a.local = CostConstants{3e-6, 1e-6, 1.0 / 370e9, 1.0 / 1e12};
-  a.net = CostConstants{4e-6, 1e-6, 1.0 / 47.5e9, 1.0 / 1e12};
-  a.rails = 8;
   a.pieces = 32;
+  const std::vector<int> &host_of = a.tiers[0];
   CollectiveArgs one_piece = a;
   one_piece.nranks = 16;
   one_piece.count = a.count / 32 / 8;
@@ -579,29 +566,41 @@ Test(hier_schedules, models_take_hier_bruck_among_many_hosts_only) {
 // Broadcast: every root, even and uneven hosts, hosts out of rank order, chunked or not; the
 // message leaves the root's host once per tree child (not once per rank), and the models take
 // hier for small messages across hosts, the chain for large ones.
-Test(hier_schedules, broadcast_over_a_tree_of_hosts) {
-  const std::vector<std::vector<int>> shapes = {
-      {2, 2}, {1, 1, 1, 1}, {3, 1, 2}, {2, 2, 2, 2, 2}, {1, 4}};
+namespace {
+
+// Every root of every shape, at these counts, in chunks of 4 and in one, by `algorithm`.
+void verify_broadcasts(const char *algorithm, const std::vector<std::vector<int>> &shapes,
+                       const std::vector<size_t> &counts, const std::vector<bool> &peer_memories) {
   for (const auto &sizes : shapes) {
     const std::vector<std::vector<int>> tiers = hosts_of_sizes(sizes);
     const int n = static_cast<int>(tiers[0].size());
     for (int root = 0; root < n; ++root)
-      for (size_t count : {size_t{1}, size_t{13}})
-        for (size_t chunk : {size_t{0}, size_t{4}}) {
-          CollectiveArgs a;
-          a.collective = Collective::kBroadcast;
-          a.algorithm = "hier";
-          a.nranks = n;
-          a.root = root;
-          a.count = count;
-          a.chunk_elems = chunk;
-          a.tiers = tiers;
-          a.hosts = static_cast<int>(sizes.size());
-          const Status s = verify_collective(a);
-          cr_assert(s.ok(), "hier broadcast of %zu hosts, root %d, count %zu, chunk %zu: %s",
-                    sizes.size(), root, count, chunk, s.message().c_str());
-        }
+      for (size_t count : counts)
+        for (size_t chunk : {size_t{0}, size_t{4}})
+          for (bool peer_memory : peer_memories) {
+            CollectiveArgs a;
+            a.collective = Collective::kBroadcast;
+            a.algorithm = algorithm;
+            a.nranks = n;
+            a.root = root;
+            a.count = count;
+            a.chunk_elems = chunk;
+            a.tiers = tiers;
+            a.hosts = static_cast<int>(sizes.size());
+            a.peer_memory = peer_memory;
+            const Status s = verify_collective(a);
+            cr_assert(s.ok(), "%s broadcast, %zu hosts, root %d, count %zu, chunk %zu%s: %s",
+                      algorithm, sizes.size(), root, count, chunk,
+                      peer_memory ? ", peer memory" : "", s.message().c_str());
+          }
   }
+}
+
+}  // namespace
+
+Test(hier_schedules, broadcast_over_a_tree_of_hosts) {
+  verify_broadcasts("hier", {{2, 2}, {1, 1, 1, 1}, {3, 1, 2}, {2, 2, 2, 2, 2}, {1, 4}}, {1, 13},
+                    {false});
   verify_hier({{1, 0, 2, 1, 0, 2}}, 6, {5, 37}, {0, 3}, Collective::kBroadcast);
 
   CollectiveArgs a;
@@ -634,31 +633,8 @@ Test(hier_schedules, broadcast_over_a_tree_of_hosts) {
 Test(hier_schedules, broadcast_over_every_rail) {
   // Every root, counts that leave parts and chunks empty or uneven, with and without peer
   // memory; hosts of unlike sizes and of one rank fall back to the chain.
-  const std::vector<std::vector<int>> shapes = {{2, 2},       {3, 3, 3}, {4, 4},
-                                                {2, 2, 2, 2}, {2, 3},    {1, 1, 1}};
-  for (const auto &sizes : shapes) {
-    const std::vector<std::vector<int>> tiers = hosts_of_sizes(sizes);
-    const int n = static_cast<int>(tiers[0].size());
-    for (int root = 0; root < n; ++root)
-      for (size_t count : {size_t{1}, size_t{5}, size_t{37}})
-        for (size_t chunk : {size_t{0}, size_t{4}})
-          for (bool peer_memory : {false, true}) {
-            CollectiveArgs a;
-            a.collective = Collective::kBroadcast;
-            a.algorithm = "rails";
-            a.nranks = n;
-            a.root = root;
-            a.count = count;
-            a.chunk_elems = chunk;
-            a.tiers = tiers;
-            a.hosts = static_cast<int>(sizes.size());
-            a.peer_memory = peer_memory;
-            const Status s = verify_collective(a);
-            cr_assert(s.ok(), "rails broadcast, %zu hosts, root %d, count %zu, chunk %zu%s: %s",
-                      sizes.size(), root, count, chunk, peer_memory ? ", peer memory" : "",
-                      s.message().c_str());
-          }
-  }
+  verify_broadcasts("rails", {{2, 2}, {3, 3, 3}, {4, 4}, {2, 2, 2, 2}, {2, 3}, {1, 1, 1}},
+                    {1, 5, 37}, {false, true});
 }
 
 Test(hier_schedules, rail_broadcast_sends_each_byte_once_per_host) {
