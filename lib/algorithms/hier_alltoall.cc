@@ -111,7 +111,7 @@ double hier_alltoall_cost(const CollectiveArgs &args) {
   if (hosts.count() < 2 || L < 2) return std::numeric_limits<double>::infinity();
   const double n = args.nranks, l = static_cast<double>(L), H = hosts.count();
   const double b = count_bytes(args);
-  const CostConstants &c = kCostConstants, &net = kNetCostConstants;
+  const CostConstants &c = args.local, &net = args.net;
   return 2 * (c.alpha + (n - l) * (c.overhead + b * c.beta)) + net.alpha + (H - 1) * net.overhead +
          l * (n - l) * b * net.beta;
 }
@@ -122,9 +122,9 @@ double pairwise_alltoall_cost(const CollectiveArgs &args) {
   for (const std::vector<int> &on : hosts.ranks) L = std::max(L, on.size());
   const double n = args.nranks, b = count_bytes(args);
   if (args.hosts < 2 || hosts.count() < 2)
-    return kCostConstants.alpha + (n - 1) * (kCostConstants.overhead + b * kCostConstants.beta);
+    return args.local.alpha + (n - 1) * (args.local.overhead + b * args.local.beta);
   const double l = static_cast<double>(L);
-  const CostConstants &net = kNetCostConstants;
+  const CostConstants &net = args.net;
   return net.alpha + (n - 1) * net.overhead + l * (n - l) * b * net.beta;
 }
 

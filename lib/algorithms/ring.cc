@@ -213,7 +213,7 @@ void build_ring_reduce(const CollectiveArgs &args, Schedule *schedule) {
 }
 
 double ring_reduce_cost(const CollectiveArgs &args) {
-  const CostConstants &c = args.hosts > 1 ? kNetCostConstants : kCostConstants;
+  const CostConstants &c = args.hosts > 1 ? args.net : args.local;
   const int n = args.nranks;
   if (n <= 1) return 0.0;
   const double block = count_bytes(args) / n;

@@ -99,7 +99,7 @@ void build_tree_reduce(const CollectiveArgs &args, Schedule *schedule) {
 }
 
 double tree_reduce_cost(const CollectiveArgs &args) {
-  const CostConstants &c = args.hosts > 1 ? kNetCostConstants : kCostConstants;
+  const CostConstants &c = args.hosts > 1 ? args.net : args.local;
   const int n = args.nranks;
   const double bytes = count_bytes(args);
   const int radix = tree_radix(n, bytes, kCostConstants);
