@@ -82,6 +82,8 @@ SETUPS = {
     "2x2r2a2a": (2, 2, 2, [64 * M], 3, 1, "alltoall, 2 hosts x 2 ranks x 2 rails", "alltoall"),
     # Not in the default run (8 ranks on this machine's 2 cores: minutes a round); by name.
     "4x2": (4, 2, 1, [64 * M], 3, 1, "4 hosts x 2 ranks, 1 NIC", "allreduce"),
+    "2x2r2bc": (2, 2, 2, [16 * M, 64 * M], 3, 1, "broadcast, 2 hosts x 2 ranks x 2 rails",
+                "broadcast"),
     "4x2rs": (4, 2, 1, [M, 8 * M, 64 * M], 3, 1, "reduce-scatter, 4 hosts x 2 ranks, 1 NIC",
               "reduce_scatter"),
 }

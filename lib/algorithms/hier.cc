@@ -532,7 +532,7 @@ TierCost network_tier(const CollectiveArgs &args, size_t piece_count,
   leaf_algorithm.build(among, &piece);
   for (const Step &step : piece.steps) t.messages += is_message(step.kind) ? 1 : 0;
   const int local = fastest_tier_groups(args).largest;
-  const int links = std::max(1, std::min(args.rails, local));
+  const int links = rails_for(args, local);
   among.net.beta *= static_cast<double>(local) / links;
   among.count = 1;
   t.latency = leaf_algorithm.cost(among);

@@ -264,7 +264,7 @@ double hier_two_level_cost(const CollectiveArgs &args, bool reducing) {
   const int groups = tier.groups, local = tier.largest;
   if (groups < 2 || local < 2) return std::numeric_limits<double>::infinity();
   const double block = count_bytes(args);
-  const int links = std::max(1, std::min(args.rails, local));
+  const int links = rails_for(args, local);
   const double network = args.net.alpha + (groups - 1) * local * block * args.net.beta / links;
   const double local_beta = args.peer_memory ? args.local.beta / 2 : args.local.beta;
   const double local_byte_cost = reducing ? std::max(local_beta, args.local.gamma) : local_beta;

@@ -33,7 +33,7 @@ uint32_t tag_of(int part, int chunk, int chunks) {
 // (each rank drives its own, DDL_RAILS).
 CostConstants rail_constants(const CollectiveArgs &args, int L) {
   CostConstants net = args.net;
-  net.beta *= static_cast<double>(L) / std::max(1, std::min(args.rails, L));
+  net.beta *= static_cast<double>(L) / rails_for(args, L);
   return net;
 }
 
@@ -152,7 +152,7 @@ double rail_broadcast_cost(const CollectiveArgs &args) {
   // sub-chunk terms then decide) took the rails on emulated hosts where nothing was measured;
   // the rails are for hosts with several NICs.
   const TierGroups tier = fastest_tier_groups(args);
-  if (args.rails < 2 || tier.groups < 2 || tier.largest < 2 ||
+  if (rails_for(args, tier.largest) < 2 || tier.groups < 2 || tier.largest < 2 ||
       tier.groups * tier.largest != args.nranks)
     return std::numeric_limits<double>::infinity();
   const int H = tier.groups, L = tier.largest;

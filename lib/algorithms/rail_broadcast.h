@@ -26,7 +26,7 @@ namespace ddl {
 
 void build_rail_broadcast(const CollectiveArgs &args, Schedule *schedule);
 // Infinite unless the ranks span 2 or more hosts of 2 or more ranks each, all alike, with 2 or
-// more NICs (CollectiveArgs::rails; the library's models see one: DDL_ALGO=rails there).
+// more NICs (CollectiveArgs::rails) and 64 KB or more (rails_for, schedule.h).
 double rail_broadcast_cost(const CollectiveArgs &args);
 
 }  // namespace ddl

@@ -205,6 +205,11 @@ size_t network_chunk_elems(const CollectiveArgs &args) {
   return args.chunk_elems == 0 ? network : std::min(args.chunk_elems, network);
 }
 
+int rails_for(const CollectiveArgs &args, int local) {
+  if (count_bytes(args) < 64.0 * 1024) return 1;
+  return std::max(1, std::min(args.rails, local));
+}
+
 double count_bytes(const CollectiveArgs &args) {
   return static_cast<double>(args.count) * static_cast<double>(args.elem_size);
 }

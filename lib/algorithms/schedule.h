@@ -234,6 +234,12 @@ bool start_blocks_schedule(const CollectiveArgs &args, Collective collective, co
 // 64 KB when the ranks span hosts, args.chunk_elems otherwise.
 size_t network_chunk_elems(const CollectiveArgs &args);
 
+// How many NICs a host's `local` ranks share between hosts, as the models price it:
+// min(rails, local) from 64 KB a call; below, a call's bytes do not fill one link and the rails
+// would change nothing but rounding (an exact tie of rd and hier at 8 B on 2 hosts x 4 went to
+// hier with 2 rails, where hier measured 3x rd's time on 2 x 2).
+int rails_for(const CollectiveArgs &args, int local);
+
 // What the cost models read from the arguments: the bytes of args.count elements, and how
 // the fastest tier's groups (hosts; one group without tiers) divide the ranks.
 double count_bytes(const CollectiveArgs &args);

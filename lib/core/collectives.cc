@@ -109,6 +109,7 @@ CollectiveArgs args_of(const ddl_comm *comm, const CollectiveCall &call, bool in
   args.hosts = comm->hosts;
   args.peer_memory = comm->single_copy_tier;
   args.pieces = comm->config.hier_pieces;
+  args.rails = comm->rails_in_use;
   args.layout = call.layout;
   return args;
 }

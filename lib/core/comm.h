@@ -45,8 +45,11 @@ struct ddl_comm {
   std::unique_ptr<ddl::Bootstrap> bootstrap;
   std::unique_ptr<ddl::NetworkTransport> transport;  // every peer; notices
   std::unique_ptr<ddl::ShmTransport> shm;            // peers on this host, when it works here
-  std::unique_ptr<ddl::NetworkTransport> rail;   // this rank's own NIC (lib/core/rails.h), or null
-  std::vector<std::string> rdma_rails;           // this host's RDMA NICs (lib/core/rails.h)
+  std::unique_ptr<ddl::NetworkTransport> rail;  // this rank's own NIC (lib/core/rails.h), or null
+  std::vector<std::string> rdma_rails;          // this host's RDMA NICs (lib/core/rails.h)
+  // The rails every rank drives (1: none), the same on every rank: what the cost models are
+  // told a host's ranks share between hosts (CollectiveArgs::rails).
+  int rails_in_use = 1;
   ddl::topo::GpuRail gpu_rail;                   // the NIC closest to this rank's GPU, if any
   std::unique_ptr<ddl::RoutedTransport> routes;  // what collectives use: shm, rail, else UCX
   ddl::Executor executor;

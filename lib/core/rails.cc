@@ -312,6 +312,11 @@ Status connect_rails(ddl_comm *comm) {
   } else if (!s.ok()) {
     return s;
   }
+  // The models' rails: only when every rank has its own (every rank sees the same addresses,
+  // so every rank decides alike; one without a rail leaves the models with one).
+  const bool every_rank_has_one =
+      std::all_of(all.begin(), all.end(), [](const std::string &a) { return !a.empty(); });
+  comm->rails_in_use = every_rank_has_one ? static_cast<int>(rails) : 1;
   if (!comm->rail) return Status::Ok();
   comm->routes->add_rail(comm->rail.get(), via_rail);
   DDL_INFO("rail %d of %zu: NIC %s (%s) carries this rank's traffic to ranks %s",
