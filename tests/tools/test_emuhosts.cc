@@ -307,6 +307,28 @@ Test(emuhosts, rails_drive_every_nic_of_a_host) {
   }
 }
 
+// The models are told the rails every rank drives: a large broadcast goes over every rail
+// (lib/algorithms/rail_broadcast.h), half of it over each of the root's host's NICs, where
+// the chain sent it all through one.
+Test(emuhosts, the_models_send_a_broadcast_over_every_rail) {
+  up_or_skip({"--hosts", "2", "--rails", "2"});
+  const auto before = nic_tx_bytes("h0");
+  RunResult r =
+      ddl_perf_on("h0:2,h1:2", {"DDL_LOG_LEVEL=info"},
+                  {"-C", "broadcast", "-b", "16M", "-e", "16M", "-n", "2", "-w", "0", "-c", "1"});
+  cr_assert_eq(r.exit_status, 0, "stdout:\n%s\nstderr:\n%s", r.out.c_str(), r.err.c_str());
+  cr_assert(contains(r.out, "# Out of bounds values : 0 OK"), "%s", r.out.c_str());
+  cr_assert(contains(r.out + r.err, "broadcast of 16777216 B: rails (models:"),
+            "no rank says the broadcast went over the rails:\n%s", r.err.c_str());
+  const auto after = nic_tx_bytes("h0");
+  cr_assert_eq(after.size(), 2u, "h0 has %zu NICs", after.size());
+  for (size_t nic = 0; nic < after.size(); ++nic) {
+    const long long sent = after[nic].second - before[nic].second;
+    // Root 0 on h0: each NIC carries half of every broadcast (8 MB); at least 2 ran.
+    cr_assert(sent > 12ll << 20, "h0 %s sent only %lld B", after[nic].first.c_str(), sent);
+  }
+}
+
 // DDL_RAILS=auto takes the NICs the topology finds. Here the topology is a file describing 8
 // InfiniBand NICs these emulated hosts do not have: the rails cannot connect, and the job
 // must go on without them on every rank, saying why, rather than fail.
