@@ -167,6 +167,7 @@ bool parse_options(int argc, char **argv, Options *options, std::string *error) 
   std::string cluster_path;
   std::vector<std::string> sets;
   int hosts = 0, ranks_per_host = 0;
+  bool max_given = false;
   opterr = 0;
   optind = 1;
   int opt;
@@ -208,6 +209,7 @@ bool parse_options(int argc, char **argv, Options *options, std::string *error) 
           return *error = std::string("-") + static_cast<char>(opt) +
                           " wants a size like 64M, not '" + arg + "'",
                  false;
+        max_given = max_given || opt == 'e';
         break;
       case 'f':
         if (!parse_positive(arg, &options->factor) || options->factor <= 1)
@@ -279,6 +281,9 @@ bool parse_options(int argc, char **argv, Options *options, std::string *error) 
   if (!s.ok()) return *error = s.message(), false;
   if (hosts) options->cluster.hosts = hosts;
   if (ranks_per_host) options->cluster.ranks_per_host = ranks_per_host;
+  // -b alone past -e's default: that one size (--trace and --goal take -b only).
+  if (!max_given && options->min_bytes > options->max_bytes)
+    options->max_bytes = options->min_bytes;
   if (options->min_bytes > options->max_bytes) return *error = "-b is larger than -e", false;
   if (options->host_counts.empty()) options->host_counts.push_back(options->cluster.hosts);
   if (!ddl::known_algorithm(options->algorithm))
