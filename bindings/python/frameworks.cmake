@@ -49,13 +49,9 @@ function(ddl_framework_modules out_dir result)
     list(GET jax_info 0 jax_version)
     list(GET jax_info 1 jax_include)
     message(STATUS "ddl.jax: building the XLA handlers against jax ${jax_version}")
-    add_library(_ffi_calls MODULE ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/ddl/jax/ffi_calls.cc)
-    set_target_properties(_ffi_calls PROPERTIES PREFIX "" CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON
-                          CXX_EXTENSIONS OFF)
+    ddl_plain_module(_ffi_calls ddl/jax/ffi_calls.cc)
     set_property(TARGET _ffi_calls PROPERTY COMPILE_OPTIONS "")
-    target_include_directories(_ffi_calls PRIVATE ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/ddl)
     target_include_directories(_ffi_calls SYSTEM PRIVATE ${jax_include})
-    target_link_libraries(_ffi_calls PRIVATE ${CMAKE_DL_LIBS})
     ddl_framework_module(_ffi_calls jax JAX_VERSION ${jax_version})
   else()
     message(STATUS "ddl.jax: no jax in ${Python_EXECUTABLE}'s environment; compiled at first use")
@@ -69,14 +65,10 @@ function(ddl_framework_modules out_dir result)
     string(REPLACE "|" ";" tf_compile "${tf_compile}")
     string(REPLACE "|" ";" tf_link "${tf_link}")
     message(STATUS "ddl.tensorflow: building the ops against TensorFlow ${tf_version}")
-    add_library(_ops MODULE ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/ddl/tensorflow/ops.cc)
-    set_target_properties(_ops PROPERTIES PREFIX "" CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON
-                          CXX_EXTENSIONS OFF)
+    ddl_plain_module(_ops ddl/tensorflow/ops.cc)
     # TensorFlow's flags (include dir, C++ standard, ABI) as tf.sysconfig gives them.
-    target_include_directories(_ops PRIVATE ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/ddl)
     set_property(TARGET _ops PROPERTY COMPILE_OPTIONS ${tf_compile} -w -O2)
     target_link_options(_ops PRIVATE ${tf_link})
-    target_link_libraries(_ops PRIVATE ${CMAKE_DL_LIBS})
     ddl_framework_module(_ops tensorflow TF_VERSION ${tf_version})
   else()
     message(STATUS "ddl.tensorflow: no TensorFlow in ${Python_EXECUTABLE}'s environment; compiled at first use")
@@ -96,6 +88,16 @@ function(ddl_ask_python result code)
   endif()
   set(${result} "${list}" PARENT_SCOPE)
 endfunction()
+
+# A C++17 module loaded by ctypes or the framework's loader (no "lib" prefix, no Python
+# symbols), `source` under this directory, which it includes from (ddl/...).
+macro(ddl_plain_module target source)
+  add_library(${target} MODULE ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/${source})
+  set_target_properties(${target} PROPERTIES PREFIX "" CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON
+                        CXX_EXTENSIONS OFF)
+  target_include_directories(${target} PRIVATE ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/ddl)
+  target_link_libraries(${target} PRIVATE ${CMAKE_DL_LIBS})
+endmacro()
 
 # One module's place: OUT_DIR/<package>/, with _build_info.py (VERSION_NAME = "version").
 macro(ddl_framework_module target package version_name version)

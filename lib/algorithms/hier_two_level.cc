@@ -247,14 +247,6 @@ std::vector<uint32_t> steps_of(const std::vector<std::vector<uint32_t>> &written
   return after;
 }
 
-// Whether every host has as many ranks (each rank then has a rail) and there are 2 or more.
-bool even_hosts(const Hosts &hosts) {
-  if (hosts.count() < 2) return false;
-  for (const auto &ranks : hosts.ranks)
-    if (ranks.size() != hosts.ranks[0].size()) return false;
-  return true;
-}
-
 // Both hier forms cost the same shape: the other hosts' blocks over the host's links (its L
 // ranks share min(rails, L) of them: each drives its own NIC), one round of messages; then
 // L-1 local peers each get every host's block, by message or (peer memory) by single copy,
@@ -448,7 +440,7 @@ void build_hier_broadcast(const CollectiveArgs &args, Schedule *schedule) {
 }
 
 void build_hier_bruck_allgather(const CollectiveArgs &args, Schedule *schedule) {
-  if (!even_hosts(Hosts(args))) return build_hier_allgather(args, schedule);
+  if (!Hosts(args).even()) return build_hier_allgather(args, schedule);  // each rank a rail
   if (!start_blocks_schedule(args, Collective::kAllgather, "hier_bruck", schedule)) return;
   const Layout l(args);
   if (l.block == 0) return;
@@ -485,7 +477,7 @@ void build_hier_bruck_allgather(const CollectiveArgs &args, Schedule *schedule) 
 }
 
 void build_hier_bruck_reduce_scatter(const CollectiveArgs &args, Schedule *schedule) {
-  if (!even_hosts(Hosts(args))) return build_hier_reduce_scatter(args, schedule);
+  if (!Hosts(args).even()) return build_hier_reduce_scatter(args, schedule);
   if (!start_blocks_schedule(args, Collective::kReduceScatter, "hier_bruck", schedule)) return;
   const Layout l(args);
   if (l.block == 0) return;

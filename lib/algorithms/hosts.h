@@ -28,6 +28,13 @@ struct Hosts {
   }
 
   int count() const { return static_cast<int>(ranks.size()); }
+  // Two or more hosts, every one with as many ranks as the first.
+  bool even() const {
+    if (count() < 2) return false;
+    for (const auto &on : ranks)
+      if (on.size() != ranks[0].size()) return false;
+    return true;
+  }
   // The rank of host g that takes rank r's block there.
   int agent(int g, int r) const {
     const std::vector<int> &on = ranks[static_cast<size_t>(g)];

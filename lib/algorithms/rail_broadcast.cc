@@ -13,14 +13,6 @@
 namespace ddl {
 namespace {
 
-// Whether every host has the same number of ranks, two or more, on two or more hosts.
-bool alike_hosts(const Hosts &hosts) {
-  if (hosts.count() < 2 || hosts.ranks[0].size() < 2) return false;
-  for (const auto &ranks : hosts.ranks)
-    if (ranks.size() != hosts.ranks[0].size()) return false;
-  return true;
-}
-
 // Messages between two ranks are told apart by part and chunk (past the transport's range:
 // the plan fails with advice, as elsewhere).
 uint32_t tag_of(int part, int chunk, int chunks) {
@@ -56,7 +48,7 @@ size_t rail_chunk_elems(const CollectiveArgs &args, int H, int L, size_t part_el
 
 void build_rail_broadcast(const CollectiveArgs &args, Schedule *schedule) {
   const Hosts hosts(args);
-  if (!alike_hosts(hosts)) return build_chain_broadcast(args, schedule);
+  if (!hosts.even() || hosts.ranks[0].size() < 2) return build_chain_broadcast(args, schedule);
   // Broadcast has one buffer, modelled as the output (as the chain's).
   schedule->algorithm = "rails";
   schedule->input_count = schedule->output_count = args.count;
