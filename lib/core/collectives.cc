@@ -10,10 +10,7 @@
 #include "lib/common/log.h"
 #include "lib/common/process_liveness.h"
 #include "lib/core/call_checks.h"
-#include "lib/core/direct_allreduce.h"
-#include "lib/core/flat_collectives.h"
 #include "lib/core/peer_buffers.h"
-#include "lib/core/point_to_point.h"
 #include "lib/core/progress.h"
 #include "lib/device/staging.h"
 
@@ -70,13 +67,6 @@ Status find_plan(ddl_comm *comm, const CollectiveCall &call, bool in_place, cons
   comm->last_plan_key = key;
   comm->plans[key] = std::move(made);
   return Status::Ok();
-}
-
-// Whether no call of this collective and count went the single-copy or slots way before (at
-// most kMaxCachedPlans remembered, as plans are).
-bool first_of_its_shape(ddl_comm *comm, const CollectiveCall &call) {
-  if (comm->logged_shapes.size() >= kMaxCachedPlans) comm->logged_shapes.clear();
-  return comm->logged_shapes.insert({call.collective, call.count}).second;
 }
 
 // The plan of a call that moves no data: no steps, so the executor only exchanges the call
@@ -179,10 +169,6 @@ CallSignature signature_of(const CollectiveCall &call, uint32_t seq) {
   return signature;
 }
 
-namespace {
-
-// Where the call's buffers are (host and device mixed is an error), and the refusal of device
-// buffers for the calls that have no device path.
 Status locate_buffers(const CollectiveCall &call, device::PointerInfo *where) {
   DDL_RETURN_IF_ERROR(device::classify_call(call, where));
   if (where->kind == device::MemoryKind::kDevice && !staged_on_device(call.collective))
@@ -190,8 +176,6 @@ Status locate_buffers(const CollectiveCall &call, device::PointerInfo *where) {
                        collective_name(call.collective));
   return Status::Ok();
 }
-
-}  // namespace
 
 Status check_collective(const ddl_comm *comm, const CollectiveCall &call) {
   bool in_place = false;
@@ -206,78 +190,11 @@ std::string describe_call(const ddl_comm *comm, const CollectiveCall &call, uint
   return strprintf("rank %d: ", comm->rank) + describe_signature(signature_of(call, seq));
 }
 
-Status run_collective(ddl_comm *comm, const CollectiveCall &call) {
-  if (call.stream) return device::run_stream_call(comm, call);
-  // Without a CUDA driver (a cached answer) every buffer is host memory.
-  if (device::cuda_driver()) {
-    device::PointerInfo where;
-    Status s = locate_buffers(call, &where);
-    if (!s.ok())
-      return s.prefix(describe_call(comm, call, static_cast<uint32_t>(comm->calls)) + ": ");
-    if (where.kind == device::MemoryKind::kDevice)
-      return device::run_device_collective(comm, call, where, /*from_stream=*/false);
-  }
-  if (is_point_to_point(call.collective)) {
-    DDL_RETURN_IF_ERROR(check_collective(comm, call));
-    return run_point_to_point(comm, {call});
-  }
-  return run_host_collective(comm, call);
-}
-
 namespace {
 
-// A one-host way of running calls made of its functions (the single copy's, the shared
-// slots'), with the name DDL_ALGO gives it: whether it can take a call at all (possible),
-// whether it should unforced (applies), why, and the run.
-class FunctionRunner : public CallRunner {
- public:
-  using Test = bool (*)(const ddl_comm *, const CollectiveCall &);
-  using Why = std::string (*)(const ddl_comm *, const CollectiveCall &);
-  using Run = Status (*)(ddl_comm *, const CollectiveCall &, const ExecArgs &, uint64_t, bool *);
-  FunctionRunner(const char *name, Test possible_fn, Test applies_fn, Why why_fn, Run run_fn)
-      : name_(name), possible_(possible_fn), applies_(applies_fn), why_(why_fn), run_(run_fn) {}
-  const char *name() const { return name_; }
-  bool possible(const ddl_comm *comm, const CollectiveCall &call) const {
-    return possible_(comm, call);
-  }
-  bool applies(const ddl_comm *comm, const CollectiveCall &call) const override {
-    return applies_(comm, call);
-  }
-  std::string why(ddl_comm *comm, const CollectiveCall &call) override {
-    if (comm->config.algorithm == name_) return std::string(name_) + " (forced by DDL_ALGO)";
-    return why_(comm, call);
-  }
-  Status run(ddl_comm *comm, const CollectiveCall &call, const ExecArgs &exec, uint64_t call_number,
-             bool *found_failure) override {
-    return run_(comm, call, exec, call_number, found_failure);
-  }
-
- private:
-  const char *name_;
-  Test possible_;
-  Test applies_;
-  Why why_;
-  Run run_;
-};
-
-FunctionRunner &direct_way() {
-  static FunctionRunner way("direct", direct_collective_possible, direct_collective_applies,
-                            why_direct, run_direct_collective);
-  return way;
-}
-
-FunctionRunner &flat_way() {
-  static FunctionRunner way("flat", flat_collective_possible, flat_collective_applies,
-                            why_flat_collective, run_flat_collective);
-  return way;
-}
-
-// Every call: its schedule (the algorithm the models or DDL_ALGO choose) on the executor,
-// with the peers' buffers published around it when its steps copy between them.
 class ScheduleRunner : public CallRunner {
  public:
-  bool applies(const ddl_comm *, const CollectiveCall &) const override { return true; }
-  std::string why(ddl_comm *comm, const CollectiveCall &call) override {
+  static std::string why(ddl_comm *comm, const CollectiveCall &call) {
     const Plan *plan = nullptr;
     Status s = plan_of(comm, call, &plan);
     if (!s.ok()) return s.message();
@@ -315,6 +232,15 @@ class ScheduleRunner : public CallRunner {
 
 }  // namespace
 
+CallRunner &schedule_runner() {
+  static ScheduleRunner runner;
+  return runner;
+}
+
+std::string why_schedule(ddl_comm *comm, const CollectiveCall &call) {
+  return ScheduleRunner::why(comm, call);
+}
+
 std::string forced_schedule(const ddl_comm *comm, Collective collective) {
   const std::string &forced = comm->config.algorithm;
   if (forced.empty()) return forced;
@@ -323,37 +249,7 @@ std::string forced_schedule(const ddl_comm *comm, Collective collective) {
   return std::string();
 }
 
-CallRunner &choose_runner(const ddl_comm *comm, const CollectiveCall &call) {
-  static ScheduleRunner schedule;
-  FunctionRunner *one_host_ways[] = {&direct_way(), &flat_way()};  // in order of preference
-  // DDL_ALGO first: a one-host way by its name where it can take the call, or one of the
-  // collective's schedules (args_of hands the name to the registry). A name that is neither
-  // for this call leaves it to the choice below.
-  const std::string &forced = comm->config.algorithm;
-  if (!forced.empty()) {
-    for (FunctionRunner *way : one_host_ways)
-      if (forced == way->name() && way->possible(comm, call)) return *way;
-    if (!forced_schedule(comm, call.collective).empty()) return schedule;
-  }
-  for (FunctionRunner *way : one_host_ways)
-    if (way->applies(comm, call)) return *way;
-  return schedule;
-}
-
-void warn_of_unavailable_way(const ddl_comm *comm) {
-  const std::string &forced = comm->config.algorithm;
-  if (comm->nranks < 2) return;
-  if (forced == "direct" && !(comm->cma && comm->hosts == 1))
-    DDL_WARN(
-        "DDL_ALGO=direct needs every rank on one host and single-copy transfers between "
-        "them; neither here: the calls are chosen as without it");
-  if (forced == "flat" && !comm->flat)
-    DDL_WARN(
-        "DDL_ALGO=flat needs every rank on one host and shared memory between them; not "
-        "here: the calls are chosen as without it");
-}
-
-Status run_host_collective(ddl_comm *comm, const CollectiveCall &call, CallRunner *runner) {
+Status run_host_collective(ddl_comm *comm, const CollectiveCall &call, CallRunner &runner) {
   const uint32_t seq = static_cast<uint32_t>(comm->calls);
   // Built only on failure: the success path stays free of string formatting.
   auto context = [&] { return describe_call(comm, call, seq) + ": "; };
@@ -372,7 +268,6 @@ Status run_host_collective(ddl_comm *comm, const CollectiveCall &call, CallRunne
   const bool empty = call.count == 0 && call.collective != Collective::kBarrier &&
                      !per_peer_counts(call.collective);
   if (empty && comm->nranks == 1) return Status::Ok();
-  CallRunner &chosen = runner ? *runner : choose_runner(comm, call);
 
   ExecArgs exec;
   exec.input = call.collective == Collective::kBroadcast ? call.recvbuf : call.sendbuf;
@@ -397,12 +292,8 @@ Status run_host_collective(ddl_comm *comm, const CollectiveCall &call, CallRunne
                                 ? std::min(comm->spins_before_yield, kProgressThreadSpins)
                                 : comm->spins_before_yield;
   exec.yields_before_sleep = comm->yields_before_sleep;
-  // Once per shape; the level first: a training loop at the default level pays no lookup.
-  if (log_level() >= LogLevel::kInfo && first_of_its_shape(comm, call))
-    DDL_INFO("%s of %zu B: %s", collective_name(call.collective), call_bytes(call),
-             chosen.why(comm, call).c_str());
   bool found_failure = false;
-  s = chosen.run(comm, call, exec, call_number, &found_failure);
+  s = runner.run(comm, call, exec, call_number, &found_failure);
   if (!s.ok() && found_failure) send_failure_notice(comm, s);
   if (!s.ok()) {
     s.prefix(context());

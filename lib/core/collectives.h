@@ -11,7 +11,8 @@
 
 namespace ddl {
 namespace device {
-struct StreamCall;  // lib/device/stream_calls.cc
+struct StreamCall;   // lib/device/stream_calls.cc
+struct PointerInfo;  // lib/device/cuda_driver.h
 }  // namespace device
 
 struct CollectiveCall {
@@ -34,23 +35,23 @@ struct CollectiveCall {
   device::StreamCall *stream = nullptr;
 };
 
-// A way to run a call: the shared slots, the single copy, a schedule on the executor, or
-// lib/device's CUDA-IPC allreduce. run_host_collective chooses one (the first whose applies()
-// holds, the schedule last: it takes every call) and hands it the call as it prepared it:
-// checked, numbered (call_number, as ddl_comm::calls), with its ExecArgs (sequence number,
-// signature, notices, deadline, abort); run_host_collective keeps the rest (the log line once
-// per shape, failure notices when *found_failure, the sticky failure, the error's prefix
-// naming the call).
+// How a host row of the dispatch (lib/core/dispatch.h: direct, flat, schedule) or lib/device's
+// CUDA-IPC allreduce moves a call, once run_host_collective has prepared it: checked, numbered
+// (call_number, as ddl_comm::calls), with its ExecArgs (sequence number, signature, notices,
+// deadline, abort); run_host_collective keeps the rest (failure notices when *found_failure,
+// the sticky failure, the error's prefix naming the call).
 class CallRunner {
  public:
   virtual ~CallRunner() = default;
-  // Whether it takes this checked call; every rank must decide alike.
-  virtual bool applies(const ddl_comm *comm, const CollectiveCall &call) const = 0;
-  // Why it takes it: one line for the log.
-  virtual std::string why(ddl_comm *comm, const CollectiveCall &call) = 0;
   virtual Status run(ddl_comm *comm, const CollectiveCall &call, const ExecArgs &exec,
                      uint64_t call_number, bool *found_failure) = 0;
 };
+
+// The schedule row's runner: the call's schedule (the algorithm the models or DDL_ALGO
+// choose) on the executor, with the peers' buffers published around it when its steps copy
+// between them; and why that schedule, for the log.
+CallRunner &schedule_runner();
+std::string why_schedule(ddl_comm *comm, const CollectiveCall &call);
 
 // Bytes of call.count elements of its datatype (a checked one).
 size_t call_bytes(const CollectiveCall &call);
@@ -58,25 +59,17 @@ size_t call_bytes(const CollectiveCall &call);
 // The CollectiveArgs that build a plan for a checked call on comm.
 CollectiveArgs args_of(const ddl_comm *comm, const CollectiveCall &call, bool in_place);
 
-// Validates and runs one collective on comm (a live communicator owned by this thread):
-// host buffers as they are, device buffers and stream calls through lib/device/staging.h.
-Status run_collective(ddl_comm *comm, const CollectiveCall &call);
-// The host path of run_collective: every buffer of call is host memory, run the way
-// choose_runner says; or, with a runner (lib/device's), the call as that runner moves it.
-Status run_host_collective(ddl_comm *comm, const CollectiveCall &call,
-                           CallRunner *runner = nullptr);
-// The way a checked host call runs: the one place that decides, DDL_ALGO (config.algorithm)
-// included: "direct" or "flat" where that way can take the call, a name of one of the
-// collective's schedules, else the single copy or the slots where their sizes say, else the
-// schedule the cost models choose.
-CallRunner &choose_runner(const ddl_comm *comm, const CollectiveCall &call);
+// A call whose buffers are all host memory, as `runner` moves it (see CallRunner).
+Status run_host_collective(ddl_comm *comm, const CollectiveCall &call, CallRunner &runner);
 // DDL_ALGO's name where it names one of this collective's schedules, else "" (the models).
 std::string forced_schedule(const ddl_comm *comm, Collective collective);
-// At ddl_comm_init: a DDL_ALGO way (direct, flat) this communicator cannot take, said once.
-void warn_of_unavailable_way(const ddl_comm *comm);
 
-// The argument checks of run_collective alone, for calls queued to run later (nonblocking
-// calls, groups): they fail at the call, naming the rank and the collective.
+// Where the call's buffers are (host and device mixed is an error), and the refusal of device
+// buffers for the calls that have no device path.
+Status locate_buffers(const CollectiveCall &call, device::PointerInfo *where);
+
+// The argument checks of run_collective alone (lib/core/dispatch.h), for calls queued to run later
+// (nonblocking calls, groups): they fail at the call, naming the rank and the collective.
 Status check_collective(const ddl_comm *comm, const CollectiveCall &call);
 
 // Builds this rank's plan for args, every step tag raised by tag_offset (for plans that run

@@ -15,7 +15,7 @@
 #include "lib/algorithms/schedule.h"
 #include "lib/common/log.h"
 #include "lib/common/params.h"
-#include "lib/core/collectives.h"
+#include "lib/core/dispatch.h"
 #include "lib/core/progress.h"
 #include "lib/core/rails.h"
 #include "lib/device/cuda_driver.h"

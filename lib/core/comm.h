@@ -72,9 +72,9 @@ struct ddl_comm {
   // Every rank shares this host and its shm segment: small collectives go through shared
   // slots (flat_collectives.h).
   std::unique_ptr<ddl::FlatSlots> flat;
-  // The (collective, count)s the single copy or the slots logged their choice for: once each,
-  // as plans are logged once, however calls of different shapes alternate.
-  std::set<std::pair<ddl::Collective, size_t>> logged_shapes;
+  // The (collective, count, device memory)s the dispatch logged its choice for
+  // (lib/core/dispatch.cc): once each, however calls of different shapes alternate.
+  std::set<std::tuple<ddl::Collective, size_t, bool>> logged_shapes;
   // Which ranks share a host, socket, NUMA node, PCIe switch (identical on every rank).
   ddl::topo::Tiers tiers;
   // What hier and the cost models read (CollectiveArgs::tiers, hosts): by host, or DDL_TIERS.

@@ -5,6 +5,7 @@
 
 #include "lib/common/datatype.h"
 #include "lib/common/log.h"
+#include "lib/core/dispatch.h"
 #include "lib/core/point_to_point.h"
 #include "lib/device/staging.h"
 #include "lib/exec/executor.h"

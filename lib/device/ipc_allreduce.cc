@@ -103,15 +103,11 @@ char *at(CUdeviceptr base, size_t offset) {
   return reinterpret_cast<char *>(base + offset);
 }
 
+// The dispatch's cuda_ipc row decided (every rank's device buffers on this host, CUDA IPC up).
 class IpcAllreduce : public CallRunner {
  public:
   IpcAllreduce(DeviceState *st, const PointerInfo &where, bool from_stream)
       : st_(st), cu_(*st->cu), where_(where), from_stream_(from_stream) {}
-  // run_device_collective decides (every rank's device buffers on this host, CUDA IPC up).
-  bool applies(const ddl_comm *, const CollectiveCall &) const override { return true; }
-  std::string why(ddl_comm *, const CollectiveCall &) override {
-    return "CUDA IPC (device buffers of every rank on this host)";
-  }
   bool fell_back() const { return fell_back_; }
   const std::string &fallback_reason() const { return fallback_reason_; }
 
@@ -318,7 +314,8 @@ class IpcAllreduce : public CallRunner {
   std::string fallback_reason_;
 };
 
-// Logs the path a device collective takes, once per collective, path and reason.
+// Logs where a call the dispatch gave CUDA IPC went instead (the vote staged it), once per
+// collective and reason.
 void log_path(DeviceState *st, const CollectiveCall &call, const std::string &path) {
   const std::string line =
       strprintf("%s of device buffers: %s", collective_name(call.collective), path.c_str());
@@ -328,28 +325,29 @@ void log_path(DeviceState *st, const CollectiveCall &call, const std::string &pa
 
 }  // namespace
 
-Status run_device_collective(ddl_comm *comm, const CollectiveCall &call, const PointerInfo &where,
-                             bool from_stream) {
+bool cuda_ipc_possible(const ddl_comm *comm, const CollectiveCall &call, std::string *why_not) {
+  std::string why;
+  const CudaDriver *cu = cuda_driver();
+  if (!cu) {
+    why = "no CUDA driver: " + cuda_absent_reason();
+  } else if (ipc_applies(comm, *cu, call, &why)) {
+    return true;
+  }
+  if (why_not) *why_not = why;
+  return false;
+}
+
+Status run_cuda_ipc(ddl_comm *comm, const CollectiveCall &call, const PointerInfo &where,
+                    bool from_stream) {
   DeviceState *st = nullptr;
   Status s = device_state(comm, &st);
   if (!s.ok())
     return s.prefix(
         strprintf("rank %d: %s of device buffers: ", comm->rank, collective_name(call.collective)));
-  std::string why;
-  if (ipc_applies(comm, *st->cu, call, &why)) {
-    IpcAllreduce runner(st, where, from_stream);
-    s = run_host_collective(comm, call, &runner);
-    if (!runner.fell_back()) {
-      if (s.ok())
-        log_path(st, call,
-                 strprintf("CUDA IPC (every rank on this host, %d ranks reading each other's "
-                           "device memory, reduction kernels)",
-                           comm->nranks));
-      return s;
-    }
-    why = runner.fallback_reason();
-  }
-  log_path(st, call, "staged through pinned host memory: " + why);
+  IpcAllreduce runner(st, where, from_stream);
+  s = run_host_collective(comm, call, runner);
+  if (!runner.fell_back()) return s;
+  log_path(st, call, "staged through pinned host memory: " + runner.fallback_reason());
   return run_staged(comm, call, where, from_stream);
 }
 

@@ -1,5 +1,7 @@
 #include "lib/device/staging.h"
 
+#include "lib/core/dispatch.h"
+
 #include <algorithm>
 #include <thread>
 
@@ -7,6 +9,7 @@
 #include "lib/common/log.h"
 #include "lib/common/params.h"
 #include "lib/core/comm.h"
+#include "lib/core/dispatch.h"
 #include "lib/device/device_state.h"
 
 namespace ddl {
@@ -142,7 +145,7 @@ class Pipeline {
     host.sendbuf = host.recvbuf = slot;
     if (call_.collective == Collective::kAllgather) host.sendbuf = slot + rank_ * count * elem_;
     if (call_.collective == Collective::kReduceScatter) host.recvbuf = slot + rank_ * count * elem_;
-    return run_host_collective(comm_, host);
+    return dispatch(comm_, host, CallPlace{});
   }
 
   Status stage_out(size_t i) {

@@ -5,8 +5,9 @@
 // same work to the communicator's progress thread behind an event of the caller's stream, and
 // hold the stream's later work until the collective has ended, failed or been aborted.
 //
-// One mechanism beside the host path: run_collective (lib/core/collectives.cc) asks
-// classify_call where the buffers are, and hands device calls and stream calls to this file.
+// Two rows of the one dispatch (lib/core/dispatch.h): run_collective asks classify_call where
+// the buffers are; the dispatch runs device calls over CUDA IPC or staged, and stream calls
+// come back to it once run_stream_call has waited for their stream.
 #pragma once
 
 #include "lib/common/status.h"
@@ -21,19 +22,22 @@ namespace device {
 // call are an invalid_argument naming the buffers (the caller adds the rank and collective).
 Status classify_call(const CollectiveCall &call, PointerInfo *where);
 
-// Runs a collective whose buffers are device memory (where: from classify_call), on the
-// calling thread: through CUDA IPC where it applies (lib/device/ipc_allreduce.cc: an
-// allreduce, every rank on this host, the driver's IPC entry points, the kernels built),
-// else staged (run_staged); the log says which path and why. from_stream: a stream-ordered
-// call, whose stream run_stream_call has waited for (a blocking call waits for the legacy
-// default stream's work itself).
-Status run_device_collective(ddl_comm *comm, const CollectiveCall &call, const PointerInfo &where,
-                             bool from_stream);
+// Whether an allreduce of device buffers can go over CUDA IPC (lib/device/ipc_allreduce.cc:
+// every rank on this host, the driver's IPC entry points, the kernels built); if not,
+// *why_not says why (when not null). The dispatch's cuda_ipc row (lib/core/dispatch.h).
+bool cuda_ipc_possible(const ddl_comm *comm, const CollectiveCall &call, std::string *why_not);
+
+// Runs it over CUDA IPC, on the calling thread; where the ranks' vote finds one that cannot
+// open its peers' memory, staged instead (run_staged), said once in the log with the reason.
+// from_stream: a stream-ordered call, whose stream run_stream_call has waited for (a
+// blocking call waits for the legacy default stream's work itself).
+Status run_cuda_ipc(ddl_comm *comm, const CollectiveCall &call, const PointerInfo &where,
+                    bool from_stream);
 
 // Runs a collective whose buffers are device memory (where: from classify_call), on the
 // calling thread: chunks of DDL_CUDA_STAGE_BYTES (per stage; two stages in flight) go to
 // pinned host memory, through the host collective, and back. from_stream: as for
-// run_device_collective (a blocking call first waits for the legacy default stream's work).
+// run_cuda_ipc (a blocking call first waits for the legacy default stream's work).
 Status run_staged(ddl_comm *comm, const CollectiveCall &call, const PointerInfo &where,
                   bool from_stream);
 

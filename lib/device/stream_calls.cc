@@ -47,6 +47,7 @@
 #include "lib/common/log.h"
 #include "lib/common/params.h"
 #include "lib/core/comm.h"
+#include "lib/core/dispatch.h"
 #include "lib/core/progress.h"
 #include "lib/device/device_reduce.h"
 #include "lib/device/device_state.h"
@@ -271,9 +272,7 @@ Status run_stream_call(ddl_comm *comm, const CollectiveCall &call) {
       comm->failure = s;
     }
   } else {
-    s = op->where.kind == MemoryKind::kDevice
-            ? run_device_collective(comm, plain, op->where, /*from_stream=*/true)
-            : run_host_collective(comm, plain);
+    s = dispatch(comm, plain, CallPlace{op->where, /*from_stream=*/true});
     // No request carries a stream call's failure: the communicator's next call reports it.
     if (!s.ok() && comm->failure.ok() && !comm->aborted.load()) comm->failure = s;
   }

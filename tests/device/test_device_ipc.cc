@@ -5,7 +5,7 @@
 // not, odd counts and counts below the rank count, buffers inside larger allocations, 2-4
 // ranks and 9 (several kernel passes); repeated calls open nothing new and destroy closes
 // what was opened; mismatched calls, a killed rank, an export that fails (staged instead),
-// DDL_CUDA_IPC=0.
+// DDL_CUDA_IPC=0, and the dispatch's log of the row it picks.
 #include <criterion/criterion.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -220,6 +220,42 @@ Test(device_ipc, disabled_is_staged) {
       },
       with_fake("0"));
   cr_assert(failures.empty(), "%s", failures.c_str());
+}
+
+// The dispatch (lib/core/dispatch.h) names the device rows it picks, once per shape: cuda_ipc
+// where it applies; staged, with the reason, where it does not (then each chunk is a host call
+// of its own row).
+Test(device_ipc, the_dispatch_logs_the_device_row_and_why) {
+  const std::pair<const char *, std::vector<std::string>> cases[] = {
+      {nullptr, {"allreduce of 1028 B of device memory: cuda_ipc (every rank on this host"}},
+      {"0",
+       {"allreduce of 1028 B of device memory: staged (through pinned host memory: "
+        "DDL_CUDA_IPC=0)",
+        "allreduce of 1028 B: "}},
+  };
+  for (const auto &[ipc, expected] : cases) {
+    std::vector<std::string> logs;
+    const std::string failures = run_ranks_logged(
+        2,
+        [](ddl_comm_t comm, int rank, int nranks) {
+          FakeCuda::get();
+          DeviceBuffer a(300 * 4), b(300 * 4);
+          for (int i = 0; i < 2; ++i)  // the second call of the shape logs nothing
+            if (check_allreduce(comm, rank, nranks, a, b, DDL_FLOAT32, DDL_SUM, 257, false))
+              return 1;
+          return 0;
+        },
+        with_fake(ipc), &logs);
+    cr_assert(failures.empty(), "%s", failures.c_str());
+    for (int r = 0; r < 2; ++r)
+      for (const std::string &line : expected) {
+        const size_t at = logs[r].find(line);
+        cr_assert(at != std::string::npos, "DDL_CUDA_IPC=%s: rank %d's log lacks \"%s\":\n%s",
+                  ipc ? ipc : "(unset)", r, line.c_str(), logs[r].c_str());
+        cr_assert(logs[r].find(line, at + 1) == std::string::npos,
+                  "rank %d logged \"%s\" twice:\n%s", r, line.c_str(), logs[r].c_str());
+      }
+  }
 }
 
 // One rank's buffers cannot be exported (as managed memory or another allocator's cannot;

@@ -368,9 +368,9 @@ int three_small_calls(ddl_comm_t comm, int rank, int nranks) {
 
 }  // namespace
 
-// DDL_ALGO is read in one place (choose_runner): a one-host way by its name takes every
-// collective it can, a schedule's name only its own collectives, and a name that is neither
-// for a call leaves that call to the usual choice (here the shared slots for a few bytes).
+// DDL_ALGO is read in one place (choose_way, lib/core/dispatch.cc): a one-host way by its name
+// takes every collective it can, a schedule's name only its own collectives, and a name that is
+// neither for a call leaves that call to the usual choice (here the shared slots for a few bytes).
 Test(algorithms, forced_name_takes_the_calls_it_names_only) {
   const std::pair<const char *, std::vector<std::string>> cases[] = {
       {"flat",
@@ -395,6 +395,36 @@ Test(algorithms, forced_name_takes_the_calls_it_names_only) {
         cr_assert(logs[r].find(line) != std::string::npos,
                   "DDL_ALGO=%s: rank %d's log lacks \"%s\":\n%s", algorithm, r, line.c_str(),
                   logs[r].c_str());
+  }
+}
+
+namespace {
+
+// Rank 0 sends 7 int32 to rank 1, which checks them.
+int one_message(ddl_comm_t comm, int rank, int) {
+  std::vector<int32_t> data(7, rank == 0 ? 41 : -1);
+  if (rank == 0) RANK_OK(ddl_send(data.data(), data.size(), DDL_INT32, 1, comm));
+  if (rank == 1) {
+    RANK_OK(ddl_recv(data.data(), data.size(), DDL_INT32, 0, comm));
+    for (int32_t v : data) RANK_CHECK(v == 41, "rank 1: received %d", v);
+  }
+  return 0;
+}
+
+}  // namespace
+
+// Sends and receives go through the one dispatch too: their row is logged like any other,
+// and no DDL_ALGO name moves them off it.
+Test(algorithms, send_and_recv_are_a_row_of_the_dispatch) {
+  for (const char *algorithm : {"ring", "flat", "direct"}) {
+    std::vector<std::string> logs;
+    const std::string failures = run_logged(algorithm, 2, one_message, &logs);
+    cr_assert(failures.empty(), "DDL_ALGO=%s:\n%s", algorithm, failures.c_str());
+    const char *expected[] = {"send of 28 B: send_recv (", "recv of 28 B: send_recv ("};
+    for (int r = 0; r < 2; ++r)
+      cr_assert(logs[r].find(expected[r]) != std::string::npos,
+                "DDL_ALGO=%s: rank %d's log lacks \"%s\":\n%s", algorithm, r, expected[r],
+                logs[r].c_str());
   }
 }
 

@@ -1,0 +1,207 @@
+#include "lib/core/dispatch.h"
+
+#include <set>
+#include <tuple>
+
+#include "lib/common/log.h"
+#include "lib/core/call_checks.h"
+#include "lib/core/direct_allreduce.h"
+#include "lib/core/flat_collectives.h"
+#include "lib/core/point_to_point.h"
+#include "lib/device/staging.h"
+
+namespace ddl {
+namespace {
+
+bool always(const ddl_comm *, const CollectiveCall &, const CallPlace &) {
+  return true;
+}
+
+// send_recv: messages between two ranks, outside the collectives' sequence.
+bool send_recv_possible(const ddl_comm *, const CollectiveCall &call, const CallPlace &place) {
+  return is_point_to_point(call.collective) && !place.on_device();
+}
+std::string why_send_recv(ddl_comm *, const CollectiveCall &, const CallPlace &) {
+  return "send_recv (matched per pair and tag in posting order, straight from the caller's "
+         "buffer: shared memory inside a host, UCX across hosts)";
+}
+Status run_send_recv(ddl_comm *comm, const CollectiveCall &call, const CallPlace &) {
+  DDL_RETURN_IF_ERROR(check_collective(comm, call));
+  return run_point_to_point(comm, {call});
+}
+
+// cuda_ipc and staged: device buffers (lib/device).
+bool cuda_ipc_possible(const ddl_comm *comm, const CollectiveCall &call, const CallPlace &place) {
+  return place.on_device() && device::cuda_ipc_possible(comm, call, nullptr);
+}
+std::string why_cuda_ipc(ddl_comm *comm, const CollectiveCall &, const CallPlace &) {
+  return strprintf(
+      "cuda_ipc (every rank on this host, %d ranks reading each other's device memory, "
+      "reduction kernels)",
+      comm->nranks);
+}
+Status run_cuda_ipc(ddl_comm *comm, const CollectiveCall &call, const CallPlace &place) {
+  return device::run_cuda_ipc(comm, call, place.where, place.from_stream);
+}
+
+bool staged_possible(const ddl_comm *, const CollectiveCall &, const CallPlace &place) {
+  return place.on_device();  // locate_buffers refused the calls without a device path
+}
+std::string why_staged(ddl_comm *comm, const CollectiveCall &call, const CallPlace &) {
+  std::string why_not_ipc;
+  device::cuda_ipc_possible(comm, call, &why_not_ipc);
+  return "staged (through pinned host memory: " + why_not_ipc + ")";
+}
+Status run_staged(ddl_comm *comm, const CollectiveCall &call, const CallPlace &place) {
+  return device::run_staged(comm, call, place.where, place.from_stream);
+}
+
+// direct and flat: one host's ways, functions of their own files; run_host_collective
+// prepares the call for them.
+class FunctionRunner : public CallRunner {
+ public:
+  using Run = Status (*)(ddl_comm *, const CollectiveCall &, const ExecArgs &, uint64_t, bool *);
+  explicit FunctionRunner(Run run_fn) : run_(run_fn) {}
+  Status run(ddl_comm *comm, const CollectiveCall &call, const ExecArgs &exec, uint64_t call_number,
+             bool *found_failure) override {
+    return run_(comm, call, exec, call_number, found_failure);
+  }
+
+ private:
+  Run run_;
+};
+
+bool direct_possible(const ddl_comm *comm, const CollectiveCall &call, const CallPlace &place) {
+  return !place.on_device() && direct_collective_possible(comm, call);
+}
+bool direct_applies(const ddl_comm *comm, const CollectiveCall &call, const CallPlace &) {
+  return direct_collective_applies(comm, call);
+}
+std::string why_direct_way(ddl_comm *comm, const CollectiveCall &call, const CallPlace &) {
+  return why_direct(comm, call);
+}
+Status run_direct(ddl_comm *comm, const CollectiveCall &call, const CallPlace &) {
+  static FunctionRunner runner(run_direct_collective);
+  return run_host_collective(comm, call, runner);
+}
+
+bool flat_possible(const ddl_comm *comm, const CollectiveCall &call, const CallPlace &place) {
+  return !place.on_device() && flat_collective_possible(comm, call);
+}
+bool flat_applies(const ddl_comm *comm, const CollectiveCall &call, const CallPlace &) {
+  return flat_collective_applies(comm, call);
+}
+std::string why_flat(ddl_comm *comm, const CollectiveCall &call, const CallPlace &) {
+  return why_flat_collective(comm, call);
+}
+Status run_flat(ddl_comm *comm, const CollectiveCall &call, const CallPlace &) {
+  static FunctionRunner runner(run_flat_collective);
+  return run_host_collective(comm, call, runner);
+}
+
+// schedule: every host call but a send or receive.
+bool schedule_possible(const ddl_comm *, const CollectiveCall &call, const CallPlace &place) {
+  return !place.on_device() && !is_point_to_point(call.collective);
+}
+std::string why_schedule_way(ddl_comm *comm, const CollectiveCall &call, const CallPlace &) {
+  return why_schedule(comm, call);
+}
+Status run_schedule(ddl_comm *comm, const CollectiveCall &call, const CallPlace &) {
+  return run_host_collective(comm, call, schedule_runner());
+}
+
+// The row that reports a call that fails its checks, as its checks word it: the one that
+// takes every call of its kind and place.
+const Way &catch_all(const CollectiveCall &call, const CallPlace &place) {
+  const std::vector<Way> &rows = ways();
+  const char *name = is_point_to_point(call.collective) ? "send_recv"
+                     : place.on_device()                ? "staged"
+                                                        : "schedule";
+  for (const Way &way : rows)
+    if (std::string(way.name) == name) return way;
+  return rows.back();
+}
+
+bool forced_by_name(const ddl_comm *comm, const Way &way) {
+  return way.forcible && comm->config.algorithm == way.name;
+}
+
+// Whether no call of this collective, count and memory went this communicator's way before
+// (at most 256 remembered: training loops repeat a handful of shapes).
+bool first_of_its_shape(ddl_comm *comm, const CollectiveCall &call, const CallPlace &place) {
+  if (comm->logged_shapes.size() >= 256) comm->logged_shapes.clear();
+  return comm->logged_shapes.insert({call.collective, call.count, place.on_device()}).second;
+}
+
+}  // namespace
+
+const std::vector<Way> &ways() {
+  static const std::vector<Way> rows = {
+      {"send_recv", false, send_recv_possible, always, why_send_recv, run_send_recv},
+      {"cuda_ipc", false, cuda_ipc_possible, always, why_cuda_ipc, run_cuda_ipc},
+      {"staged", false, staged_possible, always, why_staged, run_staged},
+      {"direct", true, direct_possible, direct_applies, why_direct_way, run_direct},
+      {"flat", true, flat_possible, flat_applies, why_flat, run_flat},
+      {"schedule", false, schedule_possible, always, why_schedule_way, run_schedule},
+  };
+  return rows;
+}
+
+const Way &choose_way(const ddl_comm *comm, const CollectiveCall &call, const CallPlace &place) {
+  const std::vector<Way> &rows = ways();
+  if (!comm->config.algorithm.empty()) {
+    for (const Way &way : rows)
+      if (forced_by_name(comm, way) && way.possible(comm, call, place)) return way;
+    // A schedule's name: the schedule row, which hands the name to the registry (args_of).
+    const Way &schedule = rows.back();
+    if (!forced_schedule(comm, call.collective).empty() && schedule.possible(comm, call, place))
+      return schedule;
+  }
+  for (const Way &way : rows)
+    if (way.possible(comm, call, place) && way.applies(comm, call, place)) return way;
+  return catch_all(call, place);
+}
+
+Status dispatch(ddl_comm *comm, const CollectiveCall &call, const CallPlace &place) {
+  // The rows decide on checked calls; one that fails its checks goes to the row that says so
+  // in its words (naming the call and its sequence number).
+  bool in_place = false;
+  const bool valid = check_call(comm, call, &in_place).ok();
+  const Way &way = valid ? choose_way(comm, call, place) : catch_all(call, place);
+  // Once per shape; the level first: a training loop at the default level pays no lookup.
+  if (valid && log_level() >= LogLevel::kInfo && first_of_its_shape(comm, call, place)) {
+    const std::string why = forced_by_name(comm, way)
+                                ? std::string(way.name) + " (forced by DDL_ALGO)"
+                                : way.why(comm, call, place);
+    DDL_INFO("%s of %zu B%s: %s", collective_name(call.collective), call_bytes(call),
+             place.on_device() ? " of device memory" : "", why.c_str());
+  }
+  return way.run(comm, call, place);
+}
+
+Status run_collective(ddl_comm *comm, const CollectiveCall &call) {
+  if (call.stream) return device::run_stream_call(comm, call);
+  CallPlace place;
+  // Without a CUDA driver (a cached answer) every buffer is host memory.
+  if (device::cuda_driver()) {
+    Status s = locate_buffers(call, &place.where);
+    if (!s.ok())
+      return s.prefix(describe_call(comm, call, static_cast<uint32_t>(comm->calls)) + ": ");
+  }
+  return dispatch(comm, call, place);
+}
+
+void warn_of_unavailable_way(const ddl_comm *comm) {
+  const std::string &forced = comm->config.algorithm;
+  if (comm->nranks < 2) return;
+  if (forced == "direct" && !(comm->cma && comm->hosts == 1))
+    DDL_WARN(
+        "DDL_ALGO=direct needs every rank on one host and single-copy transfers between "
+        "them; neither here: the calls are chosen as without it");
+  if (forced == "flat" && !comm->flat)
+    DDL_WARN(
+        "DDL_ALGO=flat needs every rank on one host and shared memory between them; not "
+        "here: the calls are chosen as without it");
+}
+
+}  // namespace ddl
