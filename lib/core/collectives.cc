@@ -253,9 +253,6 @@ Status run_host_collective(ddl_comm *comm, const CollectiveCall &call, CallRunne
   const uint32_t seq = static_cast<uint32_t>(comm->calls);
   // Built only on failure: the success path stays free of string formatting.
   auto context = [&] { return describe_call(comm, call, seq) + ": "; };
-  bool in_place = false;
-  Status s = check_call(comm, call, &in_place);
-  if (!s.ok()) return s.prefix(context());
   if (!comm->failure.ok())
     return Status(comm->failure.code(),
                   context() + "the communicator failed earlier and must be destroyed: " +
@@ -293,7 +290,7 @@ Status run_host_collective(ddl_comm *comm, const CollectiveCall &call, CallRunne
                                 : comm->spins_before_yield;
   exec.yields_before_sleep = comm->yields_before_sleep;
   bool found_failure = false;
-  s = runner.run(comm, call, exec, call_number, &found_failure);
+  Status s = runner.run(comm, call, exec, call_number, &found_failure);
   if (!s.ok() && found_failure) send_failure_notice(comm, s);
   if (!s.ok()) {
     s.prefix(context());

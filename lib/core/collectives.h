@@ -59,7 +59,8 @@ size_t call_bytes(const CollectiveCall &call);
 // The CollectiveArgs that build a plan for a checked call on comm.
 CollectiveArgs args_of(const ddl_comm *comm, const CollectiveCall &call, bool in_place);
 
-// A call whose buffers are all host memory, as `runner` moves it (see CallRunner).
+// A checked call (the dispatch checked it) whose buffers are all host memory, as `runner`
+// moves it (see CallRunner).
 Status run_host_collective(ddl_comm *comm, const CollectiveCall &call, CallRunner &runner);
 // DDL_ALGO's name where it names one of this collective's schedules, else "" (the models).
 std::string forced_schedule(const ddl_comm *comm, Collective collective);

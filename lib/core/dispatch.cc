@@ -26,7 +26,6 @@ std::string why_send_recv(ddl_comm *, const CollectiveCall &, const CallPlace &)
          "buffer: shared memory inside a host, UCX across hosts)";
 }
 Status run_send_recv(ddl_comm *comm, const CollectiveCall &call, const CallPlace &) {
-  DDL_RETURN_IF_ERROR(check_collective(comm, call));
   return run_point_to_point(comm, {call});
 }
 
@@ -110,13 +109,11 @@ Status run_schedule(ddl_comm *comm, const CollectiveCall &call, const CallPlace 
   return run_host_collective(comm, call, schedule_runner());
 }
 
-// The row that reports a call that fails its checks, as its checks word it: the one that
-// takes every call of its kind and place.
-const Way &catch_all(const CollectiveCall &call, const CallPlace &place) {
+// The row that takes every call of its place that the others leave: the schedule on host
+// memory, staged on device memory. (A send or receive always has its row.)
+const Way &catch_all(const CallPlace &place) {
   const std::vector<Way> &rows = ways();
-  const char *name = is_point_to_point(call.collective) ? "send_recv"
-                     : place.on_device()                ? "staged"
-                                                        : "schedule";
+  const char *name = place.on_device() ? "staged" : "schedule";
   for (const Way &way : rows)
     if (std::string(way.name) == name) return way;
   return rows.back();
@@ -159,17 +156,25 @@ const Way &choose_way(const ddl_comm *comm, const CollectiveCall &call, const Ca
   }
   for (const Way &way : rows)
     if (way.possible(comm, call, place) && way.applies(comm, call, place)) return way;
-  return catch_all(call, place);
+  return catch_all(place);
 }
 
 Status dispatch(ddl_comm *comm, const CollectiveCall &call, const CallPlace &place) {
-  // The rows decide on checked calls; one that fails its checks goes to the row that says so
-  // in its words (naming the call and its sequence number).
+  // The rows decide on checked calls and run them unchecked: the check is here alone.
   bool in_place = false;
-  const bool valid = check_call(comm, call, &in_place).ok();
-  const Way &way = valid ? choose_way(comm, call, place) : catch_all(call, place);
+  Status checked = check_call(comm, call, &in_place);
+  if (!checked.ok()) {
+    // Built only on failure: the success path stays free of string formatting. A collective's
+    // words name its sequence number; a send or receive is outside the sequence.
+    const std::string context =
+        is_point_to_point(call.collective)
+            ? strprintf("rank %d: %s: ", comm->rank, collective_name(call.collective))
+            : describe_call(comm, call, static_cast<uint32_t>(comm->calls)) + ": ";
+    return checked.prefix(context);
+  }
+  const Way &way = choose_way(comm, call, place);
   // Once per shape; the level first: a training loop at the default level pays no lookup.
-  if (valid && log_level() >= LogLevel::kInfo && first_of_its_shape(comm, call, place)) {
+  if (log_level() >= LogLevel::kInfo && first_of_its_shape(comm, call, place)) {
     const std::string why = forced_by_name(comm, way)
                                 ? std::string(way.name) + " (forced by DDL_ALGO)"
                                 : way.why(comm, call, place);
