@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "lib/algorithms/cost_model.h"
+#include "lib/common/call.h"
 #include "lib/common/tags.h"
 
 namespace ddl {
@@ -63,48 +64,6 @@ const char *step_kind_text(StepKind kind);
 // sender's the receiver (one 64-bit key, for the walkers that index steps by it).
 inline uint64_t match_key(int peer, uint32_t tag) {
   return (static_cast<uint64_t>(static_cast<uint32_t>(peer)) << 32) | tag;
-}
-
-// Values are fixed: they travel in call signatures. The v forms take a count per peer
-// (BlockLayout); send and recv are point to point, not collective (only their checks and
-// requests share the collectives' machinery).
-enum class Collective : uint8_t {
-  kAllreduce,
-  kBroadcast,
-  kAllgather,
-  kReduceScatter,
-  kBarrier,
-  kAlltoall,
-  kAlltoallv,
-  kReduce,
-  kGather,
-  kGatherv,
-  kScatter,
-  kScatterv,
-  kSend,
-  kRecv,
-  kAllgatherv,  // after the point-to-point kinds: the values are fixed
-  kReduceScatterv,
-};
-const char *collective_name(Collective collective);
-// Those whose result combines the ranks' data with an op. (Inline, as the following: every
-// call asks them on its way to the wire.)
-inline bool reduces(Collective c) {
-  return c == Collective::kAllreduce || c == Collective::kReduceScatter ||
-         c == Collective::kReduce || c == Collective::kReduceScatterv;
-}
-// Those with a root (broadcast, reduce, gather, scatter and their v forms).
-inline bool has_root(Collective c) {
-  return c == Collective::kBroadcast || c == Collective::kReduce || c == Collective::kGather ||
-         c == Collective::kGatherv || c == Collective::kScatter || c == Collective::kScatterv;
-}
-// Those with a count per peer: each rank's count may differ, so it is not in the signature.
-inline bool per_peer_counts(Collective c) {
-  return c == Collective::kAlltoallv || c == Collective::kGatherv || c == Collective::kScatterv ||
-         c == Collective::kAllgatherv || c == Collective::kReduceScatterv;
-}
-inline bool is_point_to_point(Collective c) {
-  return c == Collective::kSend || c == Collective::kRecv;
 }
 
 struct Schedule {

@@ -5,35 +5,15 @@
 #include <memory>
 
 #include "lib/algorithms/schedule.h"
+#include "lib/common/call.h"
 #include "lib/core/comm.h"
 #include "lib/exec/executor.h"
 #include "lib/exec/signature.h"
 
 namespace ddl {
 namespace device {
-struct StreamCall;   // lib/device/stream_calls.cc
 struct PointerInfo;  // lib/device/cuda_driver.h
 }  // namespace device
-
-struct CollectiveCall {
-  Collective collective = Collective::kAllreduce;
-  const void *sendbuf = nullptr;
-  void *recvbuf = nullptr;
-  size_t count = 0;  // as the C call names it (per-rank count for allgather/reduce_scatter)
-  // The raw integers the caller passed (raw_enum_value): they become ddl_datatype_t and
-  // ddl_op_t only once checked, as an out-of-range enum value is undefined behaviour in C++.
-  int dtype = DDL_FLOAT32;
-  int op = DDL_SUM;
-  int root = 0;           // rooted collectives
-  int peer = -1;          // send, recv (DDL_ANY_SOURCE: a receive from any rank)
-  int tag = 0;            // send, recv: 0..DDL_TAG_UB
-  int *source = nullptr;  // recv: where the sender's rank goes once it is done (may be null)
-  // The v forms: this rank's counts and displacements, copied from the caller's arrays at the
-  // call (null for the other calls).
-  std::shared_ptr<const BlockLayout> layout;
-  // A stream-ordered call (ddl_*_stream): what orders it on the caller's CUDA stream.
-  device::StreamCall *stream = nullptr;
-};
 
 // How a host row of the dispatch (lib/core/dispatch.h: direct, flat, schedule) or lib/device's
 // CUDA-IPC allreduce moves a call, once run_host_collective has prepared it: checked, numbered

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <string>
 
+#include "lib/common/call.h"
+
 namespace ddl {
 namespace device {
 
@@ -107,7 +109,7 @@ std::string current_gpu_bus_id();
 // "CUDA_ERROR_INVALID_VALUE (1)": a driver result in words.
 std::string cuda_error_text(const CudaDriver &cu, CUresult result);
 
-enum class MemoryKind { kHost, kDevice };
+using MemoryKind = ddl::MemoryKind;  // lib/common/call.h
 struct PointerInfo {
   MemoryKind kind = MemoryKind::kHost;
   CUcontext context = nullptr;  // the context the device memory belongs to

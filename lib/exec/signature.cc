@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "lib/algorithms/schedule.h"
+#include "lib/common/call.h"
 #include "lib/common/datatype.h"
 #include "lib/common/status.h"
 
