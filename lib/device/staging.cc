@@ -1,7 +1,5 @@
 #include "lib/device/staging.h"
 
-#include "lib/core/dispatch.h"
-
 #include <algorithm>
 #include <thread>
 
