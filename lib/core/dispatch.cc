@@ -55,46 +55,33 @@ Status run_staged(ddl_comm *comm, const CollectiveCall &call, const CallPlace &p
   return device::run_staged(comm, call, place.where, place.from_stream);
 }
 
-// direct and flat: one host's ways, functions of their own files; run_host_collective
-// prepares the call for them.
-class FunctionRunner : public CallRunner {
- public:
-  using Run = Status (*)(ddl_comm *, const CollectiveCall &, const ExecArgs &, uint64_t, bool *);
-  explicit FunctionRunner(Run run_fn) : run_(run_fn) {}
-  Status run(ddl_comm *comm, const CollectiveCall &call, const ExecArgs &exec, uint64_t call_number,
-             bool *found_failure) override {
-    return run_(comm, call, exec, call_number, found_failure);
-  }
+// direct and flat: one host's ways, functions of their own files that do not look at the
+// place (host memory only); run_host_collective prepares the call for them.
+using HostTest = bool (*)(const ddl_comm *, const CollectiveCall &);
+using HostWhy = std::string (*)(const ddl_comm *, const CollectiveCall &);
+using HostRun = Status (*)(ddl_comm *, const CollectiveCall &, const ExecArgs &, uint64_t, bool *);
 
- private:
-  Run run_;
-};
-
-bool direct_possible(const ddl_comm *comm, const CollectiveCall &call, const CallPlace &place) {
-  return !place.on_device() && direct_collective_possible(comm, call);
+template <HostTest test>
+bool on_host(const ddl_comm *comm, const CollectiveCall &call, const CallPlace &place) {
+  return !place.on_device() && test(comm, call);
 }
-bool direct_applies(const ddl_comm *comm, const CollectiveCall &call, const CallPlace &) {
-  return direct_collective_applies(comm, call);
+template <HostTest test>
+bool ignoring_place(const ddl_comm *comm, const CollectiveCall &call, const CallPlace &) {
+  return test(comm, call);
 }
-std::string why_direct_way(ddl_comm *comm, const CollectiveCall &call, const CallPlace &) {
-  return why_direct(comm, call);
+template <HostWhy host_why>
+std::string why_of(ddl_comm *comm, const CollectiveCall &call, const CallPlace &) {
+  return host_why(comm, call);
 }
-Status run_direct(ddl_comm *comm, const CollectiveCall &call, const CallPlace &) {
-  static FunctionRunner runner(run_direct_collective);
-  return run_host_collective(comm, call, runner);
-}
-
-bool flat_possible(const ddl_comm *comm, const CollectiveCall &call, const CallPlace &place) {
-  return !place.on_device() && flat_collective_possible(comm, call);
-}
-bool flat_applies(const ddl_comm *comm, const CollectiveCall &call, const CallPlace &) {
-  return flat_collective_applies(comm, call);
-}
-std::string why_flat(ddl_comm *comm, const CollectiveCall &call, const CallPlace &) {
-  return why_flat_collective(comm, call);
-}
-Status run_flat(ddl_comm *comm, const CollectiveCall &call, const CallPlace &) {
-  static FunctionRunner runner(run_flat_collective);
+template <HostRun host_run>
+Status run_on_host(ddl_comm *comm, const CollectiveCall &call, const CallPlace &) {
+  struct Runner : CallRunner {
+    Status run(ddl_comm *c, const CollectiveCall &k, const ExecArgs &exec, uint64_t number,
+               bool *found_failure) override {
+      return host_run(c, k, exec, number, found_failure);
+    }
+  };
+  static Runner runner;
   return run_host_collective(comm, call, runner);
 }
 
@@ -137,8 +124,11 @@ const std::vector<Way> &ways() {
       {"send_recv", false, send_recv_possible, always, why_send_recv, run_send_recv},
       {"cuda_ipc", false, cuda_ipc_possible, always, why_cuda_ipc, run_cuda_ipc},
       {"staged", false, staged_possible, always, why_staged, run_staged},
-      {"direct", true, direct_possible, direct_applies, why_direct_way, run_direct},
-      {"flat", true, flat_possible, flat_applies, why_flat, run_flat},
+      {"direct", true, on_host<direct_collective_possible>,
+       ignoring_place<direct_collective_applies>, why_of<why_direct>,
+       run_on_host<run_direct_collective>},
+      {"flat", true, on_host<flat_collective_possible>, ignoring_place<flat_collective_applies>,
+       why_of<why_flat_collective>, run_on_host<run_flat_collective>},
       {"schedule", false, schedule_possible, always, why_schedule_way, run_schedule},
   };
   return rows;
