@@ -36,6 +36,10 @@ enum class Collective : uint8_t {
   kAllgatherv,  // after the point-to-point kinds: the values are fixed
   kReduceScatterv,
 };
+// Whether a raw byte (a peer's signature) names a collective: the values above are in use.
+inline bool known_collective(uint8_t value) {
+  return value <= static_cast<uint8_t>(Collective::kReduceScatterv);
+}
 const char *collective_name(Collective collective);
 // Those whose result combines the ranks' data with an op. (Inline, as the following: every
 // call asks them on its way to the wire.)

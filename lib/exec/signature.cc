@@ -11,12 +11,10 @@ namespace {
 
 // Raw bytes from a peer: a value beyond the enum is no collective at all.
 bool reduces(uint8_t collective) {
-  return collective <= static_cast<uint8_t>(Collective::kRecv) &&
-         ddl::reduces(static_cast<Collective>(collective));
+  return known_collective(collective) && ddl::reduces(static_cast<Collective>(collective));
 }
 bool has_root(uint8_t collective) {
-  return collective <= static_cast<uint8_t>(Collective::kRecv) &&
-         ddl::has_root(static_cast<Collective>(collective));
+  return known_collective(collective) && ddl::has_root(static_cast<Collective>(collective));
 }
 
 // The call a stamp stands for, for error messages (seq is not in it).
@@ -42,7 +40,7 @@ std::string describe_signature(const CallSignature &s) {
   const unsigned long long count = s.count;
   if (c == Collective::kBarrier) return what;
   // The v forms' counts differ by rank and are not compared: the signature carries none.
-  std::string fields = s.collective <= static_cast<uint8_t>(Collective::kRecv) && per_peer_counts(c)
+  std::string fields = known_collective(s.collective) && per_peer_counts(c)
                            ? std::string(datatype_name(dtype))
                            : strprintf("count %llu, %s", count, datatype_name(dtype));
   if (reduces(s.collective)) fields += strprintf(", %s", op_name(s.op));
