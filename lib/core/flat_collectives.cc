@@ -59,11 +59,26 @@ size_t bytes_published(const ddl_comm *comm, const CollectiveCall &call, int ran
   }
 }
 
-// The collectives the slots serve: each rank's share of the data has one size, or (the
-// allgatherv) every rank knows every share; the other v forms' counts are known only to their
-// ranks, and point to point is not collective.
+// The collectives the slots serve (run_flat_collective's cases), named one by one so that a
+// collective added later stays off them until they implement it: each rank's share of the data
+// has one size, or (the allgatherv) every rank knows every share; the other v forms' counts
+// are known only to their ranks, and point to point is not collective.
 bool slotted(Collective c) {
-  return (!per_peer_counts(c) || c == Collective::kAllgatherv) && !is_point_to_point(c);
+  switch (c) {
+    case Collective::kAllreduce:
+    case Collective::kReduce:
+    case Collective::kAlltoall:
+    case Collective::kGather:
+    case Collective::kScatter:
+    case Collective::kReduceScatter:
+    case Collective::kAllgather:
+    case Collective::kBroadcast:
+    case Collective::kAllgatherv:
+    case Collective::kBarrier:
+      return true;
+    default:
+      return false;
+  }
 }
 
 // What a wait that lasts tells: another call of a peer (its messages' stamps), a notice, an
