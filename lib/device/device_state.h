@@ -36,7 +36,7 @@ struct DeviceState {
   bool one_process_per_rank = true;
   size_t stage_bytes = 0;  // DDL_CUDA_STAGE_BYTES: one stage's pinned slot
   bool logged_path = false;
-  std::set<std::string> paths_logged;  // "allreduce of device buffers: CUDA IPC ...", once each
+  std::set<std::string> paths_logged;  // "allreduce of device buffers: staged ...", once each
   std::mutex ipc_mu;                   // making `ipc` (callers' and progress threads)
   IpcState *ipc = nullptr;             // the CUDA-IPC path's stream, plans and opened handles
 
