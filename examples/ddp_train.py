@@ -13,6 +13,7 @@ processes, up to float rounding: that is what tests/python/test_ddp_example.py c
 """
 
 import argparse
+import gc
 import json
 import os
 import statistics
@@ -132,6 +133,11 @@ def main(argv=None):
                            "losses": losses, "step_times_s": times,
                            "median_step_ms": median_ms, "checksum": checksum}, f)
     if distributed:
+        # The model (DDP's reducer) holds the process group: freed first, the group ends in
+        # destroy_process_group, not at interpreter exit, where torch 2.15's gloo aborts
+        # (its worker thread frees tensors after finalization began).
+        del model, opt
+        gc.collect()
         dist.destroy_process_group()
     return losses, times
 
