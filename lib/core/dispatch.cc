@@ -1,8 +1,5 @@
 #include "lib/core/dispatch.h"
 
-#include <set>
-#include <tuple>
-
 #include "lib/common/log.h"
 #include "lib/core/call_checks.h"
 #include "lib/core/direct_allreduce.h"
@@ -96,24 +93,15 @@ Status run_schedule(ddl_comm *comm, const CollectiveCall &call, const CallPlace 
   return run_host_collective(comm, call, schedule_runner());
 }
 
-// The row that takes every call of its place that the others leave: the schedule on host
-// memory, staged on device memory. (A send or receive always has its row.)
-const Way &catch_all(const CallPlace &place) {
-  const std::vector<Way> &rows = ways();
-  const char *name = place.on_device() ? "staged" : "schedule";
-  for (const Way &way : rows)
-    if (std::string(way.name) == name) return way;
-  return rows.back();
-}
-
 bool forced_by_name(const ddl_comm *comm, const Way &way) {
   return way.forcible && comm->config.algorithm == way.name;
 }
 
 // Whether no call of this collective, count and memory went this communicator's way before
-// (at most 256 remembered: training loops repeat a handful of shapes).
+// (at most kMaxLoggedShapes remembered: training loops repeat a handful of shapes).
+constexpr size_t kMaxLoggedShapes = 256;
 bool first_of_its_shape(ddl_comm *comm, const CollectiveCall &call, const CallPlace &place) {
-  if (comm->logged_shapes.size() >= 256) comm->logged_shapes.clear();
+  if (comm->logged_shapes.size() >= kMaxLoggedShapes) comm->logged_shapes.clear();
   return comm->logged_shapes.insert({call.collective, call.count, place.on_device()}).second;
 }
 
@@ -144,9 +132,11 @@ const Way &choose_way(const ddl_comm *comm, const CollectiveCall &call, const Ca
     if (!forced_schedule(comm, call.collective).empty() && schedule.possible(comm, call, place))
       return schedule;
   }
+  // send_recv, staged and schedule take every call of their kind and place: the loop ends on
+  // one of them.
   for (const Way &way : rows)
     if (way.possible(comm, call, place) && way.applies(comm, call, place)) return way;
-  return catch_all(place);
+  return rows.back();
 }
 
 Status dispatch(ddl_comm *comm, const CollectiveCall &call, const CallPlace &place) {

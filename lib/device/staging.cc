@@ -311,7 +311,6 @@ Status reserve_staging(ddl_comm *comm, const CollectiveCall &call, const Pointer
 
 Status run_staged(ddl_comm *comm, const CollectiveCall &call, const PointerInfo &where,
                   bool from_stream) {
-  DDL_RETURN_IF_ERROR(check_collective(comm, call));
   // The chunk's own call is named by the host collective's error; this names the caller's.
   auto context = [&](const Pipeline *p) {
     std::string chunk = p ? strprintf(", chunk %zu of %zu", p->current() + 1, p->chunks()) : "";

@@ -34,9 +34,9 @@ bool cuda_ipc_possible(const ddl_comm *comm, const CollectiveCall &call, std::st
 Status run_cuda_ipc(ddl_comm *comm, const CollectiveCall &call, const PointerInfo &where,
                     bool from_stream);
 
-// Runs a collective whose buffers are device memory (where: from classify_call), on the
-// calling thread: chunks of DDL_CUDA_STAGE_BYTES (per stage; two stages in flight) go to
-// pinned host memory, through the host collective, and back. from_stream: as for
+// Runs a checked collective (the dispatch checked it) whose buffers are device memory (where:
+// from classify_call), on the calling thread: chunks of DDL_CUDA_STAGE_BYTES (per stage; two stages
+// in flight) go to pinned host memory, through the host collective, and back. from_stream: as for
 // run_cuda_ipc (a blocking call first waits for the legacy default stream's work).
 Status run_staged(ddl_comm *comm, const CollectiveCall &call, const PointerInfo &where,
                   bool from_stream);
