@@ -319,6 +319,21 @@ DDL_API ddl_result_t ddl_ireduce_scatterv(const void *sendbuf, void *recvbuf,
                                           const size_t *recvcounts, ddl_datatype_t dtype,
                                           ddl_op_t op, ddl_comm_t comm, ddl_request_t *request);
 
+/* Prefix reductions (MPI_Scan, MPI_Exscan): rank r's recvbuf receives the reduction of the
+ * count elements of ranks 0..r's sendbuf (ddl_scan) or of ranks 0..r-1's (ddl_exscan, whose
+ * rank 0 recvbuf is left as it was). In place when sendbuf == recvbuf. The ops are those of
+ * ddl_allreduce but DDL_AVG (DDL_ERR_INVALID_ARGUMENT). */
+DDL_API ddl_result_t ddl_scan(const void *sendbuf, void *recvbuf, size_t count,
+                              ddl_datatype_t dtype, ddl_op_t op, ddl_comm_t comm);
+DDL_API ddl_result_t ddl_exscan(const void *sendbuf, void *recvbuf, size_t count,
+                                ddl_datatype_t dtype, ddl_op_t op, ddl_comm_t comm);
+DDL_API ddl_result_t ddl_iscan(const void *sendbuf, void *recvbuf, size_t count,
+                               ddl_datatype_t dtype, ddl_op_t op, ddl_comm_t comm,
+                               ddl_request_t *request);
+DDL_API ddl_result_t ddl_iexscan(const void *sendbuf, void *recvbuf, size_t count,
+                                 ddl_datatype_t dtype, ddl_op_t op, ddl_comm_t comm,
+                                 ddl_request_t *request);
+
 /* ---- Point to point -------------------------------------------------------------------
  *
  * ddl_send and ddl_recv are not collective: only the two ranks take part, and they do not

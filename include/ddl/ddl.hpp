@@ -285,6 +285,16 @@ class Communicator {
     check_sizes({&recvcounts}, "ddl::reduce_scatterv");
     check(ddl_reduce_scatterv(send, recv, recvcounts.data(), datatype_of<T>::value, op, comm_));
   }
+  // Rank r gets the reduction of ranks 0..r (scan) or 0..r-1 (exscan; rank 0's recv is left
+  // as it was). In place when send == recv.
+  template <typename T>
+  void scan(const T *send, T *recv, size_t count, ddl_op_t op = DDL_SUM) const {
+    check(ddl_scan(send, recv, count, datatype_of<T>::value, op, comm_));
+  }
+  template <typename T>
+  void exscan(const T *send, T *recv, size_t count, ddl_op_t op = DDL_SUM) const {
+    check(ddl_exscan(send, recv, count, datatype_of<T>::value, op, comm_));
+  }
   template <typename T>
   void scatter(const T *send, T *recv, size_t recvcount, int root) const {
     check(ddl_scatter(send, recv, recvcount, datatype_of<T>::value, root, comm_));
@@ -352,6 +362,18 @@ class Communicator {
   Request ireduce(const T *send, T *recv, size_t count, int root, ddl_op_t op = DDL_SUM) const {
     ddl_request_t r = nullptr;
     check(ddl_ireduce(send, recv, count, datatype_of<T>::value, op, root, comm_, &r));
+    return Request(r);
+  }
+  template <typename T>
+  Request iscan(const T *send, T *recv, size_t count, ddl_op_t op = DDL_SUM) const {
+    ddl_request_t r = nullptr;
+    check(ddl_iscan(send, recv, count, datatype_of<T>::value, op, comm_, &r));
+    return Request(r);
+  }
+  template <typename T>
+  Request iexscan(const T *send, T *recv, size_t count, ddl_op_t op = DDL_SUM) const {
+    ddl_request_t r = nullptr;
+    check(ddl_iexscan(send, recv, count, datatype_of<T>::value, op, comm_, &r));
     return Request(r);
   }
   template <typename T>

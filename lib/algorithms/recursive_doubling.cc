@@ -47,6 +47,70 @@ void build_recursive_doubling_allreduce(const CollectiveArgs &args, Schedule *sc
   if (r < extra) add_step(schedule, send_step(r + p, unfold_tag, output_at(0), count, last));
 }
 
+void build_recursive_doubling_scan(const CollectiveArgs &args, Schedule *schedule) {
+  const bool exclusive = args.collective == Collective::kExscan;
+  const size_t count = args.count;
+  const int n = args.nranks, r = args.rank;
+  schedule->algorithm = "rd";
+  schedule->input_count = schedule->output_count = count;
+  schedule->in_place = args.in_place;
+  // A landing area, and an exscan's partial (its result lives in the output).
+  schedule->scratch_count = exclusive ? 2 * count : count;
+  if (count == 0) return;
+  const Range landing = scratch_at(0);
+  // The partial: the input until a reduce first writes it to its home. A scan's partial is
+  // its result, in the output.
+  const Range partial_home = exclusive ? scratch_at(count) : output_at(0);
+  Range partial = input_at(0);
+  // Whether two of the call's whole-count ranges are one memory (in place: input, output).
+  auto same_memory = [&](Range a, Range b) {
+    return a.buffer == b.buffer ||
+           (args.in_place && a.buffer != BufferId::kScratch && b.buffer != BufferId::kScratch);
+  };
+  std::vector<uint32_t> partial_done, result_done;  // the steps that last wrote them
+  uint32_t round = 0;
+  for (int64_t d = 1; d < n; d *= 2, ++round) {
+    std::vector<uint32_t> sent;
+    const Range sent_from = partial;
+    if (r + d < n)
+      sent = {add_step(schedule,
+                       send_step(static_cast<int>(r + d), round, partial, count, partial_done))};
+    if (r - d < 0) continue;
+    // From this round on the rank holds the terms of ranks 0..r (0..r-1 for an exscan).
+    const bool complete = r < 2 * d;
+    // The landing area is free once the last round's reduces have read it.
+    std::vector<uint32_t> after = partial_done;
+    after.insert(after.end(), result_done.begin(), result_done.end());
+    after = {add_step(schedule, recv_step(static_cast<int>(r - d), round, landing, count, after))};
+    // A write waits for this round's send when the send reads what it overwrites.
+    auto before_writing = [&](Range written) {
+      std::vector<uint32_t> deps = after;
+      if (same_memory(written, sent_from)) deps.insert(deps.end(), sent.begin(), sent.end());
+      return deps;
+    };
+    // An exscan's partial matters only to its later sends.
+    if (!exclusive || r + 2 * d < n) {
+      const std::vector<uint32_t> deps = before_writing(partial_home);
+      partial_done = {add_step(schedule, reduce_step(landing, partial, partial_home, count,
+                                                     !exclusive && complete, deps))};
+      partial = partial_home;
+    }
+    if (!exclusive) continue;
+    // The exscan's result: the first terms copied in, the later ones reduced into it. In
+    // place it overwrites the input, which the partial's reduce may have read just now.
+    std::vector<uint32_t> deps = before_writing(output_at(0));
+    deps.insert(deps.end(), partial_done.begin(), partial_done.end());
+    deps.insert(deps.end(), result_done.begin(), result_done.end());
+    result_done = {add_step(
+        schedule, result_done.empty()
+                      ? copy_step(landing, output_at(0), count, deps)
+                      : reduce_step(landing, output_at(0), output_at(0), count, complete, deps))};
+  }
+  // A scan's rank that received nothing (rank 0, or alone) holds its own input.
+  if (!exclusive && partial.buffer == BufferId::kInput && !args.in_place)
+    add_step(schedule, copy_step(input_at(0), output_at(0), count, {}));
+}
+
 double recursive_doubling_allreduce_cost(int nranks, double bytes, const RoundCosts &costs) {
   if (nranks <= 1) return 0.0;
   int rounds = 0;

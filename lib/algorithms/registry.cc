@@ -152,6 +152,10 @@ const std::vector<AlgorithmInfo> &algorithm_table() {
        no_cost},
       {"linear", Collective::kScatterv, "the root sends every rank its block", build_linear_scatter,
        no_cost},
+      {"rd", Collective::kScan, "recursive doubling: partials to rank r+2^k, ceil(log2 n) rounds",
+       build_recursive_doubling_scan, no_cost},
+      {"rd", Collective::kExscan, "recursive doubling: partials to rank r+2^k, ceil(log2 n) rounds",
+       build_recursive_doubling_scan, no_cost},
   };
   return table;
 }

@@ -160,6 +160,8 @@ class ScaleCheck {
       for (int r = 0; r < n_; ++r)
         for (size_t k = 0; k < sums.size(); ++k) sums[k] += contribution(r, k);
     }
+    // The prefix sums of ranks 0..r-1 as r goes up (scan, exscan).
+    std::vector<uint64_t> before(is_scan(c) ? count : 0, 0);
     for (int r = 0; r < n_; ++r) {
       const std::vector<uint64_t> &out = memory_[r].output;
       auto expect = [&](size_t at, uint64_t want, const char *what) -> Status {
@@ -197,11 +199,19 @@ class ScaleCheck {
           case Collective::kScatter:
             s = expect(k, contribution(args_.root, r * count + k), "the root's element for it");
             break;
+          case Collective::kScan:
+            s = expect(k, before[k] + contribution(r, k), "the sum of ranks 0..r");
+            break;
+          case Collective::kExscan:
+            s = r == 0 ? expect(k, kUndefined, "left as it was (rank 0 of an exscan)")
+                       : expect(k, before[k], "the sum of ranks 0..r-1");
+            break;
           default:
             break;
         }
         if (!s.ok()) return s;
       }
+      for (size_t k = 0; k < before.size(); ++k) before[k] += contribution(r, k);
     }
     return Status::Ok();
   }

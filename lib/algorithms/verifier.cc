@@ -257,6 +257,13 @@ Status check_peer_memory(const std::vector<Schedule> &by_rank,
   return Status::Ok();
 }
 
+// The ranks whose terms complete rank `rank`'s reduction: all, but for the prefix reductions.
+RankSet complete_set(const CollectiveArgs &args, int rank) {
+  if (args.collective == Collective::kScan) return first_ranks(rank + 1);
+  if (args.collective == Collective::kExscan) return first_ranks(rank);
+  return first_ranks(args.nranks);
+}
+
 // Sets each rank's initial memory and returns what its output must hold at the end.
 // `all_args[r]` is rank r's view of the call (the v forms' counts differ by rank).
 // `layouts[r]`: layout_of(all_args[r]) where the collective has blocks, else null.
@@ -320,6 +327,14 @@ void initial_state(const std::vector<CollectiveArgs> &all_args,
       for (size_t i = 0; i < s.output_count; ++i) (*expected)[i] = Sym{all, from + i, true};
       return;
     }
+    case Collective::kScan:
+    case Collective::kExscan:
+      // An exscan leaves rank 0's output as it was (MPI: undefined).
+      for (size_t i = 0; i < s.output_count; ++i)
+        (*expected)[i] = rank == 0 && args.collective == Collective::kExscan
+                             ? *mem->at(BufferId::kOutput, i)
+                             : Sym{complete_set(args, rank), i, true};
+      return;
     default:
       break;
   }
@@ -341,7 +356,7 @@ void initial_state(const std::vector<CollectiveArgs> &all_args,
 }
 
 // Applies dst = tmp (op) src for one element, checking that the contributions line up.
-Status combine(const Sym &a, const Sym &b, bool final_reduce, const RankSet &all, Sym *out,
+Status combine(const Sym &a, const Sym &b, bool final_reduce, const RankSet &complete, Sym *out,
                const std::string &context, size_t element) {
   if (!a.defined || !b.defined)
     return internal_error("%s: element %zu reduces an undefined value", context.c_str(), element);
@@ -353,10 +368,10 @@ Status combine(const Sym &a, const Sym &b, bool final_reduce, const RankSet &all
     return internal_error("%s: element %zu counts ranks %s twice", context.c_str(), element,
                           rank_set_string(a.mask & b.mask).c_str());
   *out = Sym{a.mask | b.mask, a.index, true};
-  if (final_reduce != (out->mask == all))
+  if (final_reduce != (out->mask == complete))
     return internal_error("%s: element %zu: final_reduce is %s but the element %s complete",
                           context.c_str(), element, final_reduce ? "set" : "not set",
-                          out->mask == all ? "is" : "is not");
+                          out->mask == complete ? "is" : "is not");
   return Status::Ok();
 }
 
@@ -399,6 +414,8 @@ Status verify_schedules(const std::vector<CollectiveArgs> &all_args,
   }
   DDL_RETURN_IF_ERROR(check_peer_memory(by_rank, own));
   const bool reducing = reduces(args.collective);
+  std::vector<RankSet> complete(n);
+  for (int r = 0; r < n; ++r) complete[r] = complete_set(args, r);
   // What a step has heard of when it runs: its own rank and what its dependencies heard.
   auto heard = [&](int r, uint32_t i) {
     RankSet know = single(r);
@@ -421,7 +438,7 @@ Status verify_schedules(const std::vector<CollectiveArgs> &all_args,
         Sym out;
         DDL_RETURN_IF_ERROR(combine(*mem[r].at(step.tmp.buffer, step.tmp.offset + e),
                                     *mem[r].at(step.src.buffer, step.src.offset + e),
-                                    step.final_reduce, all, &out, context, e));
+                                    step.final_reduce, complete[r], &out, context, e));
         *mem[r].at(step.dst.buffer, step.dst.offset + e) = out;
       }
     } else {  // a copy: here, from a peer, or into a peer
@@ -450,7 +467,7 @@ Status verify_schedules(const std::vector<CollectiveArgs> &all_args,
       *mem[to].at(in.tmp.buffer, in.tmp.offset + e) = v;
       Sym sum;
       DDL_RETURN_IF_ERROR(combine(v, *mem[to].at(in.src.buffer, in.src.offset + e), in.final_reduce,
-                                  all, &sum, context, e));
+                                  complete[to], &sum, context, e));
       *mem[to].at(in.dst.buffer, in.dst.offset + e) = sum;
     }
     return finish(to, receive, heard(to, receive) | sender_knows);

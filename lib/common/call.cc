@@ -36,6 +36,10 @@ const char *collective_name(Collective collective) {
       return "allgatherv";
     case Collective::kReduceScatterv:
       return "reduce_scatterv";
+    case Collective::kScan:
+      return "scan";
+    case Collective::kExscan:
+      return "exscan";
   }
   return "unknown";
 }

@@ -35,17 +35,23 @@ enum class Collective : uint8_t {
   kRecv,
   kAllgatherv,  // after the point-to-point kinds: the values are fixed
   kReduceScatterv,
+  kScan,    // MPI_Scan: rank r gets the reduction of ranks 0..r
+  kExscan,  // MPI_Exscan: rank r > 0 gets ranks 0..r-1's; rank 0's output is left alone
 };
 // Whether a raw byte (a peer's signature) names a collective: the values above are in use.
 inline bool known_collective(uint8_t value) {
-  return value <= static_cast<uint8_t>(Collective::kReduceScatterv);
+  return value <= static_cast<uint8_t>(Collective::kExscan);
 }
 const char *collective_name(Collective collective);
-// Those whose result combines the ranks' data with an op. (Inline, as the following: every
-// call asks them on its way to the wire.)
+// The prefix reductions: each rank's result covers the ranks before it (and itself for a
+// scan). (Inline, as the following: every call asks them on its way to the wire.)
+inline bool is_scan(Collective c) {
+  return c == Collective::kScan || c == Collective::kExscan;
+}
+// Those whose result combines the ranks' data with an op.
 inline bool reduces(Collective c) {
   return c == Collective::kAllreduce || c == Collective::kReduceScatter ||
-         c == Collective::kReduce || c == Collective::kReduceScatterv;
+         c == Collective::kReduce || c == Collective::kReduceScatterv || is_scan(c);
 }
 // Those with a root (broadcast, reduce, gather, scatter and their v forms).
 inline bool has_root(Collective c) {

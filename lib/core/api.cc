@@ -166,11 +166,16 @@ ddl::CollectiveCall data_call(ddl::Collective collective, const void *sendbuf, v
   call.root = root;
   return call;
 }
-ddl::CollectiveCall allreduce_call(const void *sendbuf, void *recvbuf, size_t count,
-                                   ddl_datatype_t dtype, ddl_op_t op) {
-  ddl::CollectiveCall call = data_call(ddl::Collective::kAllreduce, sendbuf, recvbuf, count, dtype);
+// A reduction of `count` elements with no root: allreduce, scan, exscan.
+ddl::CollectiveCall reducing_call(ddl::Collective collective, const void *sendbuf, void *recvbuf,
+                                  size_t count, ddl_datatype_t dtype, ddl_op_t op) {
+  ddl::CollectiveCall call = data_call(collective, sendbuf, recvbuf, count, dtype);
   call.op = ddl::raw_enum_value(op);
   return call;
+}
+ddl::CollectiveCall allreduce_call(const void *sendbuf, void *recvbuf, size_t count,
+                                   ddl_datatype_t dtype, ddl_op_t op) {
+  return reducing_call(ddl::Collective::kAllreduce, sendbuf, recvbuf, count, dtype, op);
 }
 ddl::CollectiveCall broadcast_call(void *buf, size_t count, ddl_datatype_t dtype, int root) {
   return data_call(ddl::Collective::kBroadcast, buf, buf, count, dtype, root);
@@ -535,6 +540,28 @@ ddl_result_t ddl_ireduce_scatterv(const void *sendbuf, void *recvbuf, const size
       data_call(ddl::Collective::kReduceScatterv, sendbuf, recvbuf, 0, dtype);
   call.op = ddl::raw_enum_value(op);
   return start(comm, call, request, "ddl_ireduce_scatterv", &arrays);
+}
+
+ddl_result_t ddl_scan(const void *sendbuf, void *recvbuf, size_t count, ddl_datatype_t dtype,
+                      ddl_op_t op, ddl_comm_t comm) {
+  return run(comm, reducing_call(ddl::Collective::kScan, sendbuf, recvbuf, count, dtype, op));
+}
+
+ddl_result_t ddl_exscan(const void *sendbuf, void *recvbuf, size_t count, ddl_datatype_t dtype,
+                        ddl_op_t op, ddl_comm_t comm) {
+  return run(comm, reducing_call(ddl::Collective::kExscan, sendbuf, recvbuf, count, dtype, op));
+}
+
+ddl_result_t ddl_iscan(const void *sendbuf, void *recvbuf, size_t count, ddl_datatype_t dtype,
+                       ddl_op_t op, ddl_comm_t comm, ddl_request_t *request) {
+  return start(comm, reducing_call(ddl::Collective::kScan, sendbuf, recvbuf, count, dtype, op),
+               request, "ddl_iscan");
+}
+
+ddl_result_t ddl_iexscan(const void *sendbuf, void *recvbuf, size_t count, ddl_datatype_t dtype,
+                         ddl_op_t op, ddl_comm_t comm, ddl_request_t *request) {
+  return start(comm, reducing_call(ddl::Collective::kExscan, sendbuf, recvbuf, count, dtype, op),
+               request, "ddl_iexscan");
 }
 
 ddl_result_t ddl_iscatter(const void *sendbuf, void *recvbuf, size_t recvcount,

@@ -136,7 +136,7 @@ CallExtents call_extents(const ddl_comm *comm, const CollectiveCall &call, bool 
                : 0,
            bytes};
       break;
-    default:  // allreduce, broadcast, reduce, send, recv
+    default:  // allreduce, broadcast, reduce, scan, exscan, send, recv
       e = {bytes, bytes};
       break;
   }
@@ -205,6 +205,11 @@ Status check_call(const ddl_comm *comm, const CollectiveCall &call, bool *in_pla
                             DDL_DATATYPE_COUNT - 1);
   if (reduces(c) && !valid_op(call.op))
     return invalid_argument("op %d is not a ddl_op_t (0..%d)", call.op, DDL_OP_COUNT - 1);
+  if (is_scan(c) && call.op == DDL_AVG)
+    return invalid_argument(
+        "DDL_AVG is not an op of %s: each rank's result covers a different "
+        "number of ranks (divide by rank + 1 yourself)",
+        collective_name(c));
   if (has_root(c) && (call.root < 0 || call.root >= comm->nranks))
     return invalid_argument("root %d is not a rank of this communicator (0..%d)", call.root,
                             comm->nranks - 1);

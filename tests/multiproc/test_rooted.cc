@@ -1,6 +1,6 @@
-// Alltoall(v), reduce, gather(v) and scatter(v) across real processes: every datatype, odd
-// and uneven counts (zeros included), every root, in place and not, blocking, nonblocking and
-// grouped; and their bad arguments.
+// Alltoall(v), reduce, gather(v), scatter(v), reduce_scatterv, scan and exscan across real
+// processes: every datatype, odd and uneven counts (zeros included), every root, in place and
+// not, blocking, nonblocking and grouped; and their bad arguments.
 #include <criterion/criterion.h>
 
 #include <cstdlib>
@@ -171,6 +171,52 @@ int check_reduce_scatterv(ddl_comm_t comm, int rank, int n) {
   return 0;
 }
 
+// Scan and exscan: rank r gets the reduction of ranks 0..r (0..r-1); an exscan leaves rank 0's
+// output as it was. Every op they take, a few types, in place or not, blocking or not.
+int check_scans(ddl_comm_t comm, int rank, int n) {
+  int way = 0;
+  for (bool exclusive : {false, true})
+    for (size_t count : kCounts)
+      for (ddl_op_t op : {DDL_SUM, DDL_PROD, DDL_MIN, DDL_MAX})
+        for (ddl_datatype_t dtype : {DDL_INT32, DDL_FLOAT32, DDL_BFLOAT16, DDL_FLOAT64}) {
+          if (count > 2000 && op != DDL_SUM) continue;
+          const bool in_place = way % 3 == 1, nonblocking = way % 3 == 2;
+          ++way;
+          const size_t elem = ddl_datatype_size(dtype);
+          Bytes send(count * elem + 1, 0xEE), recv(count * elem + 1, 0xEE);
+          fill_inputs(dtype, op, rank, send.data(), count);
+          const Bytes before = in_place ? send : recv;
+          void *out = in_place ? send.data() : recv.data();
+          const char *name = exclusive ? "exscan" : "scan";
+          if (nonblocking) {
+            ddl_request_t request = nullptr;
+            RANK_OK((exclusive ? ddl_iexscan : ddl_iscan)(send.data(), out, count, dtype, op, comm,
+                                                          &request));
+            RANK_OK(ddl_wait(request));
+            RANK_OK(ddl_request_free(request));
+          } else {
+            RANK_OK((exclusive ? ddl_exscan : ddl_scan)(send.data(), out, count, dtype, op, comm));
+          }
+          if (exclusive && rank == 0) {
+            RANK_CHECK(same(static_cast<unsigned char *>(out), before.data(), count * elem),
+                       "rank 0: exscan %s %s%s changed its output", ddl_datatype_name(dtype),
+                       ddl_op_name(op), in_place ? " in place" : "");
+            continue;
+          }
+          const int ranks = exclusive ? rank : rank + 1;
+          for (size_t i = 0; i < count; ++i) {
+            const double got = load_value(dtype, out, i);
+            const double want = expected_value(dtype, op, ranks, i);
+            RANK_CHECK(value_matches(dtype, op, got, want),
+                       "rank %d: %s %s %s%s count %zu: element %zu is %g, expected %g", rank, name,
+                       ddl_datatype_name(dtype), ddl_op_name(op), in_place ? " in place" : "",
+                       count, i, got, want);
+          }
+          RANK_CHECK(recv.back() == 0xEE, "rank %d: %s wrote past the end", rank, name);
+        }
+  return 0;
+}
+
 int check_gather_scatter(ddl_comm_t comm, int rank, int n) {
   const ddl_datatype_t dtype = DDL_FLOAT16;
   const size_t elem = ddl_datatype_size(dtype);
@@ -320,6 +366,7 @@ void expect_all_pass(int n) {
     if (int rc = check_gather_scatter(comm, rank, nranks)) return rc;
     if (int rc = check_gatherv_scatterv(comm, rank, nranks)) return rc;
     if (int rc = check_reduce_scatterv(comm, rank, nranks)) return rc;
+    if (int rc = check_scans(comm, rank, nranks)) return rc;
     return check_nonblocking_and_grouped(comm, rank, nranks);
   });
   cr_assert(failures.empty(), "%d ranks:\n%s", n, failures.c_str());
@@ -392,6 +439,9 @@ Test(rooted, bad_arguments_are_local) {
     RANK_CHECK(
         refused(ddl_scatter(nullptr, recv.data(), 3, DDL_INT32, rank, comm), "sendbuf is NULL"),
         "scatter root's NULL sendbuf");
+    RANK_CHECK(refused(ddl_scan(send.data(), recv.data(), 3, DDL_INT32, DDL_AVG, comm),
+                       "DDL_AVG is not an op of scan"),
+               "scan's AVG");
     // Still working.
     RANK_OK(ddl_alltoall(send.data(), recv.data(), 3, DDL_INT32, comm));
     for (int j = 0; j < n; ++j) RANK_CHECK(recv[3 * j] == j, "alltoall after the errors");

@@ -1,5 +1,5 @@
-"""One rank of the Python tests of alltoall(v), reduce, gather(v), scatter(v), allgatherv and
-send/recv: `python rooted_rank.py SCENARIO`, started by conftest.run_ranks. Every rank computes what
+"""One rank of the Python tests of alltoall(v), reduce, gather(v), scatter(v), allgatherv, scan,
+exscan and send/recv: `python rooted_rank.py SCENARIO`, started by conftest.run_ranks. Every rank computes what
 every other rank sends, so each checks its own results exactly (float64 references)."""
 
 import sys
@@ -69,6 +69,26 @@ def check_reduce(comm):
     comm.reduce(x, root=0)  # in place on the root
     if r == 0:
         np.testing.assert_array_equal(x, sum(data(k, 3) for k in range(n)))
+
+
+def check_scans(comm):
+    r, n = comm.rank, comm.size
+    prefix = np.stack([data(k, 9) for k in range(n)])
+    got = comm.scan(data(r, 9), np.empty(9))
+    np.testing.assert_array_equal(got, prefix[:r + 1].sum(axis=0))
+    signed = data(r, 9) * (-1) ** r
+    comm.scan(signed, op="max", async_=True).wait()  # in place
+    np.testing.assert_array_equal(signed, (prefix[:r + 1] * [[(-1) ** k] for k in range(r + 1)])
+                                  .max(axis=0))
+    out = np.full(9, -7.0)
+    comm.exscan(data(r, 9), out)
+    want = prefix[:r].sum(axis=0) if r > 0 else np.full(9, -7.0)  # rank 0's: left as it was
+    np.testing.assert_array_equal(out, want)
+    try:
+        comm.scan(data(r, 2), op="avg")
+        raise AssertionError("scan took AVG")
+    except ddl.Error as e:
+        assert "DDL_AVG is not an op of scan" in str(e), e
 
 
 def check_gather_scatter(comm):
@@ -188,6 +208,7 @@ def check_bad_arguments(comm):
 
 
 SCENARIOS = {"alltoall": check_alltoall, "alltoallv": check_alltoallv, "reduce": check_reduce,
+             "scans": check_scans,
              "gather_scatter": check_gather_scatter, "send_recv": check_send_recv,
              "tags_and_any_source": check_tags_and_any_source,
              "bad_arguments": check_bad_arguments}

@@ -1,4 +1,4 @@
-"""The Communicator's alltoall(v), reduce, gather(v), scatter(v), send and recv (tags, from
+"""The Communicator's alltoall(v), reduce, gather(v), scatter(v), scan, exscan, send and recv (tags, from
 any source) over real processes, every result checked exactly (rooted_rank.py)."""
 
 import os

@@ -85,7 +85,7 @@ Test(cxx_wrapper, requests_and_groups) {
   }
 }
 
-Test(cxx_wrapper, alltoall_reduce_gather_scatter_on_one_rank) {
+Test(cxx_wrapper, alltoall_reduce_gather_scatter_scan_on_one_rank) {
   ddl::Communicator comm = ddl::Communicator::create(1, 0, "");
   std::vector<int64_t> a = {4, 5, 6}, b(3, 0);
   comm.alltoall(a.data(), b.data(), 3);
@@ -106,6 +106,12 @@ Test(cxx_wrapper, alltoall_reduce_gather_scatter_on_one_rank) {
   cr_assert(b[0] == 4 && b[2] == 6);
   comm.ialltoall(a.data(), b.data(), 1).wait();
   comm.ireduce(a.data(), b.data(), 3, 0).wait();
+  // One rank: a scan is its own input; an exscan leaves the output alone.
+  std::vector<int64_t> c(3, -1);
+  comm.scan(a.data(), c.data(), 3);
+  cr_assert(c[0] == 4 && c[2] == 6);
+  comm.iexscan(b.data(), c.data(), 3, DDL_MAX).wait();
+  cr_assert(c[0] == 4 && c[2] == 6);
   try {
     comm.alltoallv(a.data(), {1, 1}, {0}, b.data(), {1}, {0});
     cr_assert_fail("a vector of the wrong length did not throw");

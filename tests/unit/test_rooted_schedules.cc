@@ -1,6 +1,6 @@
-// The verifier runs the schedules of alltoall(v), reduce, gather(v) and scatter(v) for 1..1024
-// ranks: every element delivered exactly once to the right place, uneven and zero counts,
-// every root, in place and not; mutated layouts prove that it catches mistakes.
+// The verifier runs the schedules of alltoall(v), reduce, gather(v), scatter(v), scan and
+// exscan for 1..1024 ranks: every element delivered exactly once to the right place, uneven and
+// zero counts, every root, in place and not; mutated layouts prove that it catches mistakes.
 #include <criterion/criterion.h>
 
 #include <algorithm>
@@ -38,7 +38,7 @@ std::vector<CollectiveArgs> uniform(Collective c, int n, size_t count, int root,
     CollectiveArgs a = make_args(c, n, r, count);
     a.root = root;
     // Only the root of a rooted call has an in-place layout.
-    a.in_place = in_place && (c == Collective::kAlltoall || r == root);
+    a.in_place = in_place && (!has_root(c) || r == root);
     a.chunk_elems = chunk;
     a.algorithm = algorithm;
     all.push_back(a);
@@ -229,6 +229,41 @@ Test(rooted_schedules, reduce_tree_and_ring) {
     for (int n : kLarge)
       check(uniform(Collective::kReduce, n, static_cast<size_t>(n) + 3, n - 1, false, 0, algo),
             "large");
+}
+
+Test(rooted_schedules, scan_and_exscan) {
+  for (Collective c : {Collective::kScan, Collective::kExscan}) {
+    for (int n = 1; n <= 19; ++n)
+      for (size_t count : {size_t{0}, size_t{1}, size_t{7}})
+        for (bool in_place : {false, true}) check(uniform(c, n, count, 0, in_place), "scan");
+    for (int n : kLarge) check(uniform(c, n, 3, 0, n % 2 == 1), "large");
+  }
+}
+
+// In place, a scan's reduce overwrites what the round's send reads: without waiting for the
+// send it races it, and the verifier says so. An exscan that writes rank 0's output is wrong.
+Test(rooted_schedules, the_verifier_catches_a_scan_that_races_its_send) {
+  std::vector<CollectiveArgs> all = uniform(Collective::kScan, 4, 5, 0, true);
+  std::vector<Schedule> by_rank(all.size());
+  for (size_t r = 0; r < all.size(); ++r) cr_assert(build_schedule(all[r], &by_rank[r]).ok());
+  cr_assert(verify_schedules(all, by_rank).ok());
+  bool mutated = false;
+  std::vector<Step> &steps = by_rank[1].steps;
+  for (Step &step : steps)
+    if (step.kind == StepKind::kReduce && !mutated) {
+      const auto send = std::find_if(step.deps.begin(), step.deps.end(),
+                                     [&](uint32_t d) { return steps[d].kind == StepKind::kSend; });
+      cr_assert(send != step.deps.end(), "rank 1's first reduce waits for its send");
+      step.deps.erase(send);
+      mutated = true;
+    }
+  cr_assert(mutated);
+  cr_assert(!verify_schedules(all, by_rank).ok());
+  all = uniform(Collective::kExscan, 3, 2, 0, false);
+  by_rank.assign(3, Schedule());
+  for (int r = 0; r < 3; ++r) cr_assert(build_schedule(all[r], &by_rank[r]).ok());
+  add_step(&by_rank[0], copy_step(input_at(0), output_at(0), 2, {}));
+  cr_assert(!verify_schedules(all, by_rank).ok());
 }
 
 Test(rooted_schedules, the_verifier_catches_a_misplaced_block) {

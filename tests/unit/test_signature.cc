@@ -33,6 +33,7 @@ Test(signature, each_collective_with_its_fields) {
       {Collective::kAlltoallv, "alltoallv #3 (float32)"},
       {Collective::kAllgatherv, "allgatherv #3 (float32)"},
       {Collective::kReduceScatterv, "reduce_scatterv #3 (float32, max)"},
+      {Collective::kExscan, "exscan #3 (count 7, float32, max)"},
       {Collective::kBarrier, "barrier #3"},
   };
   for (const auto &[collective, want] : cases) {

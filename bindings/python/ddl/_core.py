@@ -440,6 +440,24 @@ class Communicator(ElasticMixin, PointToPointMixin, CountsPerRankMixin):
                            self._fns.ddl_allreduce, self._fns.ddl_iallreduce,
                            (s.address, r.address, s.count, int(s.dtype), int(op), handle))
 
+    def scan(self, send, recv=None, op=SUM, async_=False):
+        """Rank r's recv receives the reduction of ranks 0..r's send (MPI_Scan; in place
+        in send when recv is None). Every op but AVG. Returns recv (or send), or a Request."""
+        return self._prefix("scan", send, recv, op, async_)
+
+    def exscan(self, send, recv=None, op=SUM, async_=False):
+        """Rank r's recv receives the reduction of ranks 0..r-1's send (MPI_Exscan); rank
+        0's recv is left as it was. Otherwise as scan."""
+        return self._prefix("exscan", send, recv, op, async_)
+
+    def _prefix(self, name, send, recv, op, async_):
+        handle = self._live()
+        op = _op(op)
+        s, r, recv = resolve_pair(send, recv, name, "send", "recv")
+        return self._issue(name, async_, (s.keep, r.keep), recv,
+                           getattr(self._fns, "ddl_" + name), getattr(self._fns, "ddl_i" + name),
+                           (s.address, r.address, s.count, int(s.dtype), int(op), handle))
+
     def broadcast(self, buf, root=0, async_=False):
         """Copies root's buf into every rank's buf. Returns buf, or a Request when async_."""
         handle = self._live()

@@ -233,6 +233,14 @@ _OPTIONAL_PROTOTYPES.update({
     "ddl_ireduce_scatterv": (_R, [_P, _P, _SP, _I, _I, _handle, _PH]),
 })
 
+# Prefix reductions (MPI_Scan, MPI_Exscan).
+_OPTIONAL_PROTOTYPES.update({
+    "ddl_scan": (_R, [_P, _P, _N, _I, _I, _handle]),
+    "ddl_exscan": (_R, [_P, _P, _N, _I, _I, _handle]),
+    "ddl_iscan": (_R, [_P, _P, _N, _I, _I, _handle, _PH]),
+    "ddl_iexscan": (_R, [_P, _P, _N, _I, _I, _handle, _PH]),
+})
+
 # Fault tolerance: revoke, agree, shrink, grow.
 _OPTIONAL_PROTOTYPES.update({
     "ddl_comm_revoke": (_R, [_handle]),
