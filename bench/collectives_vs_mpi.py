@@ -34,11 +34,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import allreduce_vs_mpi as common  # noqa: E402  (the helpers this bench shares)
 
 COLLECTIVES = ["allreduce", "broadcast", "allgather", "reduce_scatter", "barrier",
-               "alltoall", "reduce", "gather", "scatter", "sendrecv"]
+               "alltoall", "reduce", "gather", "scatter", "sendrecv", "scan", "exscan"]
 MPI_NAMES = {"allreduce": "MPI_Allreduce", "broadcast": "MPI_Bcast", "allgather": "MPI_Allgather",
              "reduce_scatter": "MPI_Reduce_scatter_block", "barrier": "MPI_Barrier",
              "alltoall": "MPI_Alltoall", "reduce": "MPI_Reduce", "gather": "MPI_Gather",
-             "scatter": "MPI_Scatter", "sendrecv": "MPI_Sendrecv (ring: to r+1, from r-1)"}
+             "scatter": "MPI_Scatter", "sendrecv": "MPI_Sendrecv (ring: to r+1, from r-1)",
+             "scan": "MPI_Scan", "exscan": "MPI_Exscan"}
 # A barrier moves no data: one size, many iterations.
 BARRIER_ITERS = 20000
 

@@ -140,6 +140,14 @@ class MpiBackend : public ddl_perf::CollectiveBackend {
                          root, MPI_COMM_WORLD);
         break;
       }
+      case Collective::kScan:
+        rc =
+            MPI_Scan(send == recv ? MPI_IN_PLACE : send, recv, n, type, mpi_op(op), MPI_COMM_WORLD);
+        break;
+      case Collective::kExscan:
+        rc = MPI_Exscan(send == recv ? MPI_IN_PLACE : send, recv, n, type, mpi_op(op),
+                        MPI_COMM_WORLD);
+        break;
       case Collective::kSendRecv:  // as ddl_perf's: to the next rank, from the previous
         rc = MPI_Sendrecv(send, n, type, (rank_ + 1) % nranks_, 0, recv, n, type,
                           (rank_ + nranks_ - 1) % nranks_, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);

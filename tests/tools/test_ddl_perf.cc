@@ -130,6 +130,14 @@ Test(ddl_perf, alltoall_sendrecv_reduce_gather_scatter) {
   }
 }
 
+// The prefix reductions: every op they take (avg is reported skipped), two types.
+Test(ddl_perf, scan_and_exscan) {
+  for (int n : {2, 3})
+    for (const char *name : {"scan", "exscan"})
+      expect_clean_run(n, {"-C", name, "-c", "1", "-b", "8", "-e", "1M", "-f", "64", "-o", "all",
+                           "-d", n == 2 ? "int32" : "bfloat16"});
+}
+
 // The JSON of a new collective: its name, its bus factor, and size as nccl-tests counts it
 // (what each rank sends in all: 2 floats to each of 3 ranks = 24 B).
 Test(ddl_perf, alltoall_json) {

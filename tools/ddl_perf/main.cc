@@ -49,8 +49,12 @@ class DdlBackend : public ddl_perf::CollectiveBackend {
     return {"rank 0: pid " + std::to_string(getpid()) + " on " + host};
   }
 
-  std::string unsupported(ddl_perf::Collective, ddl_datatype_t, ddl_op_t) const override {
-    return "";  // ddl answers for itself: DDL_ERR_UNSUPPORTED shows up as N/A
+  std::string unsupported(ddl_perf::Collective collective, ddl_datatype_t,
+                          ddl_op_t op) const override {
+    const bool scan =
+        collective == ddl_perf::Collective::kScan || collective == ddl_perf::Collective::kExscan;
+    if (scan && op == DDL_AVG) return "DDL_AVG is not an op of the scans";
+    return "";  // else ddl answers for itself: DDL_ERR_UNSUPPORTED shows up as N/A
   }
 
   bool run(ddl_perf::Collective collective, const void *send, void *recv, size_t count,
@@ -93,6 +97,14 @@ class DdlBackend : public ddl_perf::CollectiveBackend {
       case ddl_perf::Collective::kScatter:
         call = "ddl_scatter";
         result = ddl_scatter(send, recv, count, dtype, root, comm_);
+        break;
+      case ddl_perf::Collective::kScan:
+        call = "ddl_scan";
+        result = ddl_scan(send, recv, count, dtype, op, comm_);
+        break;
+      case ddl_perf::Collective::kExscan:
+        call = "ddl_exscan";
+        result = ddl_exscan(send, recv, count, dtype, op, comm_);
         break;
       case ddl_perf::Collective::kSendRecv:
         call = "ddl_send/ddl_recv (grouped)";

@@ -74,10 +74,12 @@ double input_value(const CheckShape &shape, int rank, uint64_t index) {
                              static_cast<uint64_t>(largest_value(shape.dtype, shape.nranks) + 1));
 }
 
-// The exact result of reducing element `index` over all ranks, rounded to the datatype.
-double reduced_value(const CheckShape &shape, uint64_t index) {
+// The exact result of reducing element `index` over ranks 0..ranks-1 (all by default),
+// rounded to the datatype.
+double reduced_value(const CheckShape &shape, uint64_t index, int ranks = 0) {
+  if (ranks == 0) ranks = shape.nranks;
   double acc = input_value(shape, 0, index);
-  for (int r = 1; r < shape.nranks; ++r) {
+  for (int r = 1; r < ranks; ++r) {
     double v = input_value(shape, r, index);
     switch (shape.op) {
       case DDL_PROD:
@@ -173,6 +175,13 @@ uint64_t count_wrong(const CheckShape &shape, const void *recv) {
       case Collective::kReduce:
         if (shape.rank != shape.root) return 0;  // only the root's buffer is written
         expected = reduced_value(shape, i);
+        break;
+      case Collective::kScan:
+        expected = reduced_value(shape, i, shape.rank + 1);
+        break;
+      case Collective::kExscan:
+        if (shape.rank == 0) return 0;  // rank 0's buffer is not written
+        expected = reduced_value(shape, i, shape.rank);
         break;
       case Collective::kGather:
         if (shape.rank != shape.root) return 0;

@@ -29,6 +29,8 @@ const CollectiveInfo kCollectives[] = {
     {Collective::kReduce, "reduce", "reduce"},
     {Collective::kGather, "gather", "gather"},
     {Collective::kScatter, "scatter", "scatter"},
+    {Collective::kScan, "scan", "scan"},
+    {Collective::kExscan, "exscan", "exscan"},
 };
 
 bool parse_int_option(const char *text, int64_t min, int64_t max, int64_t *value) {
@@ -74,7 +76,8 @@ const char *collective_name(Collective collective) {
 
 bool collective_reduces(Collective collective) {
   return collective == Collective::kAllreduce || collective == Collective::kReduceScatter ||
-         collective == Collective::kReduce;
+         collective == Collective::kReduce || collective == Collective::kScan ||
+         collective == Collective::kExscan;
 }
 
 bool collective_rooted(Collective collective) {
@@ -119,7 +122,8 @@ Run one process per rank (ddlrun -n N, mpirun -np N).
   -o, --op OP              sum, prod, min, max, avg, or all (default sum)
   -C, --collective NAME    allreduce (default), broadcast, allgather, reduce_scatter,
                            barrier (latency: one row of 0 bytes), alltoall, reduce, gather,
-                           scatter, sendrecv (rank r sends to r+1, receives from r-1)
+                           scatter, sendrecv (rank r sends to r+1, receives from r-1),
+                           scan, exscan (prefix reductions, MPI_Scan and MPI_Exscan)
   -r, --root RANK          root of broadcast, reduce, gather, scatter (default 0)
   -J, --json FILE          also write the results as JSON
   -a, --algorithm NAME     force an algorithm (sets DDL_ALGO: ring, rd, ...); default: the
@@ -140,7 +144,7 @@ across ranks, after -w untimed ones at that size (and, before the first size, -w
 largest and at the smallest size, as nccl-tests warms up); algbw = size / time in GB/s
 (10^9 bytes); busbw = algbw * factor, with factor 2(n-1)/n for allreduce, (n-1)/n for
 allgather, reduce_scatter, alltoall, gather and scatter, 1 for broadcast, reduce and
-sendrecv (nccl-tests' doc/PERFORMANCE.md). #wrong counts wrong elements over all ranks
+sendrecv (nccl-tests' doc/PERFORMANCE.md), and 1 for scan and exscan (nccl-tests has none). #wrong counts wrong elements over all ranks
 (N/A without -c 1). The footer gives their sum and the mean busbw of every row in GB/s.
 )";
   return text;
@@ -244,7 +248,8 @@ ParseOutcome parse_perf_options(int argc, char **argv, PerfOptions *options, std
         }
         if (!found) {
           *error = "unknown collective " + quoted(arg) +
-                   "; use allreduce, broadcast, allgather, reduce_scatter or barrier";
+                   "; use allreduce, broadcast, allgather, reduce_scatter, barrier, alltoall, "
+                   "reduce, gather, scatter, sendrecv, scan or exscan";
           return ParseOutcome::kError;
         }
         break;

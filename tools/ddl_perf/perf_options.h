@@ -22,6 +22,8 @@ enum class Collective {
   kReduce,
   kGather,
   kScatter,
+  kScan,
+  kExscan,
 };
 
 const char *collective_name(Collective collective);

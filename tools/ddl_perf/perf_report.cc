@@ -61,6 +61,8 @@ const char *size_meaning(Collective collective) {
   switch (collective) {
     case Collective::kAllreduce:
     case Collective::kReduce:
+    case Collective::kScan:
+    case Collective::kExscan:
       return "bytes each rank reduces";
     case Collective::kBroadcast:
       return "bytes the root sends";
@@ -97,6 +99,8 @@ const char *bus_factor_formula(Collective collective) {
     case Collective::kBroadcast:
     case Collective::kReduce:
     case Collective::kSendRecv:
+    case Collective::kScan:
+    case Collective::kExscan:
       return "1";
     case Collective::kBarrier:
       break;
@@ -133,6 +137,8 @@ double bus_factor(Collective collective, int nranks) {
     case Collective::kBroadcast:
     case Collective::kReduce:
     case Collective::kSendRecv:
+    case Collective::kScan:
+    case Collective::kExscan:
       return 1;
     case Collective::kBarrier:
       return 0;
