@@ -2,10 +2,11 @@
 """Every collective of ddl next to Open MPI's, on this machine, in one command.
 
 For each rank count P of -p in turn and each collective of -C (allreduce, broadcast,
-allgather, reduce_scatter, barrier, alltoall, reduce, gather, scatter, sendrecv), runs `ddlrun
+allgather, reduce_scatter, barrier, alltoall, reduce, gather, scatter, sendrecv, scan,
+exscan), runs `ddlrun
 -n P ddl_perf -C NAME` and `mpirun -np P mpi_allreduce -C NAME` (ob1/vader, MPI_Allreduce,
 MPI_Bcast, MPI_Allgather, MPI_Reduce_scatter_block, MPI_Barrier, MPI_Alltoall, MPI_Reduce,
-MPI_Gather, MPI_Scatter, MPI_Sendrecv; rooted calls at root 0) alternately for R rounds, with the same flags and the
+MPI_Gather, MPI_Scatter, MPI_Sendrecv, MPI_Scan, MPI_Exscan; rooted calls at root 0) alternately for R rounds, with the same flags and the
 same driver (tools/ddl_perf/perf_driver.cc: mean time per iteration after a barrier, maximum
 across ranks). The order of the libraries flips every round and the collectives interleave,
 so that slow drift of the machine hits every pair alike. Per collective and size it prints the
