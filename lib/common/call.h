@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "ddl/ddl.h"
+#include "lib/common/datatype.h"
 
 namespace ddl {
 
@@ -90,5 +91,10 @@ struct CollectiveCall {
   // A stream-ordered call (ddl_*_stream): what orders it on the caller's CUDA stream.
   device::StreamCall *stream = nullptr;
 };
+
+// Bytes of call.count elements of its datatype (0 for an unchecked invalid one).
+inline size_t call_bytes(const CollectiveCall &call) {
+  return call.count * datatype_size(call.dtype);
+}
 
 }  // namespace ddl

@@ -7,12 +7,13 @@
 #include <cstring>
 
 namespace ddl {
+
+std::atomic<int> log_state::level{-1};
+thread_local int log_state::rank = -1;
+
 namespace {
 
-std::atomic<int> g_level{-1};
-thread_local int t_rank = -1;
-
-int level_from_env() {
+int level_from_env_variable() {
   const char *env = std::getenv("DDL_LOG_LEVEL");
   if (!env || !*env) return static_cast<int>(LogLevel::kWarn);
   static const char *const kNames[] = {"error", "warn", "info", "debug"};
@@ -26,29 +27,20 @@ int level_from_env() {
 
 }  // namespace
 
-LogLevel log_level() {
-  int level = g_level.load(std::memory_order_relaxed);
-  if (level < 0) {
-    level = level_from_env();
-    g_level.store(level, std::memory_order_relaxed);
-  }
-  return static_cast<LogLevel>(level);
+LogLevel log_state::level_from_env() {
+  const int from_env = level_from_env_variable();
+  level.store(from_env, std::memory_order_relaxed);
+  return static_cast<LogLevel>(from_env);
 }
 
 void set_log_level(LogLevel level) {
-  g_level.store(static_cast<int>(level));
-}
-void set_log_rank(int rank) {
-  t_rank = rank;
-}
-int log_rank() {
-  return t_rank;
+  log_state::level.store(static_cast<int>(level));
 }
 
 void log_message(LogLevel level, const char *fmt, ...) {
   static const char *const kNames[] = {"error", "warn", "info", "debug"};
   char line[2048];
-  const int rank = t_rank;
+  const int rank = log_state::rank;
   int n = rank >= 0 ? std::snprintf(line, sizeof line, "ddl[%d] %s: ", rank,
                                     kNames[static_cast<int>(level)])
                     : std::snprintf(line, sizeof line, "ddl %s: ", kNames[static_cast<int>(level)]);

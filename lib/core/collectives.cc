@@ -151,10 +151,6 @@ Status explain_peer_failure(ddl_comm *comm, const ExecArgs &exec, int peer, cons
                        found_failure);
 }
 
-size_t call_bytes(const CollectiveCall &call) {
-  return call.count * datatype_size(call.dtype);
-}
-
 CallSignature signature_of(const CollectiveCall &call, uint32_t seq) {
   CallSignature signature;
   signature.seq = seq;

@@ -33,9 +33,6 @@ class CallRunner {
 CallRunner &schedule_runner();
 std::string why_schedule(ddl_comm *comm, const CollectiveCall &call);
 
-// Bytes of call.count elements of its datatype (a checked one).
-size_t call_bytes(const CollectiveCall &call);
-
 // The CollectiveArgs that build a plan for a checked call on comm.
 CollectiveArgs args_of(const ddl_comm *comm, const CollectiveCall &call, bool in_place);
 
