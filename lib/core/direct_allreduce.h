@@ -26,9 +26,9 @@ namespace ddl {
 // Whether this call can go the single-copy way: an allreduce when every rank is on this host
 // and the communicator can (ddl_comm::cma); a broadcast or allgather(v) as direct_copy.h says.
 bool direct_collective_possible(const ddl_comm *comm, const CollectiveCall &call);
-// Whether it should, unforced (the dispatch, lib/core/dispatch.h): the allreduce's buffer large
-// enough to pay for the exchanges around the copies; a broadcast or allgather(v) as direct_copy.h
-// decides.
+// Whether it can and should, unforced (the dispatch, lib/core/dispatch.h): the allreduce's buffer
+// large enough to pay for the exchanges around the copies; a broadcast or allgather(v) as
+// direct_copy.h decides.
 bool direct_collective_applies(const ddl_comm *comm, const CollectiveCall &call);
 // Why it does, for the log.
 std::string why_direct(const ddl_comm *comm, const CollectiveCall &call);

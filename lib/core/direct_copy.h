@@ -28,8 +28,9 @@ namespace ddl {
 // Whether this broadcast or allgather(v) can go the single-copy way: every rank on this host
 // with the slots and cross-memory attach (ddl_comm::flat, ddl_comm::cma), and something to read.
 bool direct_copy_possible(const ddl_comm *comm, const CollectiveCall &call);
-// Whether it should, unforced (the dispatch, lib/core/dispatch.h): the copy must be large enough to
-// pay for the system call; with ranks sharing cores only a broadcast beyond the slots' capacity.
+// Whether it can and should, unforced (the dispatch, lib/core/dispatch.h): the copy must be large
+// enough to pay for the system call; with ranks sharing cores only a broadcast beyond the slots'
+// capacity.
 bool direct_copy_applies(const ddl_comm *comm, const CollectiveCall &call);
 // Why it does, for the log.
 std::string why_direct_copy(const ddl_comm *comm, const CollectiveCall &call);

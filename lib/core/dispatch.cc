@@ -10,10 +10,6 @@
 namespace ddl {
 namespace {
 
-bool always(const ddl_comm *, const CollectiveCall &, const CallPlace &) {
-  return true;
-}
-
 // send_recv: messages between two ranks, outside the collectives' sequence.
 bool send_recv_possible(const ddl_comm *, const CollectiveCall &call, const CallPlace &place) {
   return is_point_to_point(call.collective) && !place.on_device();
@@ -62,10 +58,6 @@ template <HostTest test>
 bool on_host(const ddl_comm *comm, const CollectiveCall &call, const CallPlace &place) {
   return !place.on_device() && test(comm, call);
 }
-template <HostTest test>
-bool ignoring_place(const ddl_comm *comm, const CollectiveCall &call, const CallPlace &) {
-  return test(comm, call);
-}
 template <HostWhy host_why>
 std::string why_of(ddl_comm *comm, const CollectiveCall &call, const CallPlace &) {
   return host_why(comm, call);
@@ -109,15 +101,14 @@ bool first_of_its_shape(ddl_comm *comm, const CollectiveCall &call, const CallPl
 
 const std::vector<Way> &ways() {
   static const std::vector<Way> rows = {
-      {"send_recv", false, send_recv_possible, always, why_send_recv, run_send_recv},
-      {"cuda_ipc", false, cuda_ipc_possible, always, why_cuda_ipc, run_cuda_ipc},
-      {"staged", false, staged_possible, always, why_staged, run_staged},
-      {"direct", true, on_host<direct_collective_possible>,
-       ignoring_place<direct_collective_applies>, why_of<why_direct>,
-       run_on_host<run_direct_collective>},
-      {"flat", true, on_host<flat_collective_possible>, ignoring_place<flat_collective_applies>,
+      {"send_recv", false, send_recv_possible, send_recv_possible, why_send_recv, run_send_recv},
+      {"cuda_ipc", false, cuda_ipc_possible, cuda_ipc_possible, why_cuda_ipc, run_cuda_ipc},
+      {"staged", false, staged_possible, staged_possible, why_staged, run_staged},
+      {"direct", true, on_host<direct_collective_possible>, on_host<direct_collective_applies>,
+       why_of<why_direct>, run_on_host<run_direct_collective>},
+      {"flat", true, on_host<flat_collective_possible>, on_host<flat_collective_applies>,
        why_of<why_flat_collective>, run_on_host<run_flat_collective>},
-      {"schedule", false, schedule_possible, always, why_schedule_way, run_schedule},
+      {"schedule", false, schedule_possible, schedule_possible, why_schedule_way, run_schedule},
   };
   return rows;
 }
@@ -135,7 +126,7 @@ const Way &choose_way(const ddl_comm *comm, const CollectiveCall &call, const Ca
   // send_recv, staged and schedule take every call of their kind and place: the loop ends on
   // one of them.
   for (const Way &way : rows)
-    if (way.possible(comm, call, place) && way.applies(comm, call, place)) return way;
+    if (way.applies(comm, call, place)) return way;
   return rows.back();
 }
 

@@ -41,9 +41,10 @@ struct Way {
   const char *name;
   // Whether DDL_ALGO may force it by its name.
   bool forcible;
-  // Whether it can take the call at all (checked calls only).
+  // Whether it can take the call at all (checked calls only): what forcing it asks.
   bool (*possible)(const ddl_comm *comm, const CollectiveCall &call, const CallPlace &place);
-  // Whether it should, unforced (asked only where possible).
+  // Whether it should, unforced: possible and the better way (the rows that take every call
+  // of their kind and place: possible alone).
   bool (*applies)(const ddl_comm *comm, const CollectiveCall &call, const CallPlace &place);
   // Why it takes the call: one line for the log, starting with the way's name.
   std::string (*why)(ddl_comm *comm, const CollectiveCall &call, const CallPlace &place);

@@ -30,9 +30,9 @@ namespace ddl {
 // host, shared memory up), the collective's shares have sizes every rank knows, and what each
 // rank publishes fits a slot.
 bool flat_collective_possible(const ddl_comm *comm, const CollectiveCall &call);
-// Whether it should, unforced (the dispatch, lib/core/dispatch.h): what a rank reads is small
-// enough, or the ranks share cores (the slots' single handshake wins for all they hold); a barrier
-// always.
+// Whether it can and should, unforced (the dispatch, lib/core/dispatch.h): what a rank reads is
+// small enough, or the ranks share cores (the slots' single handshake wins for all they hold); a
+// barrier always.
 bool flat_collective_applies(const ddl_comm *comm, const CollectiveCall &call);
 // Why it does, for the log.
 std::string why_flat_collective(const ddl_comm *comm, const CollectiveCall &call);

@@ -6,6 +6,9 @@
 #include "lib/device/staging.h"
 
 namespace ddl {
+
+thread_local int t_group_depth = 0;
+
 namespace {
 
 struct Recorded {
@@ -15,12 +18,7 @@ struct Recorded {
   bool blocking;  // the group's end waits for it
 };
 
-struct Group {
-  int depth = 0;
-  std::vector<Recorded> calls;
-};
-
-thread_local Group t_group;
+thread_local std::vector<Recorded> t_group_calls;
 thread_local std::vector<unsigned char> t_fusion_buffer;  // fused groups run on this thread
 
 // Device buffers are not fused: the fusion buffer is packed with host copies.
@@ -42,12 +40,8 @@ bool fuses_with(const Recorded &a, const Recorded &b) {
 
 }  // namespace
 
-bool in_group() {
-  return t_group.depth > 0;
-}
-
 void group_start() {
-  ++t_group.depth;
+  ++t_group_depth;
 }
 
 void group_record(ddl_comm *comm, const CollectiveCall &call,
@@ -55,14 +49,14 @@ void group_record(ddl_comm *comm, const CollectiveCall &call,
   // A blocking call gets its request only if the group goes through a progress thread: run
   // on this thread (group_end), it needs none.
   const bool blocking = !request;
-  t_group.calls.push_back(Recorded{comm, call, std::move(request), blocking});
+  t_group_calls.push_back(Recorded{comm, call, std::move(request), blocking});
 }
 
 Status group_end() {
-  if (t_group.depth == 0) return invalid_usage("ddl_group_end: no ddl_group_start before it");
-  if (--t_group.depth > 0) return Status::Ok();
+  if (t_group_depth == 0) return invalid_usage("ddl_group_end: no ddl_group_start before it");
+  if (--t_group_depth > 0) return Status::Ok();
   std::vector<Recorded> calls;
-  calls.swap(t_group.calls);
+  calls.swap(t_group_calls);
   // Each communicator's calls keep their order; a job is a call, or a run of consecutive
   // fusible allreduces of one communicator of at most DDL_FUSION_BYTES in all: packing,
   // reducing and unpacking a buffer that stays in cache is faster (1,000 x 4 KB on 2 ranks:
@@ -154,8 +148,8 @@ Status group_end() {
     const Status s = r.request->wait();
     if (first.ok() && !s.ok()) first = s;
   }
-  t_group.calls.swap(calls);  // keeps the capacity for the next group
-  t_group.calls.clear();
+  t_group_calls.swap(calls);  // keeps the capacity for the next group
+  t_group_calls.clear();
   return first;
 }
 

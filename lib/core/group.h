@@ -12,8 +12,13 @@
 
 namespace ddl {
 
-// Whether the calling thread is between ddl_group_start and its ddl_group_end.
-bool in_group();
+// How deep the calling thread is in ddl_group_start / ddl_group_end (group.cc).
+extern thread_local int t_group_depth;
+// Whether the calling thread is between ddl_group_start and its ddl_group_end. Inline: every
+// call asks.
+inline bool in_group() {
+  return t_group_depth > 0;
+}
 void group_start();
 // Issues what the group recorded; waits for its blocking calls (their first failure).
 Status group_end();

@@ -17,9 +17,9 @@ namespace {
 // transfers, sending notices) before a waiter calls the progress thread stuck.
 constexpr std::chrono::seconds kStuckGrace{10};
 
-thread_local bool t_progress_thread = false;
-
 }  // namespace
+
+thread_local bool t_on_progress_thread = false;
 
 void RequestState::finish(const Status &status) {
   {
@@ -107,10 +107,6 @@ Status ProgressQueue::drain() {
   return Status::Ok();
 }
 
-bool on_progress_thread() {
-  return t_progress_thread;
-}
-
 // A batch of sends and receives the progress thread has posted and polls between jobs.
 struct ProgressQueue::InFlight {
   std::unique_ptr<PointToPointBatch> batch;
@@ -119,7 +115,7 @@ struct ProgressQueue::InFlight {
 
 void ProgressQueue::loop() {
   LogRank log_rank(comm_->rank);
-  t_progress_thread = true;
+  t_on_progress_thread = true;
   std::vector<InFlight> in_flight;
   ExecArgs pacing;  // how the thread waits while only batches are in flight
   pacing.spins_before_yield = std::min(comm_->spins_before_yield, kProgressThreadSpins);

@@ -95,8 +95,12 @@ class ProgressQueue {
 
 // Idle polls before the progress thread yields its core (ExecArgs::spins_before_yield).
 constexpr int kProgressThreadSpins = 20;
-// Whether the calling thread is a communicator's progress thread.
-bool on_progress_thread();
+// Set on a communicator's progress thread, for its whole life (progress.cc).
+extern thread_local bool t_on_progress_thread;
+// Whether the calling thread is a communicator's progress thread. Inline: every call asks.
+inline bool on_progress_thread() {
+  return t_on_progress_thread;
+}
 
 // Whether a job is sends and receives (a batch of them, or one).
 bool is_point_to_point_job(const Job &job);
