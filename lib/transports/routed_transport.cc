@@ -116,6 +116,10 @@ void RoutedTransport::cancel(TransferRequest *req) {
   transport_of(static_cast<Route>(req->route))->cancel(req);  // unset (0): the network
 }
 
+bool RoutedTransport::peer_death_final(int peer) const {
+  return route_of(peer, 0) == kLocal && local_->peer_death_final(peer);
+}
+
 Status RoutedTransport::peer_status(int peer) const {
   const Route route = route_of(peer, 0);
   if (route == kLocal) return local_->peer_status(peer);

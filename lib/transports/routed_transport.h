@@ -35,6 +35,7 @@ class RoutedTransport : public Transport {
   bool progress_all() override;
   void cancel(TransferRequest *req) override;
   Status peer_status(int peer) const override;
+  bool peer_death_final(int peer) const override;
 
  private:
   enum Route : uint8_t { kNetwork = 1, kLocal = 2, kRail = 3 };

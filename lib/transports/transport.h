@@ -83,6 +83,9 @@ class Transport {
   virtual void cancel(TransferRequest *req) = 0;
   // OK while the peer looks alive; else why it is not (closed connection, error).
   virtual Status peer_status(int peer) const = 0;
+  // Whether peer_status's word on a failed peer is final: the transport saw the process end
+  // itself (a pid on this host), so waiting for more before wording an error adds nothing.
+  virtual bool peer_death_final(int /*peer*/) const { return false; }
 };
 
 }  // namespace ddl

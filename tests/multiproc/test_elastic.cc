@@ -157,6 +157,11 @@ Test(elastic, a_rank_killed_mid_alltoall_is_shrunk_away) {
   expect_shrink_after_kill(4, Work::kAlltoall, {3}, "alltoall, rank 3 killed");
 }
 
+// More ranks than cores (16 on 2 here): the shrink's agreement and rendezvous among 15.
+Test(elastic, a_rank_killed_among_16_is_shrunk_away, .timeout = 120) {
+  expect_shrink_after_kill(16, Work::kAllreduce, {9}, "allreduce, 16 ranks, rank 9 killed");
+}
+
 Test(elastic, two_ranks_killed_at_once_are_shrunk_away) {
   expect_shrink_after_kill(6, Work::kAllreduce, {1, 4}, "allreduce, ranks 1 and 4 killed");
 }

@@ -85,6 +85,7 @@ class ShmTransport : public Transport {
   bool progress() override;
   void cancel(TransferRequest *req) override;
   Status peer_status(int peer) const override;
+  bool peer_death_final(int peer) const override { return serves(peer) && pid_dead_[peer]; }
 
  private:
   struct Cell;
