@@ -8,6 +8,7 @@
 #include "lib/algorithms/blocks.h"
 #include "lib/algorithms/chain.h"
 #include "lib/algorithms/cost_model.h"
+#include "lib/algorithms/dbtree.h"
 #include "lib/algorithms/hosts.h"
 
 namespace ddl {
@@ -29,16 +30,24 @@ CostConstants rail_constants(const CollectiveArgs &args, int L) {
   return net;
 }
 
-// The chunk of the rails' chains: a chain of H hosts takes (H - 1 + C)(alpha + part beta / C)
-// for a part in C chunks, least at C = sqrt((H - 1) part beta / alpha): among many hosts the
-// chunks get smaller than the network's (ddl_sim, dgx-h100 64 x 8 at 16 MB: 512 KB chunks
-// fill a 63-hop chain in ~950 us), never below an eighth of it (the message work it is sized
-// for, network_chunk_elems).
+// Hosts a chunk crosses from the root's host to the farthest: one hop to a tree's root, then
+// down the deeper of the two trees over the other H - 1 hosts.
+int rail_hops(int H) {
+  int depth = 0;
+  while ((int64_t{1} << depth) < H - 1) ++depth;  // a binary tree of H - 1: ceil(log2) levels
+  return H > 1 ? 1 + depth : 0;
+}
+
+// The chunk of the rails' trees: D hops take (D + C)(alpha + part beta / C) for a part in C
+// chunks, least at C = sqrt(D part beta / alpha) (ddl_sim, dgx-h100 64 x 8 at 16 MB: 512 KB
+// chunks filled the former 63-hop chain in ~950 us), never below an eighth of the network's
+// chunk (the message work it is sized for, network_chunk_elems).
 size_t rail_chunk_elems(const CollectiveArgs &args, int H, int L, size_t part_elems) {
   const size_t largest = std::max<size_t>(1, network_chunk_elems(args));
   const CostConstants net = rail_constants(args, L);
   const double part_seconds = static_cast<double>(part_elems * args.elem_size) * net.beta;
-  const double best = std::sqrt((H - 1) * part_seconds / std::max(net.alpha + net.overhead, 1e-9));
+  const double best =
+      std::sqrt(rail_hops(H) * part_seconds / std::max(net.alpha + net.overhead, 1e-9));
   const double chunks = std::max(1.0, std::round(best));
   const size_t elems = static_cast<size_t>(std::ceil(static_cast<double>(part_elems) / chunks));
   return std::clamp<size_t>(elems, std::max<size_t>(1, largest / 8), largest);
@@ -87,15 +96,36 @@ void build_rail_broadcast(const CollectiveArgs &args, Schedule *schedule) {
   }
   const ChunkSplit chunks(parts.max_block(), rail_chunk_elems(args, H, L, parts.max_block()));
   const int C = chunks.chunks();
-  const int prev = position > 0 ? rank_at(h - 1, i) : -1;
-  const int next = position < H - 1 ? rank_at(h + 1, i) : -1;
+  // Rail i's two trees over the other hosts (positions 1..H-1 as dbtree ranks 0..H-2): where
+  // this rank's chunks of each come from and go to. The root's host feeds both trees' roots.
+  struct TreeLinks {
+    int parent = -1;
+    std::vector<int> children;
+  };
+  TreeLinks trees[2];
+  auto rail_rank = [&](int tree_rank) { return rank_at(root_host + 1 + tree_rank, i); };
+  for (int t = 0; t < 2 && H > 1; ++t) {
+    if (position == 0) {
+      // Its root: climb from any position (the trees are shallow).
+      int top = 0;
+      for (int up = dbtree_place(H - 1, top, t).parent; up >= 0;
+           up = dbtree_place(H - 1, top, t).parent)
+        top = up;
+      trees[t].children = {rail_rank(top)};
+      continue;
+    }
+    const DbtreePlace place = dbtree_place(H - 1, position - 1, t);
+    trees[t].parent = place.parent < 0 ? rank_at(root_host, i) : rail_rank(place.parent);
+    for (int child : place.children) trees[t].children.push_back(rail_rank(child));
+  }
   for (int c = 0; c < C; ++c) {
-    // 1. Part i along rail i: from the previous host (or the root), to the next.
+    // 1. Part i along rail i: chunk c from its tree's parent (or the root), to its children.
+    const TreeLinks &tree = trees[c % 2];
     const Extent part = chunks.chunk(parts.block(i), c);
     std::vector<uint32_t> have_part;
     if (part.count > 0 && position > 0)
-      have_part = {add_step(
-          schedule, recv_step(prev, tag_of(i, c, C), output_at(part.offset), part.count, {}))};
+      have_part = {add_step(schedule, recv_step(tree.parent, tag_of(i, c, C),
+                                                output_at(part.offset), part.count, {}))};
     // 2. The regions this rank shares, each from where it comes (the rail; the root's buffer
     //    on the root's host), into the host's other ranks but the root (which has it all).
     for (size_t k = 0; k < regions.size(); ++k) {
@@ -124,9 +154,10 @@ void build_rail_broadcast(const CollectiveArgs &args, Schedule *schedule) {
                                        : send_step(peer, tag, output_at(x.offset), x.count, have));
       }
     }
-    if (part.count > 0 && next >= 0)
-      add_step(schedule,
-               send_step(next, tag_of(i, c, C), output_at(part.offset), part.count, have_part));
+    for (int child : tree.children)
+      if (part.count > 0)
+        add_step(schedule,
+                 send_step(child, tag_of(i, c, C), output_at(part.offset), part.count, have_part));
     // 3. Without peer memory: the regions the others share, from them.
     if (single_copy || me == args.root) continue;
     for (size_t k = 0; k < regions.size(); ++k) {
@@ -156,7 +187,8 @@ double rail_broadcast_cost(const CollectiveArgs &args) {
   const CostConstants net = rail_constants(args, L);
   CostConstants host = args.local;
   if (args.peer_memory) host.beta /= 2;  // a byte moves once, not into a cell and out of it
-  const double network = (H - 1) * (net.alpha + chunk * net.beta) + part * net.beta;
+  // A tree's inner host sends each of its chunks twice.
+  const double network = rail_hops(H) * (net.alpha + 2 * chunk * net.beta) + part * net.beta;
   const double inside = host.alpha + (L - 1) * part * host.beta;
   const double messages =
       chunks * (2 * net.overhead + (args.peer_memory ? 0 : L - 1) * host.overhead);

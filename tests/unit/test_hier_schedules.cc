@@ -638,8 +638,10 @@ Test(hier_schedules, broadcast_over_every_rail) {
 }
 
 Test(hier_schedules, rail_broadcast_sends_each_byte_once_per_host) {
-  // 4 hosts x 4 ranks, 4 rails: each rank sends a quarter of the vector to the next host (the
-  // last host's ranks nothing), and the root's bytes leave it once inside its host.
+  // 4 hosts x 4 ranks, 4 rails: each rank of another host than the root's receives its quarter
+  // of the vector once from another host; the root's host sends each quarter out once; a
+  // tree's inner rank sends a chunk to at most two children; and the root's bytes leave it
+  // once inside its host.
   CollectiveArgs a;
   a.collective = Collective::kBroadcast;
   a.algorithm = "rails";
@@ -649,20 +651,28 @@ Test(hier_schedules, rail_broadcast_sends_each_byte_once_per_host) {
   a.tiers = hosts_of_sizes({4, 4, 4, 4});
   a.hosts = 4;
   a.peer_memory = true;
+  size_t all_across = 0;
   for (int r = 0; r < 16; ++r) {
     a.rank = r;
     Schedule s;
     cr_assert(build_schedule(a, &s).ok());
     cr_assert_str_eq(s.algorithm.c_str(), "rails");
-    size_t across = 0, read_from_root = 0;
+    size_t sent_across = 0, received_across = 0, read_from_root = 0;
     for (const Step &step : s.steps) {
-      if (step.kind == StepKind::kSend && step.peer / 4 != r / 4) across += step.count;
+      const bool across = step.peer / 4 != r / 4;
+      if (step.kind == StepKind::kSend && across) sent_across += step.count;
+      if (step.kind == StepKind::kRecv && across) received_across += step.count;
       if (step.kind == StepKind::kPeerRead && step.peer == a.root) read_from_root += step.count;
     }
-    const bool last_host = r / 4 == 0;  // the rails run host 1, 2, 3, 0
-    cr_assert_eq(across, last_host ? 0u : 1000u, "rank %d sends %zu across", r, across);
-    if (r / 4 == 1 && r != a.root)  // a part and a third of the root's
+    all_across += sent_across;
+    const bool root_host = r / 4 == 1;
+    cr_assert_eq(received_across, root_host ? 0u : 1000u, "rank %d receives %zu", r,
+                 received_across);
+    if (root_host) cr_assert_eq(sent_across, 1000u, "rank %d sends %zu across", r, sent_across);
+    cr_assert(sent_across <= 2000u, "rank %d sends %zu across", r, sent_across);
+    if (root_host && r != a.root)  // a part and a third of the root's
       cr_assert(read_from_root >= 1333 && read_from_root <= 1334, "rank %d reads %zu", r,
                 read_from_root);
   }
+  cr_assert_eq(all_across, 3u * 4000u, "%zu elements crossed hosts", all_across);
 }
