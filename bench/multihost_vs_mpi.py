@@ -86,6 +86,8 @@ SETUPS = {
                 "broadcast"),
     "4x2rs": (4, 2, 1, [M, 8 * M, 64 * M], 3, 1, "reduce-scatter, 4 hosts x 2 ranks, 1 NIC",
               "reduce_scatter"),
+    "4x2r2bc": (4, 2, 2, [16 * M, 64 * M], 3, 1, "broadcast, 4 hosts x 2 ranks x 2 rails",
+                "broadcast"),
 }
 ORDER = ["2x2", "2x2mid", "2x4mid", "lat", "2x4", "4x1", "2x2r2", "2x2ag", "2x2rs", "4x1bc", "2x2a2a", "4x1a2a",
          "2x2r2a2a"]

@@ -30,24 +30,34 @@ CostConstants rail_constants(const CollectiveArgs &args, int L) {
   return net;
 }
 
-// Hosts a chunk crosses from the root's host to the farthest: one hop to a tree's root, then
-// down the deeper of the two trees over the other H - 1 hosts.
-int rail_hops(int H) {
+// How a rail crosses H hosts: down two trees (a chunk crosses 1 + ceil(log2 (H - 1)) hosts,
+// each inner host sending it twice) or along a chain (H - 1 hosts, once each), whichever
+// passes a chunk in fewer chunk times. The trees win from 16 hosts; below, the chain: on 4
+// emulated hosts x 2 ranks x 2 rails the trees (3 hops of 2 chunk times) measured 8 % slower at
+// 16 MB (82.3 against 76.1 ms, bench/across-hosts.md).
+struct RailShape {
+  bool trees;
+  int hops;
+  int chunk_times;  // per chunk along the deepest path
+};
+RailShape rail_shape(int H) {
   int depth = 0;
   while ((int64_t{1} << depth) < H - 1) ++depth;  // a binary tree of H - 1: ceil(log2) levels
-  return H > 1 ? 1 + depth : 0;
+  const int tree_hops = 1 + depth;
+  if (H > 2 && 2 * tree_hops < H - 1) return RailShape{true, tree_hops, 2 * tree_hops};
+  return RailShape{false, H - 1, H - 1};
 }
 
-// The chunk of the rails' trees: D hops take (D + C)(alpha + part beta / C) for a part in C
-// chunks, least at C = sqrt(D part beta / alpha) (ddl_sim, dgx-h100 64 x 8 at 16 MB: 512 KB
-// chunks filled the former 63-hop chain in ~950 us), never below an eighth of the network's
-// chunk (the message work it is sized for, network_chunk_elems).
+// The chunk of the rails: D chunk times along the deepest path take (D + C)(alpha + part beta /
+// C) for a part in C chunks, least at C = sqrt(D part beta / alpha) (ddl_sim, dgx-h100 64 x 8 at
+// 16 MB: 512 KB chunks filled a 63-hop chain in ~950 us), never below an eighth of the
+// network's chunk (the message work it is sized for, network_chunk_elems).
 size_t rail_chunk_elems(const CollectiveArgs &args, int H, int L, size_t part_elems) {
   const size_t largest = std::max<size_t>(1, network_chunk_elems(args));
   const CostConstants net = rail_constants(args, L);
   const double part_seconds = static_cast<double>(part_elems * args.elem_size) * net.beta;
-  const double best =
-      std::sqrt(rail_hops(H) * part_seconds / std::max(net.alpha + net.overhead, 1e-9));
+  const double best = std::sqrt(rail_shape(H).chunk_times * part_seconds /
+                                std::max(net.alpha + net.overhead, 1e-9));
   const double chunks = std::max(1.0, std::round(best));
   const size_t elems = static_cast<size_t>(std::ceil(static_cast<double>(part_elems) / chunks));
   return std::clamp<size_t>(elems, std::max<size_t>(1, largest / 8), largest);
@@ -96,15 +106,22 @@ void build_rail_broadcast(const CollectiveArgs &args, Schedule *schedule) {
   }
   const ChunkSplit chunks(parts.max_block(), rail_chunk_elems(args, H, L, parts.max_block()));
   const int C = chunks.chunks();
-  // Rail i's two trees over the other hosts (positions 1..H-1 as dbtree ranks 0..H-2): where
-  // this rank's chunks of each come from and go to. The root's host feeds both trees' roots.
+  // Where this rank's chunks of each of rail i's two trees come from and go to: the trees over
+  // the other hosts (positions 1..H-1 as dbtree ranks 0..H-2), fed by the root's host; or both
+  // the chain from host to host.
   struct TreeLinks {
     int parent = -1;
     std::vector<int> children;
   };
   TreeLinks trees[2];
   auto rail_rank = [&](int tree_rank) { return rank_at(root_host + 1 + tree_rank, i); };
+  const bool along_trees = rail_shape(H).trees;
   for (int t = 0; t < 2 && H > 1; ++t) {
+    if (!along_trees) {
+      if (position > 0) trees[t].parent = rank_at(h - 1, i);
+      if (position < H - 1) trees[t].children = {rank_at(h + 1, i)};
+      continue;
+    }
     if (position == 0) {
       // Its root: climb from any position (the trees are shallow).
       int top = 0;
@@ -187,8 +204,9 @@ double rail_broadcast_cost(const CollectiveArgs &args) {
   const CostConstants net = rail_constants(args, L);
   CostConstants host = args.local;
   if (args.peer_memory) host.beta /= 2;  // a byte moves once, not into a cell and out of it
-  // A tree's inner host sends each of its chunks twice.
-  const double network = rail_hops(H) * (net.alpha + 2 * chunk * net.beta) + part * net.beta;
+  const RailShape shape = rail_shape(H);
+  const double network =
+      shape.hops * net.alpha + shape.chunk_times * chunk * net.beta + part * net.beta;
   const double inside = host.alpha + (L - 1) * part * host.beta;
   const double messages =
       chunks * (2 * net.overhead + (args.peer_memory ? 0 : L - 1) * host.overhead);
