@@ -32,7 +32,7 @@ CostConstants rail_constants(const CollectiveArgs &args, int L) {
 
 // How a rail crosses H hosts: down two trees (a chunk crosses 1 + ceil(log2 (H - 1)) hosts,
 // each inner host sending it twice) or along a chain (H - 1 hosts, once each), whichever
-// passes a chunk in fewer chunk times. The trees win from 16 hosts; below, the chain: on 4
+// passes a chunk in fewer chunk times. The trees win from 12 hosts; below, the chain: on 4
 // emulated hosts x 2 ranks x 2 rails the trees (3 hops of 2 chunk times) measured 8 % slower at
 // 16 MB (82.3 against 76.1 ms, bench/across-hosts.md).
 struct RailShape {

@@ -635,7 +635,7 @@ Test(hier_schedules, broadcast_over_every_rail) {
   // memory; hosts of unlike sizes and of one rank fall back to the chain.
   verify_broadcasts("rails", {{2, 2}, {3, 3, 3}, {4, 4}, {2, 2, 2, 2}, {2, 3}, {1, 1, 1}},
                     {1, 5, 37}, {false, true});
-  // From 16 hosts each rail runs down two trees of the other hosts (15 and 16 of them: the
+  // From 12 hosts each rail runs down two trees of the other hosts (15 and 16 of them: the
   // trees of an odd and an even count, one chunk or many).
   verify_broadcasts("rails", {std::vector<int>(16, 2), std::vector<int>(17, 2)}, {3, 101},
                     {false, true});
