@@ -30,11 +30,12 @@ CostConstants rail_constants(const CollectiveArgs &args, int L) {
   return net;
 }
 
-// How a rail crosses H hosts: down two trees (a chunk crosses 1 + ceil(log2 (H - 1)) hosts,
-// each inner host sending it twice) or along a chain (H - 1 hosts, once each), whichever
-// passes a chunk in fewer chunk times. The trees win from 12 hosts; below, the chain: on 4
-// emulated hosts x 2 ranks x 2 rails the trees (3 hops of 2 chunk times) measured 8 % slower at
-// 16 MB (82.3 against 76.1 ms, bench/across-hosts.md).
+// How a rail crosses H hosts: down two trees (a chunk crosses 1 + floor(log2 (H - 1)) hosts,
+// dbtree.h's trees over H - 1 being floor(log2) deep, each inner host sending it twice) or
+// along a chain (H - 1 hosts, once each), whichever passes a chunk in fewer chunk times (a tie to
+// the trees: fewer hops). The trees take over from 7 hosts; below, the chain: on 4 emulated hosts x
+// 2 ranks x 2 rails the trees (2 hops of 2 chunk times against 3 of 1) measured 8 % slower at 16 MB
+// (82.3 against 76.1 ms, bench/across-hosts.md).
 struct RailShape {
   bool trees;
   int hops;
@@ -42,9 +43,9 @@ struct RailShape {
 };
 RailShape rail_shape(int H) {
   int depth = 0;
-  while ((int64_t{1} << depth) < H - 1) ++depth;  // a binary tree of H - 1: ceil(log2) levels
+  while ((int64_t{2} << depth) <= H - 1) ++depth;  // floor(log2 (H - 1))
   const int tree_hops = 1 + depth;
-  if (H > 2 && 2 * tree_hops < H - 1) return RailShape{true, tree_hops, 2 * tree_hops};
+  if (H > 2 && 2 * tree_hops <= H - 1) return RailShape{true, tree_hops, 2 * tree_hops};
   return RailShape{false, H - 1, H - 1};
 }
 

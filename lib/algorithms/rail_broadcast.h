@@ -7,17 +7,17 @@
 // For chunk c of each part, in order:
 //   1. on the root's host, local rank j takes part j from the root (reads it out of the
 //      root's buffer with peer memory, else the root sends it);
-//   2. rail j passes part j on to the other hosts: from 12 hosts down two binary trees of
+//   2. rail j passes part j on to the other hosts: from 7 hosts on, down two binary trees of
 //      them, the even chunks down one and the odd chunks down the other (the double binary
 //      tree of dbtree.h over the hosts but the root's, whose rail rank hands each chunk to its
 //      tree's root): each host is inner in one tree and a leaf of the other, so that over two
-//      chunks every rail rank sends its part once, and a chunk crosses 1 + ceil(log2 (H - 1))
+//      chunks every rail rank sends its part once, and a chunk crosses 1 + floor(log2 (H - 1))
 //      hosts, not H - 1 (ddl_sim, dgx-h100 64 x 8 at 256 MB: 45 % of the bound along a chain,
-//      76 % down the trees); below 12 hosts along a chain from host to host (an inner host of
-//      a tree sends a chunk twice: a chunk time a hop more; see rail_shape). Halves of each
-//      chunk down both trees (balanced for one chunk too) were faster in ddl_sim at 16 MB, slower
-//      at 256 MB (1,010 us against 856-960 at 4-64 hosts): not kept. Each rank forwards a chunk
-//      as soon as it has it;
+//      76 % down the trees); below 7 hosts along a chain from host to host (an inner host of a
+//      tree sends a chunk twice: a chunk time a hop more; see rail_shape). Halves of each chunk
+//      down both trees (balanced for one chunk too) were faster in ddl_sim at 16 MB, slower at
+//      256 MB (1,010 us against 856-960 at 4-64 hosts): not kept. Each rank forwards a chunk as
+//      soon as it has it;
 //   3. each rank, once it has a chunk of its part, writes it into the other ranks of its host
 //      (peer memory; else sends it to them), so that the host's network and its NVLink or
 //      shared memory work at once.

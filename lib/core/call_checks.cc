@@ -208,8 +208,8 @@ Status check_call(const ddl_comm *comm, const CollectiveCall &call, bool *in_pla
   if (is_scan(c) && call.op == DDL_AVG)
     return invalid_argument(
         "DDL_AVG is not an op of %s: each rank's result covers a different "
-        "number of ranks (divide by rank + 1 yourself)",
-        collective_name(c));
+        "number of ranks (divide by rank%s yourself)",
+        collective_name(c), c == Collective::kScan ? " + 1" : "");
   if (has_root(c) && (call.root < 0 || call.root >= comm->nranks))
     return invalid_argument("root %d is not a rank of this communicator (0..%d)", call.root,
                             comm->nranks - 1);

@@ -117,7 +117,7 @@ void RoutedTransport::cancel(TransferRequest *req) {
 }
 
 bool RoutedTransport::peer_death_final(int peer) const {
-  return route_of(peer, 0) == kLocal && local_->peer_death_final(peer);
+  return transport_of(route_of(peer, 0))->peer_death_final(peer);
 }
 
 Status RoutedTransport::peer_status(int peer) const {

@@ -212,7 +212,8 @@ int check_scans(ddl_comm_t comm, int rank, int n) {
                        ddl_datatype_name(dtype), ddl_op_name(op), in_place ? " in place" : "",
                        count, i, got, want);
           }
-          RANK_CHECK(recv.back() == 0xEE, "rank %d: %s wrote past the end", rank, name);
+          RANK_CHECK((in_place ? send : recv).back() == 0xEE, "rank %d: %s wrote past the end",
+                     rank, name);
         }
   return 0;
 }

@@ -635,48 +635,65 @@ Test(hier_schedules, broadcast_over_every_rail) {
   // memory; hosts of unlike sizes and of one rank fall back to the chain.
   verify_broadcasts("rails", {{2, 2}, {3, 3, 3}, {4, 4}, {2, 2, 2, 2}, {2, 3}, {1, 1, 1}},
                     {1, 5, 37}, {false, true});
-  // From 12 hosts each rail runs down two trees of the other hosts (15 and 16 of them: the
+  // From 7 hosts each rail runs down two trees of the other hosts (15 and 16 of them: the
   // trees of an odd and an even count, one chunk or many).
   verify_broadcasts("rails", {std::vector<int>(16, 2), std::vector<int>(17, 2)}, {3, 101},
                     {false, true});
 }
 
-Test(hier_schedules, rail_broadcast_sends_each_byte_once_per_host) {
-  // 4 hosts x 4 ranks, 4 rails: each rank of another host than the root's receives its quarter
-  // of the vector once from another host; the root's host sends each quarter out once; a
-  // tree's inner rank sends a chunk to at most two children; and the root's bytes leave it
-  // once inside its host.
+namespace {
+
+// H hosts x L ranks, L rails, root on host 1: each rank of another host receives its part of
+// the vector once from another host, each rank of the root's host sends its part out once, no
+// rank sends more than two parts (a tree's inner rank: a chunk to each of two children), and
+// the root's bytes leave it once inside its host. Returns the most any rank sent across.
+size_t expect_rail_traffic(int H, int L, size_t count) {
   CollectiveArgs a;
   a.collective = Collective::kBroadcast;
   a.algorithm = "rails";
-  a.nranks = 16;
-  a.root = 5;  // host 1, local index 1
-  a.count = 4000;
-  a.tiers = hosts_of_sizes({4, 4, 4, 4});
-  a.hosts = 4;
+  a.nranks = H * L;
+  a.root = L + 1;  // host 1, local index 1
+  a.count = count;
+  a.tiers = hosts_of_sizes(std::vector<int>(static_cast<size_t>(H), L));
+  a.hosts = H;
   a.peer_memory = true;
-  size_t all_across = 0;
-  for (int r = 0; r < 16; ++r) {
+  const size_t part = count / static_cast<size_t>(L);
+  size_t all_across = 0, most = 0;
+  for (int r = 0; r < a.nranks; ++r) {
     a.rank = r;
     Schedule s;
     cr_assert(build_schedule(a, &s).ok());
     cr_assert_str_eq(s.algorithm.c_str(), "rails");
     size_t sent_across = 0, received_across = 0, read_from_root = 0;
     for (const Step &step : s.steps) {
-      const bool across = step.peer / 4 != r / 4;
+      const bool across = step.peer / L != r / L;
       if (step.kind == StepKind::kSend && across) sent_across += step.count;
       if (step.kind == StepKind::kRecv && across) received_across += step.count;
       if (step.kind == StepKind::kPeerRead && step.peer == a.root) read_from_root += step.count;
     }
     all_across += sent_across;
-    const bool root_host = r / 4 == 1;
-    cr_assert_eq(received_across, root_host ? 0u : 1000u, "rank %d receives %zu", r,
+    most = std::max(most, sent_across);
+    const bool root_host = r / L == 1;
+    cr_assert_eq(received_across, root_host ? 0u : part, "%d hosts: rank %d receives %zu", H, r,
                  received_across);
-    if (root_host) cr_assert_eq(sent_across, 1000u, "rank %d sends %zu across", r, sent_across);
-    cr_assert(sent_across <= 2000u, "rank %d sends %zu across", r, sent_across);
-    if (root_host && r != a.root)  // a part and a third of the root's
-      cr_assert(read_from_root >= 1333 && read_from_root <= 1334, "rank %d reads %zu", r,
-                read_from_root);
+    if (root_host)
+      cr_assert_eq(sent_across, part, "%d hosts: rank %d sends %zu across", H, r, sent_across);
+    cr_assert(sent_across <= 2 * part, "%d hosts: rank %d sends %zu across", H, r, sent_across);
+    if (root_host && r != a.root)  // a part and a share of the root's
+      cr_assert(
+          read_from_root >= part + part / (L - 1) && read_from_root <= part + part / (L - 1) + 1,
+          "%d hosts: rank %d reads %zu", H, r, read_from_root);
   }
-  cr_assert_eq(all_across, 3u * 4000u, "%zu elements crossed hosts", all_across);
+  cr_assert_eq(all_across, static_cast<size_t>(H - 1) * count, "%d hosts: %zu elements crossed", H,
+               all_across);
+  return most;
+}
+
+}  // namespace
+
+Test(hier_schedules, rail_broadcast_sends_each_byte_once_per_host) {
+  // A chain among 4 hosts: the last one sends nothing; every other sends its part once.
+  cr_assert_eq(expect_rail_traffic(4, 4, 4000), 1000u);
+  // Trees among 16: an inner rank sends a one-chunk part to its two children.
+  cr_assert_eq(expect_rail_traffic(16, 4, 4000), 2000u);
 }

@@ -65,6 +65,9 @@ class UcxTransport : public NetworkTransport {
   bool progress() override;
   void cancel(TransferRequest *req) override;
   Status peer_status(int peer) const override;
+  bool peer_death_final(int peer) const override {
+    return peer >= 0 && peer < static_cast<int>(pid_dead_.size()) && pid_dead_[peer];
+  }
 
   // Called by UCX when an endpoint fails (err_handler.arg points at one of these).
   void on_endpoint_error(int peer, ucs_status_t status);
