@@ -13,7 +13,7 @@ thread_local int log_state::rank = -1;
 
 namespace {
 
-int level_from_env_variable() {
+int parse_level_env() {
   const char *env = std::getenv("DDL_LOG_LEVEL");
   if (!env || !*env) return static_cast<int>(LogLevel::kWarn);
   static const char *const kNames[] = {"error", "warn", "info", "debug"};
@@ -28,7 +28,7 @@ int level_from_env_variable() {
 }  // namespace
 
 LogLevel log_state::level_from_env() {
-  const int from_env = level_from_env_variable();
+  const int from_env = parse_level_env();
   level.store(from_env, std::memory_order_relaxed);
   return static_cast<LogLevel>(from_env);
 }
