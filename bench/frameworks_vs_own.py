@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """ddl inside JAX and TensorFlow programs against each framework's own multi-process CPU
 collectives, side by side in one run (issue 36, item 4): an allreduce of 4 KB, 1 MB and 25 MB
-inside a compiled function (`jax.jit`, `tf.function`), and the examples' training step
+inside a compiled function (`jax.jit`, `tf.function`), of the function's argument and of a
+value the function computes (x * 2, as a step's gradients are), and the examples' training step
 (examples/jax_train.py, examples/keras_train.py), on 2 and 4 processes of this machine, the
 two alternating for --rounds rounds (the order flips every round); medians, and the ratio
 own / ddl (> 1: ddl faster).
@@ -29,6 +30,9 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SIZES = [4 << 10, 1 << 20, 25 << 20]
+# The operand of the compiled allreduce: the function's argument, or a value it computes
+# (argument times the factor); XLA and TensorFlow may reuse such a value's buffer in place.
+FORMS = {"argument": 1, "computed": 2}
 # framework: (ddl's backend name, the framework's own, its label, the example)
 FRAMEWORKS = {
     "jax": ("ddl", "jax", "JAX (gloo)", "jax_train.py"),
@@ -37,7 +41,8 @@ FRAMEWORKS = {
 
 
 def jax_allreduce(backend, coordinator, rank, size):
-    """(the jitted allreduce, how an array of this process's values becomes its input)."""
+    """({form: the jitted allreduce}, how an array of this process's values becomes its
+    input)."""
     import numpy as np
     import jax
     import jax.numpy as jnp
@@ -45,7 +50,8 @@ def jax_allreduce(backend, coordinator, rank, size):
     if backend == "ddl":
         import ddl.jax
         ddl.jax.init()
-        return jax.jit(lambda x: ddl.jax.allreduce(x)), jnp.asarray
+        return {form: jax.jit(lambda x, k=k: ddl.jax.allreduce(x * k) if k != 1 else
+                              ddl.jax.allreduce(x)) for form, k in FORMS.items()}, jnp.asarray
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
     jax.distributed.initialize(coordinator, num_processes=size, process_id=rank)
     try:
@@ -55,14 +61,19 @@ def jax_allreduce(backend, coordinator, rank, size):
     from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
     mesh = Mesh(np.array(jax.devices()), ("dp",))
-    try:
-        summed = shard_map(lambda x: jax.lax.psum(x, "dp"), mesh=mesh, in_specs=P("dp"),
-                           out_specs=P("dp"), check_vma=False)
-    except TypeError:
-        summed = shard_map(lambda x: jax.lax.psum(x, "dp"), mesh=mesh, in_specs=P("dp"),
-                           out_specs=P("dp"), check_rep=False)
-    return jax.jit(summed), lambda x: jax.make_array_from_process_local_data(
-        NamedSharding(mesh, P("dp")), x)
+
+    def summed(k):
+        body = (lambda x: jax.lax.psum(x * k, "dp")) if k != 1 else \
+            (lambda x: jax.lax.psum(x, "dp"))
+        try:
+            return shard_map(body, mesh=mesh, in_specs=P("dp"), out_specs=P("dp"),
+                             check_vma=False)
+        except TypeError:
+            return shard_map(body, mesh=mesh, in_specs=P("dp"), out_specs=P("dp"),
+                             check_rep=False)
+
+    return {form: jax.jit(summed(k)) for form, k in FORMS.items()}, \
+        lambda x: jax.make_array_from_process_local_data(NamedSharding(mesh, P("dp")), x)
 
 
 def tf_allreduce(backend, port, rank, size):
@@ -72,17 +83,20 @@ def tf_allreduce(backend, port, rank, size):
     if backend == "ddl":
         import ddl.tensorflow as ddl_tf
         ddl_tf.init()
-        return tf.function(lambda x: ddl_tf.allreduce(x)), tf.constant
+        return {form: tf.function(lambda x, k=k: ddl_tf.allreduce(x * k) if k != 1 else
+                                  ddl_tf.allreduce(x)) for form, k in FORMS.items()}, tf.constant
     os.environ["TF_CONFIG"] = json.dumps({
         "cluster": {"worker": [f"127.0.0.1:{port + k}" for k in range(size)]},
         "task": {"type": "worker", "index": rank}})
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
     # The value is made on the replica's device (tf.identity there): a tensor from outside
     # the replica function has no device the strategy's all_reduce can send to.
-    f = tf.function(lambda x: strategy.run(
-        lambda v: tf.distribute.get_replica_context().all_reduce("sum", tf.identity(v)),
-        args=(x,)))
-    return f, tf.constant
+    def summed(k):
+        return tf.function(lambda x: strategy.run(
+            lambda v: tf.distribute.get_replica_context().all_reduce(
+                "sum", v * k if k != 1 else tf.identity(v)), args=(x,)))
+
+    return {form: summed(k) for form, k in FORMS.items()}, tf.constant
 
 
 def rank_main(framework, backend, iters, port, out):
@@ -91,29 +105,31 @@ def rank_main(framework, backend, iters, port, out):
     sys.path.insert(0, os.path.join(REPO, "bindings", "python"))
     rank, size = int(os.environ["DDL_RANK"]), int(os.environ["DDL_WORLD_SIZE"])
     if framework == "jax":
-        f, place = jax_allreduce(backend, f"127.0.0.1:{port}", rank, size)
+        functions, place = jax_allreduce(backend, f"127.0.0.1:{port}", rank, size)
     else:
-        f, place = tf_allreduce(backend, port, rank, size)
+        functions, place = tf_allreduce(backend, port, rank, size)
     medians = {}
-    for nbytes in SIZES:
-        x = place(np.full(nbytes // 4, float(rank + 1), np.float32))
-        want = size * (size + 1) / 2
-        for _ in range(3):
-            y = f(x)
-        y = np.asarray(y.addressable_data(0) if hasattr(y, "addressable_data") else y)
-        if float(y.reshape(-1)[0]) != want:
-            sys.exit(f"rank {rank}: {backend} allreduce of {nbytes} B gave {y[0]}, not {want}")
-        n = max(5, iters if nbytes < (1 << 20) else iters // 10)
-        times = []
-        for _ in range(n):
-            t0 = time.perf_counter()
-            y = f(x)
-            if hasattr(y, "block_until_ready"):
-                y.block_until_ready()
-            else:
-                y.numpy()
-            times.append(time.perf_counter() - t0)
-        medians[nbytes] = statistics.median(times) * 1e6
+    for form, f in functions.items():
+        for nbytes in SIZES:
+            x = place(np.full(nbytes // 4, float(rank + 1), np.float32))
+            want = FORMS[form] * size * (size + 1) / 2
+            for _ in range(3):
+                y = f(x)
+            y = np.asarray(y.addressable_data(0) if hasattr(y, "addressable_data") else y)
+            if float(y.reshape(-1)[0]) != want:
+                sys.exit(f"rank {rank}: {backend} allreduce of {nbytes} B ({form}) gave "
+                         f"{y.reshape(-1)[0]}, not {want}")
+            n = max(5, iters if nbytes < (1 << 20) else iters // 10)
+            times = []
+            for _ in range(n):
+                t0 = time.perf_counter()
+                y = f(x)
+                if hasattr(y, "block_until_ready"):
+                    y.block_until_ready()
+                else:
+                    y.numpy()
+                times.append(time.perf_counter() - t0)
+            medians[f"{form} {nbytes}"] = statistics.median(times) * 1e6
     with open(f"{out}.{rank}", "w") as f:
         json.dump(medians, f)
 
@@ -147,7 +163,7 @@ def one_round(framework, nprocs, backend, iters):
         with open(f"{path}.{r}") as f:
             rows.append(json.load(f))
         os.unlink(f"{path}.{r}")
-    calls = {s: max(row[str(s)] for row in rows) for s in SIZES}
+    calls = {key: max(row[key] for row in rows) for key in rows[0]}
     example = FRAMEWORKS[framework][3]
     port = ["--coordinator", f"127.0.0.1:{free_port()}"] if framework == "jax" else \
         ["--port", str(free_port())]
@@ -192,11 +208,12 @@ def main():
                     print(f"{framework}, {nprocs} processes, round {r + 1}/{args.rounds}: "
                           f"{backend}", flush=True)
                     got[backend].append(one_round(framework, nprocs, backend, args.iters))
-            for s in SIZES:
-                d = statistics.median(c[s] for c, _ in got[mine])
-                o = statistics.median(c[s] for c, _ in got[theirs])
-                lines.append(f"| {label} | {nprocs} | allreduce {human(s)} compiled | "
-                             f"{d:.1f} us | {o:.1f} us | {o / d:.2f} |")
+            for form in FORMS:
+                for s in SIZES:
+                    d = statistics.median(c[f"{form} {s}"] for c, _ in got[mine])
+                    o = statistics.median(c[f"{form} {s}"] for c, _ in got[theirs])
+                    lines.append(f"| {label} | {nprocs} | allreduce {human(s)} compiled, "
+                                 f"{form} | {d:.1f} us | {o:.1f} us | {o / d:.2f} |")
             d = statistics.median(step for _, step in got[mine])
             o = statistics.median(step for _, step in got[theirs])
             lines.append(f"| {label} | {nprocs} | examples/{example} step | {d:.3f} ms | "

@@ -33,11 +33,17 @@ def check_collectives(comm):
     r, n = comm.rank, comm.size
     total = sum(reference(k, 6 * n) for k in range(n))
     jit_allreduce = jax.jit(lambda x: ddl.jax.allreduce(x))
+    # Operands computed in the step: allreduce and broadcast run in their buffers.
+    in_step = jax.jit(lambda x: (ddl.jax.allreduce(x + 1), ddl.jax.broadcast(x + 1, root=0)))
     for dtype in DTYPES:
         x = data(r, 6 * n, dtype)
         close(ddl.jax.allreduce(x), total)
         close(jit_allreduce(x), total)
         assert jit_allreduce(x).dtype == dtype
+        summed, broadcast = in_step(x)
+        close(summed, total + n)
+        close(broadcast, reference(0, 6 * n) + 1)
+        close(x, reference(r, 6 * n))  # reduced in place, never in the caller's array
         close(ddl.jax.allreduce(x, op="max"), np.max([reference(k, 6 * n) for k in range(n)], 0))
         close(ddl.jax.allgather(x), np.concatenate([reference(k, 6 * n) for k in range(n)]))
         close(ddl.jax.reduce_scatter(x), total[6 * r:6 * r + 6])

@@ -30,10 +30,16 @@ def check_collectives(comm):
     r, n = comm.rank, comm.size
     total = sum(reference(k, 6 * n) for k in range(n))
     in_function = tf.function(lambda x: ddl_tf.allreduce(x))
+    # Operands computed in the step: allreduce and broadcast may run in their buffers.
+    in_step = tf.function(lambda x: (ddl_tf.allreduce(x + 1), ddl_tf.broadcast(x + 1, root=0)))
     for dtype in DTYPES:
         x = data(r, 6 * n, dtype)
         close(ddl_tf.allreduce(x), total)
         close(in_function(x), total)
+        summed, broadcast = in_step(x)
+        close(summed, total + n)
+        close(broadcast, reference(0, 6 * n) + 1)
+        close(x, reference(r, 6 * n))  # reduced in place, never in the caller's tensor
         close(ddl_tf.allreduce(x, op="max"), np.max([reference(k, 6 * n) for k in range(n)], 0))
         close(ddl_tf.allgather(x), np.concatenate([reference(k, 6 * n) for k in range(n)]))
         close(ddl_tf.reduce_scatter(x), total[6 * r:6 * r + 6])

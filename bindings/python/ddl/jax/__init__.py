@@ -6,7 +6,11 @@
 
 allreduce, allgather, reduce_scatter, broadcast and alltoall are XLA FFI custom calls
 (ffi_calls.cc): XLA hands each its operand and result in host memory and ddl's blocking C
-call fills the result, with no copy beyond what the call needs. They differentiate
+call fills the result, with no copy beyond what the call needs. allreduce and broadcast
+work in place: their result takes their operand's buffer (XLA's input_output_aliases), so a
+value computed in the step (a gradient) is reduced where it lies, with no new buffer
+(bench/frameworks.md); an argument of the jitted function is copied by XLA first, unless it
+is donated (`jax.jit(..., donate_argnums=...)`). They differentiate
 (`jax.grad`): allreduce's cotangent is allreduced, allgather's reduce-scattered,
 reduce_scatter's allgathered, alltoall's sent back by alltoall, broadcast's summed onto the
 root. On a pytree, allreduce and broadcast make one call for all its leaves (flattened into
@@ -104,11 +108,13 @@ class _Order:
         return y
 
 
-def _collective(name, x, shape, backward, **attrs):
-    """One FFI call of `name` on array x (its result: `shape`, x's dtype), differentiable with
-    `backward` (the cotangent's collective), after the previous call of the same trace."""
+def _collective(name, x, shape, backward, in_place=False, **attrs):
+    """One FFI call of `name` on array x (its result: `shape`, x's dtype, in x's buffer when
+    in_place), differentiable with `backward` (the cotangent's collective), after the
+    previous call of the same trace."""
     call = jax.ffi.ffi_call(f"ddl_{name}", jax.ShapeDtypeStruct(shape, x.dtype),
-                            has_side_effect=True, vmap_method="sequential")
+                            has_side_effect=True, vmap_method="sequential",
+                            input_output_aliases={0: 0} if in_place else None)
 
     @jax.custom_vjp
     def f(x, after):
@@ -149,7 +155,8 @@ def _allreduce_array(x, op, comm):
     c, handle = _attrs(comm)
     x = jnp.asarray(x)
     backward = _linear_only(op, "allreduce") or (lambda ct: _allreduce_array(ct, op, c))
-    return _collective("allreduce", x, x.shape, backward, comm=handle, op=np.int32(op))
+    return _collective("allreduce", x, x.shape, backward, in_place=True, comm=handle,
+                       op=np.int32(op))
 
 
 def _broadcast_array(x, root, comm):
@@ -160,7 +167,8 @@ def _broadcast_array(x, root, comm):
         total = _allreduce_array(ct, ddl.SUM, c)
         return total if c.rank == root else jnp.zeros_like(total)
 
-    return _collective("broadcast", x, x.shape, backward, comm=handle, root=np.int32(root))
+    return _collective("broadcast", x, x.shape, backward, in_place=True, comm=handle,
+                       root=np.int32(root))
 
 
 def allgather(x, comm=None):

@@ -1,9 +1,10 @@
 // ddl's collectives as XLA FFI handlers, for JAX on CPU (ddl.jax). XLA hands a handler its
 // operand and its result in host memory; the handler makes libddl.so.0's blocking C call on
 // them, with the communicator and the reduce op as the call's attributes. Nothing is copied
-// beyond what the call needs (broadcast, in place in ddl, copies the operand into the
-// result first). libddl's calls, and the numbers by which a jitted function names its
-// communicator: ../framework_abi.h.
+// beyond what the call needs: allreduce and broadcast ask XLA for their result in their
+// operand's buffer (ddl/jax/__init__.py) and then run in place; broadcast, in place in ddl,
+// copies the operand into the result first where XLA gave it another buffer. libddl's calls,
+// and the numbers by which a jitted function names its communicator: ../framework_abi.h.
 //
 // Every handler takes a second operand it never reads: the result of the previous ddl call
 // of the same jitted function (ddl/jax/__init__.py), so that XLA, which may run independent

@@ -94,8 +94,10 @@ class Caller {
 // What the five kernels share: the attributes, the checks, the queueing and the errors.
 class DdlKernel : public tf::AsyncOpKernel {
  public:
-  DdlKernel(tf::OpKernelConstruction *c, const char *collective)
-      : AsyncOpKernel(c), collective_(collective) {
+  // in_place: the result may take the input's buffer (when nothing else holds it, as a value
+  // computed in the same step: a gradient), which ddl's call then updates in place.
+  DdlKernel(tf::OpKernelConstruction *c, const char *collective, bool in_place = false)
+      : AsyncOpKernel(c), collective_(collective), in_place_(in_place) {
     OP_REQUIRES_OK(c, c->GetAttr("comm", &comm_id_));
   }
 
@@ -111,7 +113,10 @@ class DdlKernel : public tf::AsyncOpKernel {
     tf::Tensor *y = nullptr;
     tf::TensorShape shape;
     if (!output_shape(c, at, x.shape(), &shape)) return done();  // the reason is set
-    OP_REQUIRES_OK_ASYNC(c, c->allocate_output(0, shape, &y), done);
+    OP_REQUIRES_OK_ASYNC(c,
+                         in_place_ ? c->forward_input_or_allocate_output({0}, 0, shape, &y)
+                                   : c->allocate_output(0, shape, &y),
+                         done);
     Caller::get().queue([this, c, done, x, y, type, at] {
       const int rc = call(x, y, type, at);
       if (rc)
@@ -154,12 +159,13 @@ class DdlKernel : public tf::AsyncOpKernel {
   }
 
   const char *collective_;
+  const bool in_place_;
   int64_t comm_id_ = 0;
 };
 
 class Allreduce : public DdlKernel {
  public:
-  explicit Allreduce(tf::OpKernelConstruction *c) : DdlKernel(c, "allreduce") {
+  explicit Allreduce(tf::OpKernelConstruction *c) : DdlKernel(c, "allreduce", true) {
     OP_REQUIRES_OK(c, c->GetAttr("op", &op_));
   }
   int call(const tf::Tensor &x, tf::Tensor *y, int type, const Attached &at) override {
@@ -173,12 +179,13 @@ class Allreduce : public DdlKernel {
 
 class Broadcast : public DdlKernel {
  public:
-  explicit Broadcast(tf::OpKernelConstruction *c) : DdlKernel(c, "broadcast") {
+  explicit Broadcast(tf::OpKernelConstruction *c) : DdlKernel(c, "broadcast", true) {
     OP_REQUIRES_OK(c, c->GetAttr("root", &root_));
   }
   int call(const tf::Tensor &x, tf::Tensor *y, int type, const Attached &at) override {
     char *out = const_cast<char *>(y->tensor_data().data());
-    std::memcpy(out, x.tensor_data().data(), x.tensor_data().size());
+    if (out != x.tensor_data().data())
+      std::memcpy(out, x.tensor_data().data(), x.tensor_data().size());
     return api().broadcast(out, x.NumElements(), type, root_, at.comm);
   }
 
