@@ -43,7 +43,48 @@ enum class Collective : uint8_t {
 inline bool known_collective(uint8_t value) {
   return value <= static_cast<uint8_t>(Collective::kExscan);
 }
-const char *collective_name(Collective collective);
+// As the C API and the logs name it.
+inline const char *collective_name(Collective collective) {
+  switch (collective) {
+    case Collective::kAllreduce:
+      return "allreduce";
+    case Collective::kBroadcast:
+      return "broadcast";
+    case Collective::kAllgather:
+      return "allgather";
+    case Collective::kReduceScatter:
+      return "reduce_scatter";
+    case Collective::kBarrier:
+      return "barrier";
+    case Collective::kAlltoall:
+      return "alltoall";
+    case Collective::kAlltoallv:
+      return "alltoallv";
+    case Collective::kReduce:
+      return "reduce";
+    case Collective::kGather:
+      return "gather";
+    case Collective::kGatherv:
+      return "gatherv";
+    case Collective::kScatter:
+      return "scatter";
+    case Collective::kScatterv:
+      return "scatterv";
+    case Collective::kSend:
+      return "send";
+    case Collective::kRecv:
+      return "recv";
+    case Collective::kAllgatherv:
+      return "allgatherv";
+    case Collective::kReduceScatterv:
+      return "reduce_scatterv";
+    case Collective::kScan:
+      return "scan";
+    case Collective::kExscan:
+      return "exscan";
+  }
+  return "unknown";
+}
 // The prefix reductions: each rank's result covers the ranks before it (and itself for a
 // scan). (Inline, as the following: every call asks them on its way to the wire.)
 inline bool is_scan(Collective c) {

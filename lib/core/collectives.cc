@@ -188,53 +188,41 @@ std::string describe_call(const ddl_comm *comm, const CollectiveCall &call, uint
 
 namespace {
 
-class ScheduleRunner : public CallRunner {
- public:
-  static std::string why(ddl_comm *comm, const CollectiveCall &call) {
-    const Plan *plan = nullptr;
-    Status s = plan_of(comm, call, &plan);
-    if (!s.ok()) return s.message();
-    if (plan->schedule.steps.empty()) return "no data: only the call is compared";
-    return strprintf("%s; %zu steps%s", plan->why.c_str(), plan->schedule.steps.size(),
-                     plan->schedule.peer_memory ? ", single copy between the ranks of a host" : "");
+// The call's plan. A call that moves no data compares its signature only (empty_plan); a v
+// form's own count says nothing of its peers'. A barrier's schedule is its signals.
+Status plan_of(ddl_comm *comm, const CollectiveCall &call, const Plan **plan) {
+  if (call.count == 0 && call.collective != Collective::kBarrier &&
+      !per_peer_counts(call.collective)) {
+    *plan = &empty_plan();
+    return Status::Ok();
   }
-  Status run(ddl_comm *comm, const CollectiveCall &call, const ExecArgs &exec, uint64_t call_number,
-             bool *found_failure) override {
-    const Plan *plan = nullptr;
-    DDL_RETURN_IF_ERROR(plan_of(comm, call, &plan));
-    const size_t scratch_bytes = plan->schedule.scratch_count * datatype_size(call.dtype);
-    if (comm->scratch.size() < scratch_bytes) comm->scratch.resize(scratch_bytes);
-    ExecArgs with_scratch = exec;
-    with_scratch.scratch = comm->scratch.data();
-    if (plan->schedule.peer_memory)
-      return run_with_peer_buffers(comm, *plan, with_scratch, call_number, found_failure);
-    Status s = comm->executor.run(*plan, with_scratch, comm->routes.get());
-    *found_failure = comm->executor.found_failure();
-    return s;
-  }
-
- private:
-  static Status plan_of(ddl_comm *comm, const CollectiveCall &call, const Plan **plan) {
-    // A call that moves no data compares its signature only (empty_plan); a v form's own
-    // count says nothing of its peers'. A barrier's schedule is its signals.
-    if (call.count == 0 && call.collective != Collective::kBarrier &&
-        !per_peer_counts(call.collective)) {
-      *plan = &empty_plan();
-      return Status::Ok();
-    }
-    return find_plan(comm, call, call_in_place(comm, call), plan);
-  }
-};
+  return find_plan(comm, call, call_in_place(comm, call), plan);
+}
 
 }  // namespace
 
-CallRunner &schedule_runner() {
-  static ScheduleRunner runner;
-  return runner;
+Status ScheduleRunner::run(ddl_comm *comm, const CollectiveCall &call, const ExecArgs &exec,
+                           uint64_t call_number, bool *found_failure) {
+  const Plan *plan = nullptr;
+  DDL_RETURN_IF_ERROR(plan_of(comm, call, &plan));
+  const size_t scratch_bytes = plan->schedule.scratch_count * datatype_size(call.dtype);
+  if (comm->scratch.size() < scratch_bytes) comm->scratch.resize(scratch_bytes);
+  ExecArgs with_scratch = exec;
+  with_scratch.scratch = comm->scratch.data();
+  if (plan->schedule.peer_memory)
+    return run_with_peer_buffers(comm, *plan, with_scratch, call_number, found_failure);
+  Status s = comm->executor.run(*plan, with_scratch, comm->routes.get());
+  *found_failure = comm->executor.found_failure();
+  return s;
 }
 
 std::string why_schedule(ddl_comm *comm, const CollectiveCall &call) {
-  return ScheduleRunner::why(comm, call);
+  const Plan *plan = nullptr;
+  Status s = plan_of(comm, call, &plan);
+  if (!s.ok()) return s.message();
+  if (plan->schedule.steps.empty()) return "no data: only the call is compared";
+  return strprintf("%s; %zu steps%s", plan->why.c_str(), plan->schedule.steps.size(),
+                   plan->schedule.peer_memory ? ", single copy between the ranks of a host" : "");
 }
 
 std::string forced_schedule(const ddl_comm *comm, Collective collective) {

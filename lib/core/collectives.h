@@ -30,7 +30,11 @@ class CallRunner {
 // The schedule row's runner: the call's schedule (the algorithm the models or DDL_ALGO
 // choose) on the executor, with the peers' buffers published around it when its steps copy
 // between them; and why that schedule, for the log.
-CallRunner &schedule_runner();
+class ScheduleRunner : public CallRunner {
+ public:
+  Status run(ddl_comm *comm, const CollectiveCall &call, const ExecArgs &exec, uint64_t call_number,
+             bool *found_failure) override;
+};
 std::string why_schedule(ddl_comm *comm, const CollectiveCall &call);
 
 // The CollectiveArgs that build a plan for a checked call on comm.

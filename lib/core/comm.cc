@@ -367,6 +367,7 @@ Status create_comm(const BootstrapOptions &options, const CommConfig &config, dd
   comm->rank = options.rank;
   comm->nranks = options.nranks;
   comm->config = config;
+  comm->device_buffers = device::cuda_driver() != nullptr;
 
   DDL_RETURN_IF_ERROR(Bootstrap::create(options, &comm->bootstrap));
   DDL_RETURN_IF_ERROR(exchange_placements(comm.get()));

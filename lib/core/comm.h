@@ -62,6 +62,9 @@ struct ddl_comm {
   // (lib/transports/shm/cma.h; a job-wide verdict): on one host large allreduces take the
   // single-copy path (direct_allreduce.h), across hosts hier's host tier goes single-copy.
   bool cma = false;
+  // A CUDA driver is loaded (lib/device/cuda_driver.h; one answer for the process): a call's
+  // buffers may be device memory, so each call locates them. Without one, all are host memory.
+  bool device_buffers = false;
   // And each group of algorithm_tiers[0] lies on one host: hier's fastest tier goes
   // single-copy (CollectiveArgs::peer_memory).
   bool single_copy_tier = false;

@@ -97,8 +97,10 @@ std::string why_direct(const ddl_comm *comm, const CollectiveCall &call) {
                    direct_min_bytes(comm), comm->oversubscribed ? " with ranks sharing cores" : "");
 }
 
-Status run_direct_collective(ddl_comm *comm, const CollectiveCall &call, const ExecArgs &exec,
-                             uint64_t call_number, bool *found_failure) {
+// *found_failure: this rank found a problem every rank should hear of (a mismatch, a dead
+// peer).
+Status DirectRunner::run(ddl_comm *comm, const CollectiveCall &call, const ExecArgs &exec,
+                         uint64_t call_number, bool *found_failure) {
   *found_failure = false;
   if (call.collective != Collective::kAllreduce)
     return run_direct_copy(comm, call, exec, call_number, found_failure);

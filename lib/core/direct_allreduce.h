@@ -33,11 +33,11 @@ bool direct_collective_applies(const ddl_comm *comm, const CollectiveCall &call)
 // Why it does, for the log.
 std::string why_direct(const ddl_comm *comm, const CollectiveCall &call);
 
-// Runs it as call number `call_number` (ddl_comm::calls). `exec` is the call as the
-// executor would get it (buffers, type, op, sequence number, signature, deadline).
-// *found_failure: this rank found a problem every rank should hear of (a mismatch, a dead
-// peer).
-Status run_direct_collective(ddl_comm *comm, const CollectiveCall &call, const ExecArgs &exec,
-                             uint64_t call_number, bool *found_failure);
+// Runs it once run_host_collective (lib/core/collectives.h) has prepared it.
+class DirectRunner : public CallRunner {
+ public:
+  Status run(ddl_comm *comm, const CollectiveCall &call, const ExecArgs &exec, uint64_t call_number,
+             bool *found_failure) override;
+};
 
 }  // namespace ddl

@@ -48,11 +48,10 @@ Status run_staged(ddl_comm *comm, const CollectiveCall &call, const CallPlace &p
   return device::run_staged(comm, call, place.where, place.from_stream);
 }
 
-// direct and flat: one host's ways, functions of their own files that do not look at the
-// place (host memory only); run_host_collective prepares the call for them.
+// direct, flat and schedule: the host's ways, each a runner (of its own file) to which
+// run_host_collective hands the prepared call (host memory only).
 using HostTest = bool (*)(const ddl_comm *, const CollectiveCall &);
 using HostWhy = std::string (*)(const ddl_comm *, const CollectiveCall &);
-using HostRun = Status (*)(ddl_comm *, const CollectiveCall &, const ExecArgs &, uint64_t, bool *);
 
 template <HostTest test>
 bool on_host(const ddl_comm *comm, const CollectiveCall &call, const CallPlace &place) {
@@ -62,14 +61,8 @@ template <HostWhy host_why>
 std::string why_of(ddl_comm *comm, const CollectiveCall &call, const CallPlace &) {
   return host_why(comm, call);
 }
-template <HostRun host_run>
+template <typename Runner>
 Status run_on_host(ddl_comm *comm, const CollectiveCall &call, const CallPlace &) {
-  struct Runner : CallRunner {
-    Status run(ddl_comm *c, const CollectiveCall &k, const ExecArgs &exec, uint64_t number,
-               bool *found_failure) override {
-      return host_run(c, k, exec, number, found_failure);
-    }
-  };
   static Runner runner;
   return run_host_collective(comm, call, runner);
 }
@@ -80,9 +73,6 @@ bool schedule_possible(const ddl_comm *, const CollectiveCall &call, const CallP
 }
 std::string why_schedule_way(ddl_comm *comm, const CollectiveCall &call, const CallPlace &) {
   return why_schedule(comm, call);
-}
-Status run_schedule(ddl_comm *comm, const CollectiveCall &call, const CallPlace &) {
-  return run_host_collective(comm, call, schedule_runner());
 }
 
 bool forced_by_name(const ddl_comm *comm, const Way &way) {
@@ -105,10 +95,11 @@ const std::vector<Way> &ways() {
       {"cuda_ipc", false, cuda_ipc_possible, cuda_ipc_possible, why_cuda_ipc, run_cuda_ipc},
       {"staged", false, staged_possible, staged_possible, why_staged, run_staged},
       {"direct", true, on_host<direct_collective_possible>, on_host<direct_collective_applies>,
-       why_of<why_direct>, run_on_host<run_direct_collective>},
+       why_of<why_direct>, run_on_host<DirectRunner>},
       {"flat", true, on_host<flat_collective_possible>, on_host<flat_collective_applies>,
-       why_of<why_flat_collective>, run_on_host<run_flat_collective>},
-      {"schedule", false, schedule_possible, schedule_possible, why_schedule_way, run_schedule},
+       why_of<why_flat_collective>, run_on_host<FlatRunner>},
+      {"schedule", false, schedule_possible, schedule_possible, why_schedule_way,
+       run_on_host<ScheduleRunner>},
   };
   return rows;
 }
@@ -158,8 +149,7 @@ Status dispatch(ddl_comm *comm, const CollectiveCall &call, const CallPlace &pla
 Status run_collective(ddl_comm *comm, const CollectiveCall &call) {
   if (call.stream) return device::run_stream_call(comm, call);
   CallPlace place;
-  // Without a CUDA driver (a cached answer) every buffer is host memory.
-  if (device::cuda_driver()) {
+  if (comm->device_buffers) {
     Status s = locate_buffers(call, &place.where);
     if (!s.ok())
       return s.prefix(describe_call(comm, call, static_cast<uint32_t>(comm->calls)) + ": ");

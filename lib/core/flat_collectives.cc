@@ -219,8 +219,9 @@ Status flat_leave(ddl_comm *comm, const ExecArgs &exec, uint64_t call_number, bo
   return s;
 }
 
-Status run_flat_collective(ddl_comm *comm, const CollectiveCall &call, const ExecArgs &exec,
-                           uint64_t call_number, bool *found_failure) {
+// *found_failure: this rank found a problem every rank should hear of.
+Status FlatRunner::run(ddl_comm *comm, const CollectiveCall &call, const ExecArgs &exec,
+                       uint64_t call_number, bool *found_failure) {
   FlatSlots &slots = *comm->flat;
   const void *published = exec.input;
   const size_t published_bytes = bytes_published(comm, call, comm->rank);

@@ -37,10 +37,12 @@ bool flat_collective_applies(const ddl_comm *comm, const CollectiveCall &call);
 // Why it does, for the log.
 std::string why_flat_collective(const ddl_comm *comm, const CollectiveCall &call);
 
-// Runs it as call number `call_number` (ddl_comm::calls). `exec` is the call as the
-// executor would get it. *found_failure: this rank found a problem every rank should hear of.
-Status run_flat_collective(ddl_comm *comm, const CollectiveCall &call, const ExecArgs &exec,
-                           uint64_t call_number, bool *found_failure);
+// Runs it once run_host_collective (lib/core/collectives.h) has prepared it.
+class FlatRunner : public CallRunner {
+ public:
+  Status run(ddl_comm *comm, const CollectiveCall &call, const ExecArgs &exec, uint64_t call_number,
+             bool *found_failure) override;
+};
 
 // The slots' handshake, for other one-host paths that need one (the single-copy broadcast
 // and allgather, lib/core/direct_copy.h): publishes `bytes` (<= FlatSlots::kCapacity) of
