@@ -514,9 +514,9 @@ TierCost local_tier(const CollectiveArgs &args) {
 }
 
 // The allreduces among hosts, in pieces of `piece_count` elements, as leaf() runs them with
-// `algorithm`: priced by its own model for all the pieces' bytes (its latency: the model at
-// one element), and the messages (sends and receives) one rank handles in one piece's
-// schedule of it, counted on the first host's.
+// `algorithm`: priced by its own model for all the pieces' bytes (its latency: what one
+// piece costs beyond its share of them), and the messages (sends and receives) one rank
+// handles in one piece's schedule of it, on the busiest of a few hosts.
 // Each message costs the rank its overhead one after the other, whatever the pieces overlap:
 // among 512 hosts rhd's 36 per piece kept a GPU cluster's ranks 86 % busy in 16 pieces
 // (ddl_sim), where the model's latency terms had counted 9. A host's rails carry its ranks'
@@ -528,16 +528,46 @@ TierCost network_tier(const CollectiveArgs &args, size_t piece_count,
                       const AlgorithmInfo &leaf_algorithm) {
   CollectiveArgs among = among_hosts(args, piece_count);
   TierCost t;
-  Schedule piece;
-  leaf_algorithm.build(among, &piece);
-  for (const Step &step : piece.steps) t.messages += is_message(step.kind) ? 1 : 0;
+  // A tree's hosts differ (the roots, the inner hosts, the leaves): the busiest of a few.
+  for (int rank : {0, 1, among.nranks / 3, among.nranks / 2}) {
+    if (rank >= among.nranks) continue;
+    Schedule piece;
+    among.rank = rank;
+    leaf_algorithm.build(among, &piece);
+    double messages = 0;
+    for (const Step &step : piece.steps) messages += is_message(step.kind) ? 1 : 0;
+    t.messages = std::max(t.messages, messages);
+  }
+  among.rank = 0;
   const int local = fastest_tier_groups(args).largest;
   const int links = rails_for(args, local);
   among.net.beta *= static_cast<double>(local) / links;
-  among.count = 1;
-  t.latency = leaf_algorithm.cost(among);
-  among.count = std::max<size_t>(1, args.count / static_cast<size_t>(local));
-  t.bandwidth = std::max(0.0, leaf_algorithm.cost(among) - t.latency);
+  const size_t all_count = std::max<size_t>(1, args.count / static_cast<size_t>(local));
+  const double pieces = static_cast<double>(args.count) / static_cast<double>(piece_count);
+  if (pieces <= 1) {  // the model at no data is the latency
+    t.bandwidth = leaf_algorithm.cost(among);
+    among.count = 1;
+    t.latency = leaf_algorithm.cost(among);
+    t.bandwidth = std::max(0.0, t.bandwidth - t.latency);
+    return t;
+  }
+  // Two points of the model, one piece and all of them, both at the chunk a piece's schedule
+  // uses (a tree cuts each half of a piece's block into chunks no larger than that half):
+  // what grows with the bytes is the bandwidth; the rest (latencies, a tree's pipeline fill)
+  // each piece pays, side by side with the others. (The latency taken at one element and the
+  // call's own chunk counted a tree's fill as bandwidth, once per piece: dbtree among 248
+  // hosts priced 40 % above what ddl_sim finds at 64 MB in 32 pieces.)
+  // The rank's work on its messages is priced apart (message_seconds), so the bandwidth
+  // leaves out the models' per-message overheads (a tree's grow with its chunks).
+  among.chunk_elems = std::min(among.chunk_elems, std::max<size_t>(1, among.count / 2));
+  const double one_piece = leaf_algorithm.cost(among);
+  CollectiveArgs bytes_only = among;
+  bytes_only.net.overhead = bytes_only.local.overhead = 0;
+  const double one_piece_bytes = leaf_algorithm.cost(bytes_only);
+  bytes_only.count = all_count;
+  const double all_bytes = leaf_algorithm.cost(bytes_only);
+  t.bandwidth = std::max(0.0, (all_bytes - one_piece_bytes) * pieces / (pieces - 1));
+  t.latency = std::max(0.0, one_piece - t.bandwidth / pieces);
   return t;
 }
 
