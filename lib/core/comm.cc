@@ -377,6 +377,7 @@ Status create_comm(const BootstrapOptions &options, const CommConfig &config, dd
   DDL_RETURN_IF_ERROR(connect_transport(comm.get()));
   DDL_RETURN_IF_ERROR(connect_shm(comm.get()));
   DDL_RETURN_IF_ERROR(connect_rails(comm.get()));
+  comm->carriers = comm->routes->carriers();
   DDL_RETURN_IF_ERROR(connect_cma(comm.get()));
   choose_single_copy_tier(comm.get());
   connect_slots(comm.get());

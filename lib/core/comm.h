@@ -52,6 +52,7 @@ struct ddl_comm {
   int rails_in_use = 1;
   ddl::topo::GpuRail gpu_rail;                   // the NIC closest to this rank's GPU, if any
   std::unique_ptr<ddl::RoutedTransport> routes;  // what collectives use: shm, rail, else UCX
+  ddl::Carriers carriers;  // routes' transport for each peer, resolved once (ExecArgs::carriers)
   ddl::Executor executor;
   std::vector<pid_t> pids;                  // by rank; 0: in another PID namespace (unknown here)
   std::vector<std::string> pid_namespaces;  // by rank ("pid:[4026531836]")

@@ -85,7 +85,10 @@ void apply_reduce(const Step &step, const ExecArgs &args) {
 Status Executor::run(const Plan &plan, const ExecArgs &args, Transport *transport) {
   const size_t n = plan.schedule.steps.size();
   if (requests_.size() < n) requests_.resize(n);
+  if (owners_.size() < n) owners_.resize(n);
   if (fused_.size() < n) fused_.resize(n);
+  transport_ = transport;
+  carriers_ = args.carriers;
   remaining_.assign(plan.dep_counts.begin(), plan.dep_counts.end());
   ready_.assign(plan.initial_ready.begin(), plan.initial_ready.end());
   in_flight_.clear();
@@ -210,6 +213,8 @@ Status Executor::start(const Plan &plan, uint32_t index, const ExecArgs &args,
   const size_t elem = datatype_size(args.dtype);
   const size_t bytes = step.count * elem;
   TransferRequest *req = &requests_[index];
+  Transport *to = step.peer >= 0 ? carrier(step.peer) : transport;
+  owners_[index] = nullptr;
   Status s;
   switch (step.kind) {
     case StepKind::kCopy:
@@ -235,8 +240,8 @@ Status Executor::start(const Plan &plan, uint32_t index, const ExecArgs &args,
         complete(plan, index);
         return Status::Ok();
       }
-      s = transport->post_send(step.peer, args.seq, step.tag, address(args, step.src, elem), bytes,
-                               req);
+      owners_[index] = to;
+      s = to->post_send(step.peer, args.seq, step.tag, address(args, step.src, elem), bytes, req);
       break;
     case StepKind::kRecv:
     case StepKind::kRecvReduce:
@@ -247,25 +252,24 @@ Status Executor::start(const Plan &plan, uint32_t index, const ExecArgs &args,
         if (signature_checked_) deliver_shared(plan, args);
         break;
       }
+      owners_[index] = to;
       if (step.kind == StepKind::kRecvReduce) {
-        fused_[index] = transport->reduces_on_receive(step.peer);
+        fused_[index] = to->reduces_on_receive(step.peer);
         if (fused_[index]) {
           // Reduced straight out of the transport's memory: the landing area stays unused.
           ReduceSpec spec;
           spec.dtype = args.dtype;
           spec.op = args.op == DDL_AVG && !step.final_reduce ? DDL_SUM : args.op;
           spec.avg_divisor = args.nranks;
-          s = transport->post_recv_reduce(step.peer, args.seq, step.tag,
-                                          address(args, step.dst, elem),
-                                          address(args, step.src, elem), bytes, spec, req);
+          s = to->post_recv_reduce(step.peer, args.seq, step.tag, address(args, step.dst, elem),
+                                   address(args, step.src, elem), bytes, spec, req);
         } else {
-          s = transport->post_recv(step.peer, args.seq, step.tag, address(args, step.tmp, elem),
-                                   bytes, req);
+          s = to->post_recv(step.peer, args.seq, step.tag, address(args, step.tmp, elem), bytes,
+                            req);
         }
         break;
       }
-      s = transport->post_recv(step.peer, args.seq, step.tag, address(args, step.dst, elem), bytes,
-                               req);
+      s = to->post_recv(step.peer, args.seq, step.tag, address(args, step.dst, elem), bytes, req);
       break;
   }
   if (!s.ok()) {
@@ -355,12 +359,29 @@ Status Executor::waiting_error(const Plan &plan, const ExecArgs &args, Transport
           : describe(plan.schedule.steps[first], first, datatype_size(args.dtype)).c_str());
 }
 
-void Executor::cancel_all(Transport *transport) {
-  for (uint32_t index : in_flight_) transport->cancel(&requests_[index]);
+void Executor::cancel(TransferRequest *req, Transport **owner) {
+  if (*owner) (*owner)->cancel(req);
+  *owner = nullptr;
+}
+
+void Executor::cancel_all(Transport *) {
+  for (uint32_t index : in_flight_) cancel(&requests_[index], &owners_[index]);
   in_flight_.clear();
-  transport->cancel(&signature_send_);
-  transport->cancel(&signature_recv_);
+  cancel(&signature_send_, &signature_send_owner_);
+  cancel(&signature_recv_, &signature_recv_owner_);
   signature_checked_ = signature_sent_ = true;
+}
+
+void Executor::begin_call(uint32_t seq, const CallStamp &stamp) {
+  if (!carriers_) return transport_->begin_call(seq, stamp);
+  for (Transport *t : carriers_->distinct) t->begin_call(seq, stamp);
+}
+
+bool Executor::stamp_mismatch(int *peer, CallStamp *theirs) const {
+  if (!carriers_) return transport_->stamp_mismatch(peer, theirs);
+  for (const Transport *t : carriers_->distinct)
+    if (t->stamp_mismatch(peer, theirs)) return true;
+  return false;
 }
 
 // Every rank checks that the previous rank of the ring made the same call, and the ring
@@ -381,10 +402,10 @@ Status Executor::post_signature(const Plan &plan, const ExecArgs &args, Transpor
   if (!args.signature || args.nranks < 2) return Status::Ok();
   const int right = ring_index(args.rank + 1, args.nranks);
   const int left = ring_index(args.rank - 1, args.nranks);
-  transport->begin_call(args.seq, stamp_of(*args.signature));
+  begin_call(args.seq, stamp_of(*args.signature));
   stamped_ = true;
-  const bool carried = transport->carries_stamps(right) && !plan.to_right_at_once.empty();
-  const bool comes_carried = transport->carries_stamps(left) && !plan.from_left_at_once.empty();
+  const bool carried = carrier(right)->carries_stamps(right) && !plan.to_right_at_once.empty();
+  const bool comes_carried = carrier(left)->carries_stamps(left) && !plan.from_left_at_once.empty();
   // Both ranks pick the same message: the first of the sender's that fits.
   const size_t elem = datatype_size(args.dtype);
   auto shared = [&](const std::vector<AtOnceMessage> &messages) -> const AtOnceMessage * {
@@ -394,13 +415,15 @@ Status Executor::post_signature(const Plan &plan, const ExecArgs &args, Transpor
   };
   Status s = Status::Ok();
   signature_recv_ = TransferRequest();  // not done: nothing stale from the last call
+  signature_send_owner_ = signature_recv_owner_ = nullptr;
   if (!comes_carried) {
     if (const AtOnceMessage *m = shared(plan.from_left_at_once)) {
       shared_recv_ = m->step;
       shared_recv_bytes_ = m->count * elem;
     }
-    s = transport->post_recv(left, args.seq, kSignatureTag, signature_in_, sizeof signature_in_,
-                             &signature_recv_);
+    signature_recv_owner_ = carrier(left);
+    s = signature_recv_owner_->post_recv(left, args.seq, kSignatureTag, signature_in_,
+                                         sizeof signature_in_, &signature_recv_);
     if (!s.ok()) failed_peer_ = left;
   }
   if (s.ok() && !carried) {
@@ -413,12 +436,13 @@ Status Executor::post_signature(const Plan &plan, const ExecArgs &args, Transpor
       bytes += m->count * elem;
       shared_send_ = m->step;
     }
-    s = transport->post_send(right, args.seq, kSignatureTag, signature_out_, bytes,
-                             &signature_send_);
+    signature_send_owner_ = carrier(right);
+    s = signature_send_owner_->post_send(right, args.seq, kSignatureTag, signature_out_, bytes,
+                                         &signature_send_);
     if (!s.ok()) failed_peer_ = right;
   }
   if (!s.ok()) {
-    transport->cancel(&signature_recv_);
+    cancel(&signature_recv_, &signature_recv_owner_);
     return s.prefix("sending the call signature: ");
   }
   signature_checked_ = false;
@@ -429,13 +453,14 @@ Status Executor::post_signature(const Plan &plan, const ExecArgs &args, Transpor
 Status Executor::check_stamps(const ExecArgs &args, Transport *transport) {
   int peer = -1;
   CallStamp theirs;
-  if (transport->stamp_mismatch(&peer, &theirs)) {
+  if (stamp_mismatch(&peer, &theirs)) {
     found_failure_ = true;
     return stamp_mismatch_error(peer, theirs, args.rank, *args.signature);
   }
-  if (!signature_checked_ && transport->stamp_seen(ring_index(args.rank - 1, args.nranks))) {
+  const int left = ring_index(args.rank - 1, args.nranks);
+  if (!signature_checked_ && carrier(left)->stamp_seen(left)) {
     signature_checked_ = true;
-    transport->cancel(&signature_recv_);  // the previous rank sent no separate signature
+    cancel(&signature_recv_, &signature_recv_owner_);  // no separate signature came
   }
   return Status::Ok();
 }

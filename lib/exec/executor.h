@@ -52,6 +52,9 @@ struct ExecArgs {
   int yields_before_sleep = 100000;
   // The peers' buffers, for a plan with kPeerRead or kPeerWrite steps (else null).
   PeerMemory *peer_memory = nullptr;
+  // The transport of each peer, to post to directly (else null: everything goes through the
+  // transport the run is given, which still drives progress and knows the peers' state).
+  const Carriers *carriers = nullptr;
 };
 
 // The error a failure notice from another rank (args.notice, done) stands for.
@@ -95,9 +98,23 @@ class Executor {
   // ranks lost with it), when that adds anything.
   Status with_peer_state(Transport *transport, Status error, std::chrono::milliseconds grace);
 
+  // Where this run posts to `peer`: ExecArgs::carriers', else the run's transport.
+  Transport *carrier(int peer) const {
+    return carriers_ ? carriers_->by_peer[static_cast<size_t>(peer)] : transport_;
+  }
+  // Tells every transport this run posts to that a call begins (its stamp); whether one saw
+  // a message of this call with another stamp.
+  void begin_call(uint32_t seq, const CallStamp &stamp);
+  bool stamp_mismatch(int *peer, CallStamp *theirs) const;
+  // Cancels *req on the transport it was posted to (none: never posted), and forgets it.
+  static void cancel(TransferRequest *req, Transport **owner);
+
+  Transport *transport_ = nullptr;
+  const Carriers *carriers_ = nullptr;
   // Reused between runs to keep the hot path free of allocations.
   std::vector<TransferRequest> requests_;
-  std::vector<uint8_t> fused_;  // a kRecvReduce the transport reduces on receive
+  std::vector<Transport *> owners_;  // the transport each posted request is on
+  std::vector<uint8_t> fused_;       // a kRecvReduce the transport reduces on receive
   std::vector<uint32_t> remaining_;
   std::vector<uint32_t> ready_;
   std::vector<uint32_t> in_flight_;
@@ -109,6 +126,7 @@ class Executor {
   alignas(8) unsigned char signature_out_[sizeof(CallSignature) + kSharedPayloadMax];
   alignas(8) unsigned char signature_in_[sizeof(CallSignature) + kSharedPayloadMax];
   TransferRequest signature_send_, signature_recv_;
+  Transport *signature_send_owner_ = nullptr, *signature_recv_owner_ = nullptr;
   uint32_t shared_send_ = kNoStep;    // the send step whose payload left with our signature
   uint32_t shared_recv_ = kNoStep;    // the receive step whose payload comes with the previous
   size_t shared_recv_bytes_ = 0;      // rank's signature, and how much comes

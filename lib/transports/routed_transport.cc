@@ -120,6 +120,17 @@ bool RoutedTransport::peer_death_final(int peer) const {
   return transport_of(route_of(peer, 0))->peer_death_final(peer);
 }
 
+Carriers RoutedTransport::carriers() const {
+  Carriers c;
+  for (size_t peer = 0; peer < via_local_.size(); ++peer) {
+    Transport *t = transport_of(route_of(static_cast<int>(peer), 0));
+    c.by_peer.push_back(t);
+    if (std::find(c.distinct.begin(), c.distinct.end(), t) == c.distinct.end())
+      c.distinct.push_back(t);
+  }
+  return c;
+}
+
 Status RoutedTransport::peer_status(int peer) const {
   const Route route = route_of(peer, 0);
   if (route == kLocal) return local_->peer_status(peer);

@@ -36,6 +36,9 @@ class RoutedTransport : public Transport {
   void cancel(TransferRequest *req) override;
   Status peer_status(int peer) const override;
   bool peer_death_final(int peer) const override;
+  // Where each peer's messages go (notices aside), for callers that post to them directly;
+  // requests posted so are cancelled on the transport they were posted to, not here.
+  Carriers carriers() const;
 
  private:
   enum Route : uint8_t { kNetwork = 1, kLocal = 2, kRail = 3 };

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "ddl/ddl.h"
 #include "lib/common/status.h"
@@ -35,6 +36,16 @@ struct ReduceSpec {
 // (the executor's normalized call signature). All zero means "no call".
 struct CallStamp {
   uint8_t bytes[16] = {};
+};
+
+class Transport;
+
+// Which transport carries the messages to and from each peer (notices aside): what a router
+// (RoutedTransport::carriers) resolves once per communicator, so that a caller posting many
+// messages (the executor) talks to each peer's transport itself.
+struct Carriers {
+  std::vector<Transport *> by_peer;
+  std::vector<Transport *> distinct;  // each of them once (what stamps a call's messages)
 };
 
 class Transport {
