@@ -97,7 +97,7 @@ Status Executor::run(const Plan &plan, const ExecArgs &args, Transport *transpor
   failed_peer_ = -1;
   size_t next_ready = 0;
   int idle = 0;
-  Status posted = post_signature(plan, args, transport);
+  Status posted = post_signature(plan, args);
   if (!posted.ok()) {
     if (posted.code() != DDL_ERR_REMOTE) return posted;
     // A dead peer, found as the call begins (a killed host is often seen here first, by the
@@ -107,15 +107,15 @@ Status Executor::run(const Plan &plan, const ExecArgs &args, Transport *transpor
   }
   if (stamped_) {
     // A message of this call may have arrived before it began, its stamp already compared.
-    Status s = check_stamps(args, transport);
+    Status s = check_stamps(args);
     if (!s.ok()) {
-      cancel_all(transport);
+      cancel_all();
       return s;
     }
   }
   auto fail = [&](Status error) {
     error = explain_with_signature(args, transport, std::move(error));
-    cancel_all(transport);
+    cancel_all();
     return error;
   };
   while (completed_ < n || !signature_checked_ || !signature_sent_) {
@@ -132,16 +132,16 @@ Status Executor::run(const Plan &plan, const ExecArgs &args, Transport *transpor
     bool progressed = transport->progress();
     // Stamps change only as messages arrive, which progress() reports.
     if (stamped_ && progressed) {
-      Status s = check_stamps(args, transport);
+      Status s = check_stamps(args);
       if (!s.ok()) {
-        cancel_all(transport);
+        cancel_all();
         return s;
       }
     }
     if (!signature_checked_ && signature_recv_.done) {
       Status s = check_signature(args);
       if (!s.ok()) {
-        cancel_all(transport);
+        cancel_all();
         return s;
       }
       if (shared_recv_waiting_) deliver_shared(plan, args);
@@ -182,12 +182,12 @@ Status Executor::run(const Plan &plan, const ExecArgs &args, Transport *transpor
       const bool aborted = args.abort_flag && args.abort_flag->load(std::memory_order_relaxed);
       const bool timed_out = coarse_now() >= args.deadline;
       if (args.notice && args.notice->done) {
-        cancel_all(transport);
+        cancel_all();
         return notice_error(args);
       }
       Status s = waiting_error(plan, args, transport, timed_out);
       if (aborted) {
-        cancel_all(transport);
+        cancel_all();
         return Status(DDL_ERR_INVALID_USAGE, "aborted by ddl_comm_abort while waiting");
       }
       // A confirmed death is the news itself: report it at once (a timeout may still be
@@ -197,7 +197,7 @@ Status Executor::run(const Plan &plan, const ExecArgs &args, Transport *transpor
       if (!s.ok() && s.code() == DDL_ERR_REMOTE && found_failure_) {
         s = prefer_notice(transport, args, s, std::chrono::milliseconds(0), &found_failure_);
         if (found_failure_) s = with_peer_state(transport, s, kPeerStateGrace);  // our news
-        cancel_all(transport);
+        cancel_all();
         return s;
       }
       if (!s.ok()) return fail(s);
@@ -298,7 +298,7 @@ Status Executor::finish(const Plan &plan, uint32_t index, const ExecArgs &args,
   }
   // Nothing that came from a rank making another call may be used or passed on: the stamps
   // of what arrived are checked before a receive counts as done.
-  if (step.kind != StepKind::kSend && stamped_) DDL_RETURN_IF_ERROR(check_stamps(args, transport));
+  if (step.kind != StepKind::kSend && stamped_) DDL_RETURN_IF_ERROR(check_stamps(args));
   if (step.kind != StepKind::kSend && req.received != step.count * elem) {
     // The ranks disagree about the call (counts of a v form, most often): everyone must hear.
     found_failure_ = true;
@@ -364,7 +364,7 @@ void Executor::cancel(TransferRequest *req, Transport **owner) {
   *owner = nullptr;
 }
 
-void Executor::cancel_all(Transport *) {
+void Executor::cancel_all() {
   for (uint32_t index : in_flight_) cancel(&requests_[index], &owners_[index]);
   in_flight_.clear();
   cancel(&signature_send_, &signature_send_owner_);
@@ -393,8 +393,9 @@ bool Executor::stamp_mismatch(int *peer, CallStamp *theirs) const {
 // carries the payload of the first small message the schedule sends the same rank at once,
 // which then needs no message of its own. Should the ranks disagree about the call (and so
 // about the schedules), the signatures, or the stamps of whatever arrives, tell.
-Status Executor::post_signature(const Plan &plan, const ExecArgs &args, Transport *transport) {
+Status Executor::post_signature(const Plan &plan, const ExecArgs &args) {
   signature_checked_ = signature_sent_ = true;
+  signature_send_owner_ = signature_recv_owner_ = nullptr;  // nothing of the last call is posted
   stamped_ = false;
   shared_send_ = shared_recv_ = kNoStep;
   shared_recv_bytes_ = 0;
@@ -415,7 +416,6 @@ Status Executor::post_signature(const Plan &plan, const ExecArgs &args, Transpor
   };
   Status s = Status::Ok();
   signature_recv_ = TransferRequest();  // not done: nothing stale from the last call
-  signature_send_owner_ = signature_recv_owner_ = nullptr;
   if (!comes_carried) {
     if (const AtOnceMessage *m = shared(plan.from_left_at_once)) {
       shared_recv_ = m->step;
@@ -450,7 +450,7 @@ Status Executor::post_signature(const Plan &plan, const ExecArgs &args, Transpor
   return Status::Ok();
 }
 
-Status Executor::check_stamps(const ExecArgs &args, Transport *transport) {
+Status Executor::check_stamps(const ExecArgs &args) {
   int peer = -1;
   CallStamp theirs;
   if (stamp_mismatch(&peer, &theirs)) {
@@ -543,7 +543,7 @@ Status Executor::explain_with_signature(const ExecArgs &args, Transport *transpo
       if (!mismatch.ok()) return mismatch;
     }
     if (stamped_) {
-      Status mismatch = check_stamps(args, transport);
+      Status mismatch = check_stamps(args);
       if (!mismatch.ok()) return mismatch;
     }
     transport->progress();

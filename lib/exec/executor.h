@@ -83,11 +83,11 @@ class Executor {
   void complete(const Plan &plan, uint32_t step);
   Status waiting_error(const Plan &plan, const ExecArgs &args, Transport *transport,
                        bool timed_out);
-  void cancel_all(Transport *transport);
-  Status post_signature(const Plan &plan, const ExecArgs &args, Transport *transport);
+  void cancel_all();
+  Status post_signature(const Plan &plan, const ExecArgs &args);
   // A mismatch the transport saw in the stamps of arriving messages, else OK; notes the
   // previous rank's stamp arriving (the signature check when it rides on data).
-  Status check_stamps(const ExecArgs &args, Transport *transport);
+  Status check_stamps(const ExecArgs &args);
   // The mismatch error when the previous rank's signature differs from ours, else OK.
   Status check_signature(const ExecArgs &args);
   // Hands the payload that came with the previous rank's signature to its receive step.

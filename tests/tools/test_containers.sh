@@ -51,10 +51,24 @@ wait_ok() {
     return 1
   fi
 }
+# free_port: a port for rank 0 to listen on, below the kernel's ephemeral range (where the
+# connections of tests running beside this one take their local ports: a random port up to
+# 40000 once met one, "Address already in use") and not listened on now.
+free_port() {
+  local low port
+  low=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2> /dev/null || echo 32768)
+  while :; do
+    port=$((10000 + RANDOM % (low - 10000)))
+    if [ -z "$(ss -Hltn "sport = :$port" 2> /dev/null)" ]; then
+      echo "$port"
+      return
+    fi
+  done
+}
 pids=()
 
 echo "=== 1. two containers on one network: separate PID and mount namespaces"
-port=$((20000 + RANDOM % 20000))
+port=$(free_port)
 for r in 0 1; do rank $r 2 127.0.0.1:$port unshare --pid --fork --mount-proc; done
 wait_ok "containers" || fail "containers: a rank failed"
 grep -q "runs in another PID namespace" "$work/1.log" ||
@@ -78,7 +92,7 @@ for i in 0 1; do
     sleep 0.1
   done
 done
-port=$((20000 + RANDOM % 20000))
+port=$(free_port)
 for r in 0 1; do
   rank $r 2 10.213.0.1:$port ip netns exec "${pods[$r]}" unshare --pid --fork --mount-proc
 done
@@ -87,7 +101,7 @@ grep -q "runs in another PID namespace" "$work/1.log" ||
   fail "pods: rank 1 does not say why there is no shared memory"
 
 echo "=== 4. a rank killed in its container: the other names it, well inside the deadline"
-port=$((20000 + RANDOM % 20000))
+port=$(free_port)
 for r in 0 1; do
   DDL_RANK=$r DDL_WORLD_SIZE=2 DDL_ROOT=127.0.0.1:$port DDL_JOB_TOKEN=containers$$ \
     DDL_TIMEOUT_MS=60000 timeout -k 5 120 unshare --pid --fork --mount-proc \
@@ -110,7 +124,7 @@ grep -q "rank 1" "$work/0.log" || fail "killed: rank 0's error does not name ran
 grep -h "error" "$work/0.log" | head -1
 
 echo "=== 3. one container with both ranks: shared memory"
-port=$((20000 + RANDOM % 20000))
+port=$(free_port)
 cat > "$work/both.sh" << EOF
 $(declare -f rank)
 work=$work perf=$perf pids=()

@@ -36,6 +36,22 @@ Cluster flat_cluster(int hosts, int ranks_per_host, double rate, double alpha) {
   return c;
 }
 
+// hosts of `gpus` GPUs as in clusters/dgx-h100.cluster: NVLink at 370 GB/s, single copy, a
+// 400 Gbit/s rail per GPU, 2 and 3 us latencies, 1 us per message, 512 KB chunks.
+Cluster gpu_cluster(int hosts, int gpus) {
+  Cluster c = flat_cluster(hosts, gpus, 50e9, 3e-6);
+  c.nics = gpus;
+  c.net_efficiency = 0.95;
+  c.local_rate = 370e9;
+  c.local_latency = 2e-6;
+  c.message_overhead = 1e-6;
+  c.reduce_rate = c.copy_rate = 1e12;
+  c.single_copy = true;
+  c.gpu = true;
+  c.chunk_bytes = 512 * 1024;
+  return c;
+}
+
 void expect_near(double got, double want, double tolerance, const char *what) {
   cr_assert(std::fabs(got - want) <= tolerance * want, "%s: simulated %.3f us, expected %.3f us",
             what, got * 1e6, want * 1e6);
@@ -140,20 +156,10 @@ Test(sim, pipelined_hier_overlaps_equal_tiers) {
 }
 
 Test(sim, pieces_hide_the_host_tier_on_gpu_hosts) {
-  // 8 hosts x 4 GPUs as in clusters/dgx-h100.cluster (NVLink at 370 GB/s, single copy, a
-  // 400 Gbit/s rail per GPU, 2 and 3 us latencies, 1 us per message): the network among 8
-  // hosts is not chunked finely enough for one piece's host tier to flow into it; 8 pieces
-  // hide most of the host tier (each port's reduce-scatter and allgather traffic) behind it.
-  Cluster c = flat_cluster(8, 4, 50e9, 3e-6);
-  c.nics = 4;
-  c.net_efficiency = 0.95;
-  c.local_rate = 370e9;
-  c.local_latency = 2e-6;
-  c.message_overhead = 1e-6;
-  c.reduce_rate = c.copy_rate = 1e12;
-  c.single_copy = true;
-  c.gpu = true;
-  c.chunk_bytes = 512 * 1024;
+  // 8 hosts x 4 GPUs (gpu_cluster): the network among 8 hosts is not chunked finely enough
+  // for one piece's host tier to flow into it; 8 pieces hide most of the host tier (each
+  // port's reduce-scatter and allgather traffic) behind it.
+  Cluster c = gpu_cluster(8, 4);
   const size_t count = size_t{1} << 24;  // 64 MB of float32
   double seconds[2];
   for (int i = 0; i < 2; ++i) {
@@ -171,21 +177,12 @@ Test(sim, pieces_hide_the_host_tier_on_gpu_hosts) {
 }
 
 Test(sim, the_models_price_hier_in_pieces_as_it_runs) {
-  // 64 hosts x 8 GPUs as in clusters/dgx-h100.cluster, 64 MB: in 8 pieces the network tier is
-  // rhd, in 32 a double binary tree (the models' choice for those pieces). The price of the
-  // plan (what hier's models compare) within 12 % of the simulation: a tree's pipeline fill is
-  // paid once per piece, side by side, not as bandwidth (priced so, 32 pieces came out 32 %
-  // above the simulation, and the tree was priced out of the choice).
-  Cluster c = flat_cluster(64, 8, 50e9, 3e-6);
-  c.nics = 8;
-  c.net_efficiency = 0.95;
-  c.local_rate = 370e9;
-  c.local_latency = 2e-6;
-  c.message_overhead = 1e-6;
-  c.reduce_rate = c.copy_rate = 1e12;
-  c.single_copy = true;
-  c.gpu = true;
-  c.chunk_bytes = 512 * 1024;
+  // 64 hosts x 8 GPUs (gpu_cluster), 64 MB: in 8 pieces the network tier is rhd, in 32 a
+  // double binary tree (the models' choice for those pieces). The price of the plan (what
+  // hier's models compare) within 12 % of the simulation: a tree's pipeline fill is paid once
+  // per piece, side by side with the others, not as bandwidth (priced so, 32 pieces came out
+  // 32 % above the simulation).
+  Cluster c = gpu_cluster(64, 8);
   const size_t count = size_t{1} << 24;  // 64 MB of float32
   for (int pieces : {8, 32}) {
     c.hier_pieces = pieces;
