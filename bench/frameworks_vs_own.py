@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """ddl inside JAX and TensorFlow programs against each framework's own multi-process CPU
 collectives, side by side in one run (issue 36, item 4): an allreduce of 4 KB, 1 MB and 25 MB
-inside a compiled function (`jax.jit`, `tf.function`), of the function's argument and of a
-value the function computes (x * 2, as a step's gradients are), and the examples' training step
+inside a compiled function (`jax.jit`, `tf.function`), of the function's argument, of a
+value the function computes (x * 2, as a step's gradients are) and (JAX) of an argument the
+caller donates, and the examples' training step
 (examples/jax_train.py, examples/keras_train.py), on 2 and 4 processes of this machine, the
 two alternating for --rounds rounds (the order flips every round); medians, and the ratio
 own / ddl (> 1: ddl faster).
@@ -30,9 +31,14 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SIZES = [4 << 10, 1 << 20, 25 << 20]
-# The operand of the compiled allreduce: the function's argument, or a value it computes
-# (argument times the factor); XLA and TensorFlow may reuse such a value's buffer in place.
-FORMS = {"argument": 1, "computed": 2}
+# The operand of the compiled allreduce: the function's argument; a value it computes (the
+# argument times the factor), whose buffer XLA and TensorFlow may reuse in place; or (JAX
+# only) an argument the caller donates (`donate_argnums`), made afresh before every call.
+FORMS = {"argument": 1, "computed": 2, "donated": 1}
+
+
+def jit_form(jax, fn, form):
+    return jax.jit(fn, donate_argnums=(0,) if form == "donated" else ())
 # framework: (ddl's backend name, the framework's own, its label, the example)
 FRAMEWORKS = {
     "jax": ("ddl", "jax", "JAX (gloo)", "jax_train.py"),
@@ -50,8 +56,9 @@ def jax_allreduce(backend, coordinator, rank, size):
     if backend == "ddl":
         import ddl.jax
         ddl.jax.init()
-        return {form: jax.jit(lambda x, k=k: ddl.jax.allreduce(x * k) if k != 1 else
-                              ddl.jax.allreduce(x)) for form, k in FORMS.items()}, jnp.asarray
+        return {form: jit_form(jax, lambda x, k=k: ddl.jax.allreduce(x * k) if k != 1 else
+                               ddl.jax.allreduce(x), form) for form, k in FORMS.items()}, \
+            jnp.asarray
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
     jax.distributed.initialize(coordinator, num_processes=size, process_id=rank)
     try:
@@ -72,7 +79,7 @@ def jax_allreduce(backend, coordinator, rank, size):
             return shard_map(body, mesh=mesh, in_specs=P("dp"), out_specs=P("dp"),
                              check_rep=False)
 
-    return {form: jax.jit(summed(k)) for form, k in FORMS.items()}, \
+    return {form: jit_form(jax, summed(k), form) for form, k in FORMS.items()}, \
         lambda x: jax.make_array_from_process_local_data(NamedSharding(mesh, P("dp")), x)
 
 
@@ -84,7 +91,8 @@ def tf_allreduce(backend, port, rank, size):
         import ddl.tensorflow as ddl_tf
         ddl_tf.init()
         return {form: tf.function(lambda x, k=k: ddl_tf.allreduce(x * k) if k != 1 else
-                                  ddl_tf.allreduce(x)) for form, k in FORMS.items()}, tf.constant
+                                  ddl_tf.allreduce(x))
+                for form, k in FORMS.items() if form != "donated"}, tf.constant
     os.environ["TF_CONFIG"] = json.dumps({
         "cluster": {"worker": [f"127.0.0.1:{port + k}" for k in range(size)]},
         "task": {"type": "worker", "index": rank}})
@@ -96,7 +104,7 @@ def tf_allreduce(backend, port, rank, size):
             lambda v: tf.distribute.get_replica_context().all_reduce(
                 "sum", v * k if k != 1 else tf.identity(v)), args=(x,)))
 
-    return {form: summed(k) for form, k in FORMS.items()}, tf.constant
+    return {form: summed(k) for form, k in FORMS.items() if form != "donated"}, tf.constant
 
 
 def rank_main(framework, backend, iters, port, out):
@@ -110,18 +118,28 @@ def rank_main(framework, backend, iters, port, out):
         functions, place = tf_allreduce(backend, port, rank, size)
     medians = {}
     for form, f in functions.items():
+        fresh = form == "donated"  # a donated input is gone once the call took it
         for nbytes in SIZES:
-            x = place(np.full(nbytes // 4, float(rank + 1), np.float32))
+            host = np.full(nbytes // 4, float(rank + 1), np.float32)
+            x = place(host)
             want = FORMS[form] * size * (size + 1) / 2
+
+            def check(y):
+                y = np.asarray(y.addressable_data(0) if hasattr(y, "addressable_data") else y)
+                if float(y.reshape(-1)[0]) != want or float(y.reshape(-1)[-1]) != want:
+                    sys.exit(f"rank {rank}: {backend} allreduce of {nbytes} B ({form}) gave "
+                             f"{y.reshape(-1)[0]}, not {want}")
+
             for _ in range(3):
                 y = f(x)
-            y = np.asarray(y.addressable_data(0) if hasattr(y, "addressable_data") else y)
-            if float(y.reshape(-1)[0]) != want:
-                sys.exit(f"rank {rank}: {backend} allreduce of {nbytes} B ({form}) gave "
-                         f"{y.reshape(-1)[0]}, not {want}")
+                x = place(host) if fresh else x
+            check(y)
             n = max(5, iters if nbytes < (1 << 20) else iters // 10)
             times = []
             for _ in range(n):
+                if fresh:
+                    x = place(host)
+                    x.block_until_ready()
                 t0 = time.perf_counter()
                 y = f(x)
                 if hasattr(y, "block_until_ready"):
@@ -129,6 +147,7 @@ def rank_main(framework, backend, iters, port, out):
                 else:
                     y.numpy()
                 times.append(time.perf_counter() - t0)
+            check(y)  # the last call too: a donated input must not have been the host's array
             medians[f"{form} {nbytes}"] = statistics.median(times) * 1e6
     with open(f"{out}.{rank}", "w") as f:
         json.dump(medians, f)
@@ -208,7 +227,7 @@ def main():
                     print(f"{framework}, {nprocs} processes, round {r + 1}/{args.rounds}: "
                           f"{backend}", flush=True)
                     got[backend].append(one_round(framework, nprocs, backend, args.iters))
-            for form in FORMS:
+            for form in [f for f in FORMS if f"{f} {SIZES[0]}" in got[mine][0][0]]:
                 for s in SIZES:
                     d = statistics.median(c[f"{form} {s}"] for c, _ in got[mine])
                     o = statistics.median(c[f"{form} {s}"] for c, _ in got[theirs])
