@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <set>
 #include <sstream>
@@ -93,9 +94,32 @@ Status choose_algorithm_tiers(ddl_comm *comm) {
 
 // Every rank says where it runs; every rank then builds the same tiers from the same list.
 // A machine that hwloc cannot describe still gets a placement (its host identity).
+// The machine's topology, discovered once per process (for each topology file it is told
+// of): every communicator made after the first (a split, a shrink, a grow) reuses it. hwloc's
+// discovery took 26-113 ms a process with 16 of them on this VM's 2 cores, most of what a
+// shrink among 15 of them took (0.15 s, test_elastic). Asked to dump what it finds
+// (DDL_TOPO_DUMP), it discovers every time.
+Status discover_this_machine(topo::Topology *topology) {
+  const topo::DiscoverOptions options = topo::discover_options_from_env();
+  if (!options.dump_file.empty()) return topo::discover(options, topology);
+  static std::mutex lock;
+  static auto *known = new std::map<std::string, topo::Topology>();  // never freed: see above
+  const std::string key = options.xml_file + '\n' + (options.file_is_this_machine ? "1" : "0") +
+                          '\n' + options.nvml_library + '\n' + options.ibverbs_library;
+  std::lock_guard<std::mutex> hold(lock);
+  auto it = known->find(key);
+  if (it == known->end()) {
+    topo::Topology found;
+    DDL_RETURN_IF_ERROR(topo::discover(options, &found));
+    it = known->emplace(key, std::move(found)).first;
+  }
+  *topology = it->second;
+  return Status::Ok();
+}
+
 Status exchange_placements(ddl_comm *comm) {
   topo::Topology topology;
-  Status s = topo::discover(topo::discover_options_from_env(), &topology);
+  Status s = discover_this_machine(&topology);
   if (!s.ok())
     DDL_WARN("topology discovery failed, placing this rank by host only: %s", s.message().c_str());
   // The NICs rails may use (lib/core/rails.h): the topology's RDMA NICs; connect_rails adds

@@ -129,7 +129,12 @@ Status Executor::run(const Plan &plan, const ExecArgs &args, Transport *transpor
       // moves too, or a long run of them would leave it idle.
       if (is_peer_memory(plan.schedule.steps[index].kind)) transport->progress();
     }
-    bool progressed = transport->progress();
+    // Asleep between polls (ranks outnumber cores, a long wait), it polls every path: a
+    // router looks at the network only every so many polls, which at ~70 us a poll took tens
+    // of ms to see a failure notice (16 ranks on 2 cores: the last learnt of a death 0.1 s
+    // after it, the first 8 ms).
+    const bool asleep = idle > args.spins_before_yield + args.yields_before_sleep;
+    bool progressed = asleep ? transport->progress_all() : transport->progress();
     // Stamps change only as messages arrive, which progress() reports.
     if (stamped_ && progressed) {
       Status s = check_stamps(args);
