@@ -95,10 +95,11 @@ Status choose_algorithm_tiers(ddl_comm *comm) {
 // Every rank says where it runs; every rank then builds the same tiers from the same list.
 // A machine that hwloc cannot describe still gets a placement (its host identity).
 // The machine's topology, discovered once per process (for each topology file it is told
-// of): every communicator made after the first (a split, a shrink, a grow) reuses it. hwloc's
-// discovery took 26-113 ms a process with 16 of them on this VM's 2 cores, most of what a
-// shrink among 15 of them took (0.15 s, test_elastic). Asked to dump what it finds
-// (DDL_TOPO_DUMP), it discovers every time.
+// of): every communicator made after the first (a split, a shrink, a grow) reuses it, with
+// its NICs' ports asked again (a link may have gone down since). hwloc's discovery took
+// 26-113 ms a process with 16 of them on this VM's 2 cores, most of what a shrink among 15 of
+// them took (0.15 s, test_elastic). Asked to dump what it finds (DDL_TOPO_DUMP), it
+// discovers every time.
 Status discover_this_machine(topo::Topology *topology) {
   const topo::DiscoverOptions options = topo::discover_options_from_env();
   if (!options.dump_file.empty()) return topo::discover(options, topology);
@@ -111,9 +112,14 @@ Status discover_this_machine(topo::Topology *topology) {
   if (it == known->end()) {
     topo::Topology found;
     DDL_RETURN_IF_ERROR(topo::discover(options, &found));
-    it = known->emplace(key, std::move(found)).first;
+    known->emplace(key, found);
+    *topology = std::move(found);
+    return Status::Ok();
   }
   *topology = it->second;
+  Status ports = topo::refresh_nic_ports(options, topology);
+  if (!ports.ok())
+    DDL_DEBUG("topology: the NICs' ports as first found: %s", ports.message().c_str());
   return Status::Ok();
 }
 

@@ -435,6 +435,17 @@ std::string hostname_of(hwloc_topology_t hwloc, bool live) {
 
 }  // namespace
 
+Status refresh_nic_ports(const DiscoverOptions &options, Topology *topology) {
+  // Asked even when hwloc saw no OpenFabrics device: verbs also knows devices without a PCI
+  // function (soft-RoCE), and on a machine without RDMA the answer is an empty list.
+  const bool probe = options.xml_file.empty() || options.file_is_this_machine;
+  if (!probe || options.ibverbs_library.empty()) return Status::Ok();
+  std::vector<VerbsDevice> devices;
+  DDL_RETURN_IF_ERROR(query_ibverbs(options.ibverbs_library, &devices));
+  apply_ibverbs_ports(devices, topology);
+  return Status::Ok();
+}
+
 Status discover(const DiscoverOptions &options, Topology *topology) {
   *topology = Topology();
   HwlocPtr hwloc;
@@ -457,17 +468,8 @@ Status discover(const DiscoverOptions &options, Topology *topology) {
       DDL_INFO("topology: no NVLink information: %s", s.message().c_str());
     }
   }
-  // Asked even when hwloc saw no OpenFabrics device: verbs also knows devices without a PCI
-  // function (soft-RoCE), and on a machine without RDMA the answer is an empty list.
-  if (probe && !options.ibverbs_library.empty()) {
-    std::vector<VerbsDevice> devices;
-    Status s = query_ibverbs(options.ibverbs_library, &devices);
-    if (s.ok()) {
-      apply_ibverbs_ports(devices, topology);
-    } else {
-      DDL_INFO("topology: port speeds unknown: %s", s.message().c_str());
-    }
-  }
+  Status ports = refresh_nic_ports(options, topology);
+  if (!ports.ok()) DDL_INFO("topology: port speeds unknown: %s", ports.message().c_str());
   if (!options.dump_file.empty() &&
       hwloc_topology_export_xml(hwloc.get(), options.dump_file.c_str(), 0) != 0) {
     return system_error(errno, "cannot write the topology to %s (DDL_TOPO_DUMP)",

@@ -131,6 +131,11 @@ DiscoverOptions discover_options_from_env();
 // topology file, or an unwritable dump file, is.
 Status discover(const DiscoverOptions &options, Topology *topology);
 
+// The RDMA NICs' ports as verbs reports them now (state, speed), on a topology `discover`
+// made with the same options: what may change while a process runs (a link goes down),
+// where the rest of the machine does not. Nothing to do for a file of another machine.
+Status refresh_nic_ports(const DiscoverOptions &options, Topology *topology);
+
 // "0000:04:00.0", "00000000:04:00.0" (NVML), "04:00.0" (domain 0), any case -> "0000:04:00.0".
 bool normalize_pci_bus_id(const std::string &text, std::string *normalized);
 
