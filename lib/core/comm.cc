@@ -92,8 +92,6 @@ Status choose_algorithm_tiers(ddl_comm *comm) {
   return Status::Ok();
 }
 
-// Every rank says where it runs; every rank then builds the same tiers from the same list.
-// A machine that hwloc cannot describe still gets a placement (its host identity).
 // The machine's topology, discovered once per process (for each topology file it is told
 // of): every communicator made after the first (a split, a shrink, a grow) reuses it, with
 // its NICs' ports asked again (a link may have gone down since). hwloc's discovery took
@@ -104,7 +102,8 @@ Status discover_this_machine(topo::Topology *topology) {
   const topo::DiscoverOptions options = topo::discover_options_from_env();
   if (!options.dump_file.empty()) return topo::discover(options, topology);
   static std::mutex lock;
-  static auto *known = new std::map<std::string, topo::Topology>();  // never freed: see above
+  // Never freed: a communicator made while the process exits must not meet it destroyed.
+  static auto *known = new std::map<std::string, topo::Topology>();
   const std::string key = options.xml_file + '\n' + (options.file_is_this_machine ? "1" : "0") +
                           '\n' + options.nvml_library + '\n' + options.ibverbs_library;
   std::lock_guard<std::mutex> hold(lock);
@@ -123,6 +122,8 @@ Status discover_this_machine(topo::Topology *topology) {
   return Status::Ok();
 }
 
+// Every rank says where it runs; every rank then builds the same tiers from the same list.
+// A machine that hwloc cannot describe still gets a placement (its host identity).
 Status exchange_placements(ddl_comm *comm) {
   topo::Topology topology;
   Status s = discover_this_machine(&topology);
