@@ -90,9 +90,13 @@ tail -2 <<< "$out"
 echo "=== the Python tests of loading and calling, on the installed package (DDL_TEST_INSTALLED=1)"
 # ddl.jax and ddl.tensorflow: their collectives on 2 ranks, with the handlers and ops the
 # wheel built (built against the jax and TensorFlow of this environment, where they are).
+# test_framework_launchers: the wheel's own torch.backends entry point (pyproject.toml) makes
+# "ddl" known to a bare `import torch`.
 tests=(test_library.py test_collectives.py test_rooted.py test_torch.py test_torch_backend.py
-       test_jax.py test_tensorflow.py)
-only="(not test_torch_backend and not test_jax and not test_tensorflow)"
+       test_jax.py test_tensorflow.py test_framework_launchers.py)
+only="(not test_torch_backend and not test_jax and not test_tensorflow"
+only+=" and not test_framework_launchers)"
+only+=" or (test_framework_launchers and not example)"
 only+=" or (test_torch_backend and test_collectives and ddlrun)"
 only+=" or ((test_jax or test_tensorflow) and test_collectives and 2)"
 out=$(cd "$root/tests/python" && "${clean_env[@]}" DDL_TEST_INSTALLED=1 timeout -k 10 900 \
