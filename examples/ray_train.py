@@ -19,8 +19,10 @@ import argparse
 import json
 import math
 import os
+import statistics
 import sys
 import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -43,12 +45,15 @@ def train_loop_per_worker(config):
     model = make_model(config["features"], config["hidden"], config["classes"], config["seed"] + 1)
     model = ray.train.torch.prepare_model(model)  # DistributedDataParallel over Ray's group
     opt = torch.optim.SGD(model.parameters(), lr=config["lr"], momentum=0.9)
+    times = []
     for step in range(steps):
+        t0 = time.perf_counter()
         start = step * batch + rank * local
         loss = F.cross_entropy(model(x[start:start + local]), y[start:start + local])
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
+        times.append(time.perf_counter() - t0)
     global_loss = loss.detach().clone()  # the global batch's loss, as ddp_train reports it
     dist.all_reduce(global_loss)
     with torch.no_grad():
@@ -57,7 +62,9 @@ def train_loop_per_worker(config):
     # cluster, a checkpoint or a shared file system carries it).
     with open(os.path.join(config["results"], f"rank{rank}.json"), "w") as f:
         json.dump({"checksum": checksum, "backend": dist.get_backend(),
-                   "loss": float(global_loss) / world}, f)
+                   "loss": float(global_loss) / world,
+                   "step_ms": statistics.median(times[len(times) // 5:]) * 1e3,
+                   "threads": torch.get_num_threads()}, f)
 
 
 def parse_args(argv=None):
@@ -96,7 +103,9 @@ def main(argv=None):
     os.rmdir(results)
     got = ranks[0]
     print(f"ray train over {got['backend']}: {args.workers} workers, final loss {got['loss']:.6f}, "
-          f"param checksums {', '.join('%.10e' % r['checksum'] for r in ranks)}", flush=True)
+          f"param checksums {', '.join('%.10e' % r['checksum'] for r in ranks)}; median step "
+          f"{max(r['step_ms'] for r in ranks):.2f} ms (slowest worker), torch threads "
+          f"{got['threads']}", flush=True)
     if any(r["checksum"] != got["checksum"] for r in ranks):
         sys.exit("the workers ended with different parameters")
 
