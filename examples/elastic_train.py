@@ -77,7 +77,9 @@ def main(argv=None):
     while step < args.steps:
         if step == args.at_step and me in (args.kill_rank, args.leave_rank):
             if me == args.kill_rank:
-                print(f"rank {me}: killing myself at step {step}", flush=True)
+                # Wall-clock stamps (here and when the survivors go on): kill -> next step.
+                print(f"rank {me}: killing myself at step {step} at {time.time():.3f}",
+                      flush=True)
                 os.kill(os.getpid(), signal.SIGKILL)
             print(f"rank {me}: leaving at step {step}", flush=True)
             return 0
@@ -108,7 +110,8 @@ def main(argv=None):
             restore(model, opt, saved[step])
             ddp = DDP(model)
             print(f"rank {me}: now rank {dist.get_rank()} of {dist.get_world_size()}, "
-                  f"again from step {step} ({time.monotonic() - start:.3f} s)", flush=True)
+                  f"again from step {step} ({time.monotonic() - start:.3f} s) at "
+                  f"{time.time():.3f}", flush=True)
     flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
     print(f"rank {me}: done, rank {dist.get_rank()} of {dist.get_world_size()}, "
           f"param checksum {flat.double().sum().item():.10e}", flush=True)

@@ -1,13 +1,19 @@
 #!/usr/bin/env bash
 # Repeats every failure kind of tests/multiproc/test_elastic (ranks killed mid-allreduce,
-# mid-alltoall and mid-shrink, two at once, a rank stopped, agree, grow) and, as root,
-# test_host_failure's lost host and downed link, COUNT times each: how many runs passed,
-# failed or hung (past LIMIT seconds), and whether anything was left in /dev/shm. CI runs
-# each once (ctest); this is the long count.
+# mid-alltoall and mid-shrink, two at once, a rank stopped, agree, grow), as root
+# test_host_failure's lost host and downed link, and under torch examples/elastic_train.py
+# losing rank 2 or rank 0 (DDP over the "ddl" backend under ddlrun --keep-going; rank 0 with
+# torch's store in ddlrun, --torch-store), COUNT times each: how many runs passed, failed or
+# hung (past LIMIT seconds), and whether anything was left in /dev/shm. CI runs each once
+# (ctest, tests/python/test_elastic_example.py); this is the long count. A torch run passes
+# when its 3 survivors end with the same parameters as a reference run in which the victim
+# left cleanly at the same step (made once per kind).
 #
 #   scripts/elastic_stress.sh [COUNT] [BUILD_DIR]      (default 100, build)
 #   LIMIT=120 scripts/elastic_stress.sh 20
 #   HOST_COUNT=10 scripts/elastic_stress.sh 100   (the emulated-host kinds take ~25 s a run)
+#   TORCH_COUNT=0 scripts/elastic_stress.sh 100   (no torch kinds; they take ~10 s a run)
+#   TORCH_COUNT=100 HOST_COUNT=0 scripts/elastic_stress.sh 0   (the torch kinds alone)
 set -uo pipefail
 count=${1:-100}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -35,6 +41,52 @@ if [ "$(id -u)" = 0 ] && [ -x "$hosts" ] && [ "$host_count" -gt 0 ]; then
           "$hosts host_failure/a_link_down_is_named_on_every_rank_within_10_s")
 fi
 
+# The torch kinds: the tests' Python (scripts/python-env.sh) with this checkout's package.
+torch_count=${TORCH_COUNT:-$count}
+ddlrun=$build/tools/ddlrun/ddlrun
+python=${DDL_PYTHON:-$("$root/scripts/python-env.sh" 2> /dev/null)}
+example=$root/examples/elastic_train.py
+export DDL_BUILD_DIR=$build PYTHONPATH=$root/bindings/python${PYTHONPATH:+:$PYTHONPATH}
+if [ "$torch_count" -gt 0 ] && [ -x "$ddlrun" ] && "$python" -c "import torch" 2> /dev/null; then
+  kinds+=("torch torch/rank_2_killed_under_ddp" "torch torch/rank_0_killed_under_ddp")
+fi
+
+# elastic_train.py on 4 ranks, rank $1 killed (or leaving: $2 = leave) at step 3 of 8; rank 0
+# with torch's store in ddlrun. Writes the survivors' parameters to $3, the output to $4.
+train() {
+  local victim=$1 how=$2 out=$3 log=$4 flags=(--keep-going)
+  [ "$victim" = 0 ] && flags+=(--torch-store)
+  timeout -s KILL "$limit" "$ddlrun" "${flags[@]}" -n 4 -- "$python" "$example" --steps 8 \
+    --at-step 3 "--$how-rank" "$victim" --json "$out" > "$log" 2>&1
+}
+
+# One run of a kind, its output in $2: 0 passed, 137 hung, else failed.
+run_once() {
+  local entry=$1 log=$2
+  local binary=${entry%% *} test=${entry#* }
+  if [ "$binary" != torch ]; then
+    timeout -s KILL "$limit" "$binary" --jobs 1 --filter "$test" > "$log" 2>&1
+    return
+  fi
+  local victim=${test#torch/rank_} reference
+  victim=${victim%%_*}
+  reference=$logs/reference.$victim.json
+  if [ ! -e "$reference" ]; then
+    train "$victim" leave "$reference" "$logs/reference.$victim.log" ||
+      { echo "the reference run failed: $logs/reference.$victim.log" > "$log"; return 1; }
+  fi
+  train "$victim" kill "$logs/run.json" "$log" || return
+  "$python" - "$logs/run.json" "$reference" "$log" >> "$log" 2>&1 << 'EOF'
+import json, re, sys
+got, ref = (json.load(open(path)) for path in sys.argv[1:3])
+sums = re.findall(r"param checksum ([-+0-9.eE]+)", open(sys.argv[3]).read())
+worst = max(abs(a - b) for a, b in zip(got["params"], ref["params"]))
+print(f"survivors {got['size']}, checksums {sums}, largest difference from the reference {worst}")
+sys.exit(0 if got["size"] == ref["size"] == 3 and len(set(sums)) == 1 and len(sums) == 3
+         and worst <= 1e-6 else 1)
+EOF
+}
+
 shm_before=$(ls /dev/shm | sort)
 total_bad=0
 printf '%-62s %6s %6s %6s %9s\n' kind passed failed hung "median ms"
@@ -43,11 +95,13 @@ for entry in "${kinds[@]}"; do
   name=${test#*/}
   runs=$count
   [ "$binary" = "$hosts" ] && runs=$host_count
+  [ "$binary" = torch ] && runs=$torch_count
+  [ "$runs" -gt 0 ] || continue
   passed=0 failed=0 hung=0 times=()
   for ((i = 1; i <= runs; i++)); do
     log=$logs/$name.$i.log
     start=$(date +%s%N)
-    timeout -s KILL "$limit" "$binary" --jobs 1 --filter "$test" > "$log" 2>&1
+    run_once "$entry" "$log"
     rc=$?
     times+=("$((($(date +%s%N) - start) / 1000000))")
     case $rc in
