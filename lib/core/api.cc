@@ -31,6 +31,8 @@ Status run_now(ddl_comm_t comm, const ddl::CollectiveCall &call) {
   // Behind nonblocking calls still queued or in flight, the call runs on the progress thread
   // too, after those queued before it and beside the sends and receives in flight: an
   // ddl_irecv posted before a blocking ddl_send must be able to complete while it runs.
+  // Parked ones go there first: this thread is about to use the transport.
+  ddl::hand_over_parked(comm);
   if (comm->progress && !comm->progress->idle()) {
     Status s = ddl::check_collective(comm, call);
     if (!s.ok()) return s;
@@ -93,6 +95,8 @@ ddl_result_t start(ddl_comm_t comm, ddl::CollectiveCall call, ddl_request_t *req
   std::shared_ptr<ddl::RequestState> state = ddl::new_request(comm, call);
   if (ddl::in_group()) {
     ddl::group_record(comm, call, state);
+  } else if (ddl::is_point_to_point(call.collective)) {
+    ddl::start_point_to_point(comm, call, state);
   } else {
     ddl::Job job;
     job.calls.push_back(call);
@@ -490,6 +494,7 @@ ddl_result_t ddl_test(ddl_request_t request, int *done) {
     return fail_without_comm(ddl::invalid_usage(
         "ddl_test: %p is not a live request (freed, or never returned by a ddl_i* call)",
         static_cast<void *>(request)));
+  state->poll_if_parked();
   if (!state->done()) return DDL_SUCCESS;
   *done = 1;
   return request_result(state->status());

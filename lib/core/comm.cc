@@ -449,6 +449,7 @@ void send_failure_notice(ddl_comm *comm, const Status &why) {
 }
 
 void destroy_comm(ddl_comm *comm) {
+  hand_over_parked(comm);  // parked sends and receives end on the progress thread, as queued ones
   comm->progress.reset();
   device::destroy_device_state(comm);
   if (comm->transport) {

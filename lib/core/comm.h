@@ -32,7 +32,8 @@
 #include "lib/transports/shm/write_gates.h"
 
 namespace ddl {
-class ProgressQueue;  // lib/core/progress.h
+class ProgressQueue;     // lib/core/progress.h
+struct ParkedTransfers;  // lib/core/progress.h
 namespace device {
 struct DeviceState;  // lib/device/device_state.h
 }  // namespace device
@@ -122,6 +123,9 @@ struct ddl_comm {
   // Runs queued nonblocking collectives in call order; made by the first one (progress.h).
   // Destroyed first: it finishes what is queued while everything it uses is still there.
   std::unique_ptr<ddl::ProgressQueue> progress;
+  // Sends and receives posted on the caller's thread, polled by their waiters until the
+  // next call hands them to `progress` (progress.h); made by the first one.
+  std::shared_ptr<ddl::ParkedTransfers> parked;
   // Pinned staging memory and streams for device buffers, made by the first device call
   // (lib/device/staging.h); freed by destroy_comm after the progress thread.
   ddl::device::DeviceState *device = nullptr;

@@ -50,6 +50,7 @@ ddl_result_t CommCall::finish(const Status &s) {
 }
 
 Status wait_for_queued(ddl_comm *comm) {
+  hand_over_parked(comm);  // parked sends and receives are waited for too
   if (!comm->progress || comm->progress->idle()) return Status::Ok();
   return comm->progress->drain();
 }

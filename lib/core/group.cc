@@ -69,6 +69,10 @@ Status group_end() {
   // collectives may need to run at once), go through the communicators' progress threads.
   // Not while the communicator's progress thread has work: sends and receives in flight there
   // must go on while the group runs.
+  // Sends and receives parked on a communicator go to its progress thread first: the group
+  // uses its transport or queues calls there.
+  for (const Recorded &r : calls)
+    if (comm_is_live(r.comm)) hand_over_parked(r.comm);
   bool run_inline = !calls.empty() && comm_is_live(calls[0].comm) &&
                     (!calls[0].comm->progress || calls[0].comm->progress->idle());
   for (const Recorded &r : calls) run_inline = run_inline && r.blocking && r.comm == calls[0].comm;

@@ -6,6 +6,7 @@
 #include "lib/common/datatype.h"
 #include "lib/common/log.h"
 #include "lib/core/dispatch.h"
+#include "lib/core/group.h"
 #include "lib/core/point_to_point.h"
 #include "lib/device/staging.h"
 #include "lib/exec/executor.h"
@@ -35,6 +36,24 @@ void RequestState::set_latest(std::chrono::steady_clock::time_point latest) {
 }
 
 Status RequestState::wait() {
+  // A parked one: polled here, pausing as the communicator's waiting calls do.
+  for (int idle = 0; parked.load(std::memory_order_acquire) && !done(); ++idle) {
+    {
+      std::lock_guard<std::mutex> lock(parked_in->mu);
+      if (parked.load(std::memory_order_acquire)) parked_in->poll_locked();
+    }
+    if (!done()) idle_pause(idle, parked_in->pacing);
+  }
+  return wait_queued();
+}
+
+void RequestState::poll_if_parked() {
+  if (!parked.load(std::memory_order_acquire)) return;
+  std::unique_lock<std::mutex> lock(parked_in->mu, std::try_to_lock);
+  if (lock.owns_lock() && parked.load(std::memory_order_acquire)) parked_in->poll_locked();
+}
+
+Status RequestState::wait_queued() {
   using Clock = std::chrono::steady_clock;
   if (done()) return status_;
   std::unique_lock<std::mutex> lock(mu_);
@@ -66,6 +85,27 @@ ProgressQueue::~ProgressQueue() {
 }
 
 void ProgressQueue::submit(Job job) {
+  adopt_parked();
+  enqueue(std::move(job));
+}
+
+void ProgressQueue::adopt_parked() {
+  if (!comm_->parked || !comm_->parked->any.load(std::memory_order_acquire)) return;
+  ParkedTransfers &parked = *comm_->parked;
+  std::lock_guard<std::mutex> lock(parked.mu);
+  for (ParkedTransfers::Entry &entry : parked.entries) {
+    Job job;
+    job.calls.push_back(entry.call);
+    job.requests.push_back(entry.request);
+    job.posted = std::move(entry.batch);
+    entry.request->parked.store(false, std::memory_order_release);
+    enqueue(std::move(job));
+  }
+  parked.entries.clear();
+  parked.any.store(false, std::memory_order_release);
+}
+
+void ProgressQueue::enqueue(Job job) {
   // What the job's device calls need and this queue's thread may not make (lib/device/
   // device_state.h) is made here, on the caller's thread; stream-ordered calls made theirs
   // before their wait was queued. A failure shows again, with its cause, when the call runs.
@@ -101,8 +141,8 @@ Status ProgressQueue::drain() {
   // caller's news.
   const Status s = last->wait();
   if (s.code() == DDL_ERR_TIMEOUT && !last->done()) return s;
-  // The progress thread decrements outstanding_ just after finishing the requests: wait for
-  // it, so that the caller then owns the communicator alone.
+  // The progress thread is idle before it finishes the last requests (finish); a stuck
+  // thread's last request timed out above. So this ends at once.
   while (!idle()) std::this_thread::yield();
   return Status::Ok();
 }
@@ -138,9 +178,11 @@ void ProgressQueue::loop() {
       }
     }
     if (have_job && is_point_to_point_job(job)) {
-      // Posted now and polled below: later jobs run while it is in flight.
+      // Posted now (unless the caller's thread did) and polled below: later jobs run while
+      // it is in flight.
       InFlight posted;
-      posted.batch.reset(new PointToPointBatch(comm_, job.calls));
+      posted.batch = job.posted ? std::move(job.posted)
+                                : std::make_unique<PointToPointBatch>(comm_, job.calls);
       posted.requests = std::move(job.requests);
       in_flight.push_back(std::move(posted));
       idle = 0;
@@ -165,12 +207,65 @@ void ProgressQueue::finish(const Status &s,
                            const std::vector<std::shared_ptr<RequestState>> &requests) {
   // Logged here, once: ddl_test and ddl_wait only hand the words to their caller.
   if (!s.ok()) DDL_LOG(LogLevel::kError, "%s", s.message().c_str());
-  for (const auto &request : requests) request->finish(s);
+  // Idle before the requests say so: this thread touches no transport from here on (a
+  // finished batch is over, the job has run), and a caller woken by its request then finds
+  // the communicator its own for its next call (start_point_to_point, run_now). Decremented
+  // after them, a woken caller found the queue busy in nearly every call of a ping-pong.
   outstanding_.fetch_sub(1, std::memory_order_acq_rel);
+  for (const auto &request : requests) request->finish(s);
 }
 
 bool is_point_to_point_job(const Job &job) {
   return !job.calls.empty() && is_point_to_point(job.calls[0].collective);
+}
+
+void ParkedTransfers::poll_locked() {
+  for (size_t i = 0; i < entries.size();) {
+    Entry &entry = entries[i];
+    if (!entry.batch->poll()) {
+      ++i;
+      continue;
+    }
+    entry.request->parked.store(false, std::memory_order_release);
+    entry.request->finish(entry.batch->status());
+    entries.erase(entries.begin() + static_cast<long>(i));
+  }
+  any.store(!entries.empty(), std::memory_order_release);
+}
+
+void hand_over_parked(ddl_comm *comm) {
+  if (comm->parked && comm->parked->any.load(std::memory_order_acquire))
+    progress_of(comm).adopt_parked();
+}
+
+void start_point_to_point(ddl_comm *comm, const CollectiveCall &call,
+                          std::shared_ptr<RequestState> request) {
+  // Device buffers keep to the thread, whose queued calls get their device state made on
+  // the caller's thread first (submit).
+  if (comm->device_buffers || (comm->progress && !comm->progress->idle())) {
+    Job job;
+    job.calls.push_back(call);
+    job.requests.push_back(std::move(request));
+    progress_of(comm).submit(std::move(job));
+    return;
+  }
+  if (!comm->parked) {
+    comm->parked = std::make_shared<ParkedTransfers>();
+    comm->parked->pacing.spins_before_yield = comm->spins_before_yield;
+    comm->parked->pacing.yields_before_sleep = comm->yields_before_sleep;
+  }
+  ParkedTransfers &parked = *comm->parked;
+  // Waiters on other threads poll the parked transfers, and with them the transport.
+  std::lock_guard<std::mutex> lock(parked.mu);
+  auto batch = std::make_unique<PointToPointBatch>(comm, std::vector<CollectiveCall>{call});
+  if (batch->poll()) {
+    request->finish(batch->status());
+    return;
+  }
+  request->parked_in = comm->parked;
+  request->parked.store(true, std::memory_order_release);
+  parked.entries.push_back({call, std::move(batch), std::move(request)});
+  parked.any.store(true, std::memory_order_release);
 }
 
 Status run_job(ddl_comm *comm, Job &job, std::vector<unsigned char> *fusion_buffer) {

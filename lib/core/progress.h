@@ -19,8 +19,12 @@
 
 #include "lib/common/status.h"
 #include "lib/core/collectives.h"
+#include "lib/core/point_to_point.h"
+#include "lib/exec/executor.h"
 
 namespace ddl {
+
+struct ParkedTransfers;
 
 // What a ddl_request_t stands for. Shared by the caller's handle and the queue, so that a
 // request freed early still runs to its end and one kept after its communicator still says
@@ -39,9 +43,21 @@ class RequestState {
   const Status &status() const { return status_; }
   // Blocks until done (returns its status) or until `latest` has passed (a timeout error).
   // Before it is queued (a group still open on another thread) it waits without a bound.
+  // A parked send or receive (ParkedTransfers) is polled here until it is over or handed to
+  // the progress thread.
   Status wait();
+  // Polls it once if it is parked and no other thread is polling the parked transfers.
+  void poll_if_parked();
+
+  // Where it is parked, set before its handle is returned (start_point_to_point); `parked`
+  // says whether it still is (false once over or handed to the progress thread).
+  std::shared_ptr<ParkedTransfers> parked_in;
+  std::atomic<bool> parked{false};
 
  private:
+  // Blocks until done, or the deadline set when queued.
+  Status wait_queued();
+
   std::mutex mu_;
   std::condition_variable cv_;
   std::atomic<bool> done_{false};
@@ -58,6 +74,9 @@ class RequestState {
 struct Job {
   std::vector<CollectiveCall> calls;
   std::vector<std::shared_ptr<RequestState>> requests;
+  // Sends and receives the caller's thread has posted already (start_point_to_point): the
+  // thread polls them on.
+  std::unique_ptr<PointToPointBatch> posted;
 };
 
 class ProgressQueue {
@@ -68,8 +87,11 @@ class ProgressQueue {
   ProgressQueue(const ProgressQueue &) = delete;
   ProgressQueue &operator=(const ProgressQueue &) = delete;
 
-  // Queues a job; its requests finish when it has run. Sets their `latest`.
+  // Queues a job; its requests finish when it has run. Sets their `latest`. The parked
+  // sends and receives go first (hand_over_parked).
   void submit(Job job);
+  // Takes the communicator's parked sends and receives into the queue.
+  void adopt_parked();
   // Nothing queued or running: the caller may run a collective on its own thread.
   bool idle() const { return outstanding_.load(std::memory_order_acquire) == 0; }
   // Waits until every job submitted so far has finished. Error only if one is stuck past
@@ -88,6 +110,8 @@ class ProgressQueue {
   std::deque<Job> jobs_;
   std::shared_ptr<RequestState> last_;  // the request of the last job submitted
   bool stop_ = false;
+  void enqueue(Job job);
+
   std::atomic<size_t> outstanding_{0};  // submitted and not yet finished
   std::vector<unsigned char> fusion_buffer_;
   std::thread thread_;
@@ -104,6 +128,42 @@ inline bool on_progress_thread() {
 
 // Whether a job is sends and receives (a batch of them, or one).
 bool is_point_to_point_job(const Job &job);
+
+// Sends and receives of nonblocking calls that the caller's thread posted and that were not
+// over at once (start_point_to_point). Whoever waits for one polls them all (ddl_wait,
+// ddl_test: the caller's thread in the usual "start, then wait" of torch's send and recv, or
+// any other, one at a time under `mu`), so that a receive waited at once ends without the
+// progress thread. They stay here until the communicator's progress thread or its transport
+// is next wanted by another call (hand_over_parked): they then go on on the progress thread,
+// which polls the transport alone from then on.
+struct ParkedTransfers {
+  struct Entry {
+    CollectiveCall call;
+    std::unique_ptr<PointToPointBatch> batch;
+    std::shared_ptr<RequestState> request;
+  };
+  std::mutex mu;
+  std::vector<Entry> entries;    // under mu
+  std::atomic<bool> any{false};  // entries is not empty
+  ExecArgs pacing;               // how their waiters pause: as the communicator's waiting calls do
+  // Polls every entry once and finishes those that are over. Under mu.
+  void poll_locked();
+};
+
+// Before the caller's thread uses the communicator's transport or queues a call: its parked
+// sends and receives go to the progress thread (nothing is done when there are none).
+void hand_over_parked(ddl_comm *comm);
+
+// Starts a nonblocking send or receive (a checked call, outside any group) whose `request`
+// finishes when it is over. While the progress thread has nothing to do (nothing queued,
+// nothing in flight: it then touches no transport, and the caller's thread owns the
+// communicator as in a blocking call), the call is posted on the caller's thread and polled
+// once: one that is over at once (a send copied out, a receive whose message had arrived)
+// never involves the thread, whose hand-over and wake-up cost more than a small transfer
+// (torch's send and recv are nonblocking calls waited at once); any other is parked
+// (ParkedTransfers). Otherwise it is queued behind what is there, as every nonblocking call.
+void start_point_to_point(ddl_comm *comm, const CollectiveCall &call,
+                          std::shared_ptr<RequestState> request);
 
 // Runs one job on comm (on the progress thread, or inline): a single collective as it is, a
 // batch of sends and receives all at once, a fused one packed into one buffer, allreduced,

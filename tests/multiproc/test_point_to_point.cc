@@ -2,6 +2,7 @@
 // memory's cells and UCX, grouped exchanges that cannot deadlock, many in flight, mixed with
 // collectives; bad arguments, sizes that disagree and a peer killed mid-transfer.
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <signal.h>
 
 #include <chrono>
@@ -253,5 +254,75 @@ Test(point_to_point, sends_that_wait_for_each_other_time_out_with_advice) {
         return 0;
       },
       options);
+  cr_assert(failures.empty(), "%s", failures.c_str());
+}
+
+// The threads of this process (/proc/self/task).
+int thread_count() {
+  int n = 0;
+  if (DIR *dir = opendir("/proc/self/task")) {
+    while (dirent *entry = readdir(dir)) n += entry->d_name[0] != '.';
+    closedir(dir);
+  }
+  return n;
+}
+
+// Nonblocking sends and receives on the caller's thread (start_point_to_point): one over at
+// once (a small send copied out, a receive whose message has arrived) ends there; one that
+// must wait is polled by its ddl_wait; neither starts the progress thread. A call that needs
+// the transport meanwhile (here a barrier) hands a waiting one to the progress thread, which
+// then ends it.
+Test(point_to_point, waited_transfers_run_on_the_callers_thread) {
+  std::string failures = run_ranks(2, [](ddl_comm_t comm, int rank, int) {
+    int value = rank == 0 ? 42 : 0;
+    RANK_OK(ddl_barrier(comm));  // the transport warmed up, on this thread
+    const int before = thread_count();
+    ddl_request_t request = nullptr;
+    if (rank == 0) RANK_OK(ddl_isend(&value, 1, DDL_INT32, 1, comm, &request));
+    RANK_OK(ddl_barrier(comm));  // the message has arrived at rank 1 when this ends
+    if (rank == 1) RANK_OK(ddl_irecv(&value, 1, DDL_INT32, 0, comm, &request));
+    int done = 0;
+    RANK_OK(ddl_test(request, &done));
+    RANK_CHECK(done, "rank %d: the transfer is not over at once", rank);
+    RANK_OK(ddl_request_free(request));
+    RANK_CHECK(value == 42, "rank %d: got %d", rank, value);
+    // A ping-pong whose receives wait for their message: polled by ddl_wait.
+    for (int k = 0; k < 100; ++k) {
+      const int peer = 1 - rank;
+      if (rank == 0) {
+        value = k;
+        RANK_OK(ddl_isend(&value, 1, DDL_INT32, peer, comm, &request));
+        RANK_OK(ddl_wait(request));
+        RANK_OK(ddl_request_free(request));
+      }
+      RANK_OK(ddl_irecv(&value, 1, DDL_INT32, peer, comm, &request));
+      RANK_OK(ddl_wait(request));
+      RANK_OK(ddl_request_free(request));
+      RANK_CHECK(value == k + 1 - rank, "rank %d: got %d in exchange %d", rank, value, k);
+      if (rank == 1) {
+        value = k + 1;
+        RANK_OK(ddl_isend(&value, 1, DDL_INT32, peer, comm, &request));
+        RANK_OK(ddl_wait(request));
+        RANK_OK(ddl_request_free(request));
+      }
+    }
+    RANK_CHECK(thread_count() == before, "rank %d: %d threads, %d before", rank, thread_count(),
+               before);
+    // Parked, then a barrier: the receive goes on on the progress thread.
+    if (rank == 1) {
+      RANK_OK(ddl_irecv(&value, 1, DDL_INT32, 0, comm, &request));
+      RANK_OK(ddl_barrier(comm));
+      RANK_OK(ddl_wait(request));
+      RANK_OK(ddl_request_free(request));
+      RANK_CHECK(value == 43, "rank 1: got %d", value);
+      RANK_CHECK(thread_count() == before + 1, "rank 1: %d threads, %d before", thread_count(),
+                 before);
+    } else {
+      RANK_OK(ddl_barrier(comm));
+      value = 43;
+      RANK_OK(ddl_send(&value, 1, DDL_INT32, 1, comm));
+    }
+    return 0;
+  });
   cr_assert(failures.empty(), "%s", failures.c_str());
 }
