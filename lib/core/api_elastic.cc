@@ -6,6 +6,7 @@
 #include "lib/core/comm.h"
 #include "lib/core/comm_call.h"
 #include "lib/core/elastic.h"
+#include "lib/core/progress.h"
 
 using ddl::CommCall;
 using ddl::Status;
@@ -13,6 +14,9 @@ using ddl::Status;
 ddl_result_t ddl_comm_revoke(ddl_comm_t comm) {
   CommCall guard(comm, "ddl_comm_revoke");
   if (!guard.ok()) return guard.fail();
+  // Parked sends and receives go to the progress thread, as queued ones: their waiters no
+  // longer poll the transport that the notices go through.
+  ddl::hand_over_parked(comm);
   ddl::revoke_comm(comm);
   return DDL_SUCCESS;
 }
