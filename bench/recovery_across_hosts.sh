@@ -34,9 +34,12 @@ exec "$root/tools/emuhosts/emuhosts" run --hosts "$hosts" -- bash -c '
 import re, sys
 text = open(sys.argv[1]).read()
 killed = float(re.search(r"killing myself at step \d+ at ([0-9.]+)", text).group(1))
-back = sorted(float(t) - killed for t in re.findall(r"again from step \d+ \([0-9.]+ s\) at ([0-9.]+)", text))
+went = re.findall(r"again from step \d+ \(([0-9.]+) s\) at ([0-9.]+)", text)
+back = sorted(float(at) - killed for _, at in went)
+shrink = sorted(float(took) for took, _ in went)
 sums = set(re.findall(r"param checksum ([-+0-9.eE]+)", text))
 print(f"round {sys.argv[2]}: {len(back)} survivors went on {back[0]:.3f} - {back[-1]:.3f} s "
-      f"after the kill; {len(sums)} distinct final checksum(s)")
+      f"after the kill (of which the shrink and the first collectives {shrink[0]:.3f} - "
+      f"{shrink[-1]:.3f} s); {len(sums)} distinct final checksum(s)")
 EOF
   done'

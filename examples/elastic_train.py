@@ -100,7 +100,8 @@ def main(argv=None):
             saved[step] = snapshot(model, opt)
             saved.pop(step - 2, None)
         except RuntimeError as e:  # DistBackendError, or DDP's wrapping of it
-            print(f"rank {me}: step {step} failed: {str(e).splitlines()[0]}", flush=True)
+            print(f"rank {me}: step {step} failed at {time.time():.3f}: {str(e).splitlines()[0]}",
+                  flush=True)
             start = time.monotonic()
             ddl.torch.shrink_group()  # the default group, shrunk, becomes the default
             # Every survivor goes back to the last step that all of them finished.
