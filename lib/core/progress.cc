@@ -91,8 +91,11 @@ void ProgressQueue::submit(Job job) {
 
 void ProgressQueue::adopt_parked() {
   if (!comm_->parked || !comm_->parked->any.load(std::memory_order_acquire)) return;
-  ParkedTransfers &parked = *comm_->parked;
-  std::lock_guard<std::mutex> lock(parked.mu);
+  std::lock_guard<std::mutex> lock(comm_->parked->mu);
+  adopt_parked_locked(*comm_->parked);
+}
+
+void ProgressQueue::adopt_parked_locked(ParkedTransfers &parked) {
   for (ParkedTransfers::Entry &entry : parked.entries) {
     Job job;
     job.calls.push_back(entry.call);
@@ -238,6 +241,32 @@ void hand_over_parked(ddl_comm *comm) {
     progress_of(comm).adopt_parked();
 }
 
+namespace {
+
+// The largest receive that may wait parked.
+constexpr size_t kParkedBytes = 64 << 10;
+
+// Whether a receive that is not over at once may wait parked, polled by its waiter alone:
+// only where its sender needs nothing of this rank meanwhile, so that a rank that does
+// something else before it waits (computes, or waits for its peer elsewhere) holds nobody
+// up. A peer on this host through ddl's shared memory writes a message that fits its
+// channel's ring without the receiver, and one parked receive at a time keeps the ring free
+// for it. Any other transfer goes on on the progress thread, which moves it while the caller
+// does something else: a send not over at once, a receive from another host (a large one
+// needs the receiver's part of UCX's rendezvous), from any rank of a job across hosts, or
+// larger.
+bool may_park(const ddl_comm *comm, const CollectiveCall &call, const ParkedTransfers &parked) {
+  if (call.collective != Collective::kRecv || !comm->shm || !parked.entries.empty()) return false;
+  const size_t bytes = call_bytes(call);
+  if (bytes > kParkedBytes || 2 * bytes > comm->shm->ring_bytes()) return false;
+  // From any rank: every rank is then on this host (shared memory serves the whole host).
+  if (call.peer == DDL_ANY_SOURCE)
+    return comm->host_ranks.size() == static_cast<size_t>(comm->nranks);
+  return comm->carriers.by_peer[static_cast<size_t>(call.peer)] == comm->shm.get();
+}
+
+}  // namespace
+
 void start_point_to_point(ddl_comm *comm, const CollectiveCall &call,
                           std::shared_ptr<RequestState> request) {
   // Device buffers keep to the thread, whose queued calls get their device state made on
@@ -260,6 +289,17 @@ void start_point_to_point(ddl_comm *comm, const CollectiveCall &call,
   auto batch = std::make_unique<PointToPointBatch>(comm, std::vector<CollectiveCall>{call});
   if (batch->poll()) {
     request->finish(batch->status());
+    return;
+  }
+  if (!may_park(comm, call, parked)) {
+    Job job;
+    job.calls.push_back(call);
+    job.requests.push_back(std::move(request));
+    job.posted = std::move(batch);
+    // The parked one (if any) goes first: the thread polls the transport from now on.
+    ProgressQueue &queue = progress_of(comm);
+    queue.adopt_parked_locked(parked);
+    queue.enqueue(std::move(job));
     return;
   }
   request->parked_in = comm->parked;

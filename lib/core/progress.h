@@ -90,8 +90,13 @@ class ProgressQueue {
   // Queues a job; its requests finish when it has run. Sets their `latest`. The parked
   // sends and receives go first (hand_over_parked).
   void submit(Job job);
-  // Takes the communicator's parked sends and receives into the queue.
+  // Takes the communicator's parked sends and receives into the queue; the second with the
+  // parked transfers' mutex held by the caller.
   void adopt_parked();
+  void adopt_parked_locked(ParkedTransfers &parked);
+  // Queues a job as submit does, leaving the parked transfers alone (the caller holds their
+  // mutex and has handed them over).
+  void enqueue(Job job);
   // Nothing queued or running: the caller may run a collective on its own thread.
   bool idle() const { return outstanding_.load(std::memory_order_acquire) == 0; }
   // Waits until every job submitted so far has finished. Error only if one is stuck past
@@ -110,8 +115,6 @@ class ProgressQueue {
   std::deque<Job> jobs_;
   std::shared_ptr<RequestState> last_;  // the request of the last job submitted
   bool stop_ = false;
-  void enqueue(Job job);
-
   std::atomic<size_t> outstanding_{0};  // submitted and not yet finished
   std::vector<unsigned char> fusion_buffer_;
   std::thread thread_;

@@ -69,6 +69,8 @@ class ShmTransport : public Transport {
 
   const char *name() const override { return "shm"; }
   bool serves(int peer) const { return peer >= 0 && peer < nranks_ && local_of_[peer] >= 0; }
+  // The payload one channel's ring holds: what a sender writes without its receiver.
+  size_t ring_bytes() const { return static_cast<size_t>(layout_.cells) * layout_.payload_bytes(); }
   Status post_send(int peer, uint32_t seq, uint32_t tag, const void *buf, size_t bytes,
                    TransferRequest *req) override;
   Status post_recv(int peer, uint32_t seq, uint32_t tag, void *buf, size_t bytes,
