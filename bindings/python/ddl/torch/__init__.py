@@ -15,7 +15,10 @@ and receives never wait for each other), reduce, gather, scatter, and what torch
 in the order they were sent, as gloo and MPI do; a recv without a source (recvAnysource) takes
 the first message with its tag from any rank, and its Work's sourceRank() says whose.
 Asynchronous calls (async_op=True, DDP's buckets) run on ddl's progress thread and return a
-Work whose Future completes without anyone waiting on it.
+Work whose Future completes without anyone waiting on it. send and recv (torch makes them
+nonblocking calls, waited at once by dist.send/dist.recv) run on the caller's thread while
+nothing else is in flight: a small transfer with a rank of this host never involves the
+progress thread (README, "Nonblocking collectives and groups").
 
 The collectives are a C++ c10d::Backend (backend.cpp). An installed package (a wheel, from
 `pip install ./bindings/python`) carries it built against the torch that was in the
