@@ -14,6 +14,16 @@
 namespace ddl {
 namespace {
 
+// The job of one send or receive (already posted on the caller's thread, or not).
+Job job_of(const CollectiveCall &call, std::shared_ptr<RequestState> request,
+           std::unique_ptr<PointToPointBatch> posted = nullptr) {
+  Job job;
+  job.calls.push_back(call);
+  job.requests.push_back(std::move(request));
+  job.posted = std::move(posted);
+  return job;
+}
+
 // Beyond its own deadline, how long a job may take to return from the executor (cancelling
 // transfers, sending notices) before a waiter calls the progress thread stuck.
 constexpr std::chrono::seconds kStuckGrace{10};
@@ -97,12 +107,8 @@ void ProgressQueue::adopt_parked() {
 
 void ProgressQueue::adopt_parked_locked(ParkedTransfers &parked) {
   for (ParkedTransfers::Entry &entry : parked.entries) {
-    Job job;
-    job.calls.push_back(entry.call);
-    job.requests.push_back(entry.request);
-    job.posted = std::move(entry.batch);
     entry.request->parked.store(false, std::memory_order_release);
-    enqueue(std::move(job));
+    enqueue(job_of(entry.call, entry.request, std::move(entry.batch)));
   }
   parked.entries.clear();
   parked.any.store(false, std::memory_order_release);
@@ -272,10 +278,7 @@ void start_point_to_point(ddl_comm *comm, const CollectiveCall &call,
   // Device buffers keep to the thread, whose queued calls get their device state made on
   // the caller's thread first (submit).
   if (comm->device_buffers || (comm->progress && !comm->progress->idle())) {
-    Job job;
-    job.calls.push_back(call);
-    job.requests.push_back(std::move(request));
-    progress_of(comm).submit(std::move(job));
+    progress_of(comm).submit(job_of(call, std::move(request)));
     return;
   }
   if (!comm->parked) {
@@ -292,14 +295,10 @@ void start_point_to_point(ddl_comm *comm, const CollectiveCall &call,
     return;
   }
   if (!may_park(comm, call, parked)) {
-    Job job;
-    job.calls.push_back(call);
-    job.requests.push_back(std::move(request));
-    job.posted = std::move(batch);
     // The parked one (if any) goes first: the thread polls the transport from now on.
     ProgressQueue &queue = progress_of(comm);
     queue.adopt_parked_locked(parked);
-    queue.enqueue(std::move(job));
+    queue.enqueue(job_of(call, std::move(request), std::move(batch)));
     return;
   }
   request->parked_in = comm->parked;

@@ -13,12 +13,11 @@ dist-info holds it); with DDL_TEST_INSTALLED=1 the wheel's own is used.
 import json
 import os
 import re
-import subprocess
 import sys
 
 import pytest
 
-from conftest import DDLRUN, INSTALLED, REPO, free_port, package_env
+from conftest import DDLRUN, INSTALLED, REPO, _run_job, free_port, package_env
 
 pytest.importorskip("torch", reason="torch is not installed in this Python")
 
@@ -53,13 +52,7 @@ def plugin_env(tmp_path):
 
 
 def run(cmd, env, timeout=180):
-    try:
-        p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                           stdin=subprocess.DEVNULL, text=True, timeout=timeout, cwd=REPO)
-    except subprocess.TimeoutExpired as e:
-        pytest.fail(f"{' '.join(cmd)} hung:\n{e.stdout}")
-    assert p.returncode == 0, f"{' '.join(cmd)} failed:\n{p.stdout}"
-    return p.stdout
+    return _run_job(cmd, env, timeout)
 
 
 PROBE = """
