@@ -7,8 +7,9 @@
 # that torch (large) is downloaded once per machine and reused by every later run and clone.
 # It gets the current torch from PyPI, numpy, pytest, ml_dtypes (numpy's bfloat16), ninja
 # (torch.utils.cpp_extension builds ddl.torch's backend with it), jax (ddl.jax),
-# tensorflow-cpu (ddl.tensorflow; it brings keras), torchft (ddl.torchft), accelerate and
-# ray[train] (examples/accelerate_train.py, examples/ray_train.py), and
+# tensorflow-cpu (ddl.tensorflow; it brings keras), torchft (ddl.torchft), accelerate,
+# ray[train], lightning and deepspeed (examples/accelerate_train.py, ray_train.py,
+# lightning_train.py, deepspeed_train.py), and
 # this checkout's bindings/python on its path (development: the package runs from this
 # checkout, finds its build/ or $DDL_BUILD_DIR, and builds ddl.torch's backend at first use;
 # `pip install ./bindings/python` is the user's self-contained install instead).
@@ -38,7 +39,8 @@ fi
 # names it otherwise (TensorFlow's CPU build: ddl.tensorflow runs on CPUs).
 missing=()
 for entry in torch numpy pytest setuptools ml_dtypes ninja matplotlib jax \
-             tensorflow=tensorflow-cpu torchft accelerate "ray.train=ray[train]"; do
+             tensorflow=tensorflow-cpu torchft accelerate "ray.train=ray[train]" lightning \
+             deepspeed; do
   "$python" -c "import ${entry%%=*}" 2> /dev/null || missing+=("${entry#*=}")
 done
 if [ ${#missing[@]} -gt 0 ]; then

@@ -1,9 +1,12 @@
 """ddl where the script never imports it: torch's plugin entry point (bindings/python's
 pyproject.toml, group "torch.backends") makes the name "ddl" known in every `import torch` and
 fills in env:// from ddlrun's variables; then a plain `init_process_group("ddl")` under
-ddlrun, Accelerate (examples/accelerate_train.py: the group made before Accelerator) and Ray
-Train (examples/ray_train.py: TorchConfig(backend="ddl")) train over ddl and end equal to one
-process. Accelerate's and Ray's tests skip, saying so, where they are not installed.
+ddlrun, Accelerate (examples/accelerate_train.py: the group made before Accelerator), Ray
+Train (examples/ray_train.py: TorchConfig(backend="ddl")), Lightning
+(examples/lightning_train.py: DDPStrategy(process_group_backend="ddl")) and DeepSpeed
+(examples/deepspeed_train.py: init_distributed(dist_backend="ddl"), ZeRO stages 0 and 2)
+train over ddl and end equal to one process. Each framework's test skips, saying so, where it
+is not installed.
 
 A checkout's package has no installed metadata, so these tests put the entry point that
 pyproject.toml declares into a directory of their own on PYTHONPATH (as a wheel's
@@ -55,12 +58,22 @@ def run(cmd, env, timeout=180):
     return _run_job(cmd, env, timeout)
 
 
+def launches(example):
+    """The example under torchrun and, where it is built, ddlrun (2 processes each)."""
+    cmds = [[sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+             "--master-port", str(free_port()), example]]
+    if os.access(DDLRUN, os.X_OK):
+        cmds.append([DDLRUN, "-n", "2", "--", sys.executable, example])
+    return cmds
+
+
 PROBE = """
 import json, os, sys
 import torch, torch.distributed as dist
 print(json.dumps({"registered": "ddl" in dist.Backend.backend_list,
                   "imported": sorted(m for m in sys.modules if m.startswith("ddl.torch")),
-                  "rank": os.environ.get("RANK"), "master": os.environ.get("MASTER_ADDR")}))
+                  "rank": os.environ.get("RANK"), "master": os.environ.get("MASTER_ADDR"),
+                  "local_world": os.environ.get("LOCAL_WORLD_SIZE")}))
 """
 
 
@@ -77,9 +90,10 @@ def test_import_torch_registers_ddl_and_loads_nothing_more(plugin_env):
 
 
 def test_import_torch_reads_ddlrun_variables(plugin_env):
-    env = dict(plugin_env, DDL_RANK="1", DDL_WORLD_SIZE="2", DDL_ROOT="10.0.0.7:29999")
+    env = dict(plugin_env, DDL_RANK="1", DDL_WORLD_SIZE="4", DDL_LOCAL_SIZE="2",
+               DDL_ROOT="10.0.0.7:29999")
     got = probe(env)
-    assert (got["rank"], got["master"]) == ("1", "10.0.0.7"), got
+    assert (got["rank"], got["master"], got["local_world"]) == ("1", "10.0.0.7", "2"), got
 
 
 def test_init_process_group_under_ddlrun_without_importing_ddl(plugin_env):
@@ -98,12 +112,7 @@ def test_init_process_group_under_ddlrun_without_importing_ddl(plugin_env):
 
 def test_accelerate_example_over_ddl(plugin_env):
     pytest.importorskip("accelerate", reason="Accelerate is not installed in this Python")
-    example = os.path.join(EXAMPLES, "accelerate_train.py")
-    launches = [[sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
-                 "--master-port", str(free_port()), example]]
-    if os.access(DDLRUN, os.X_OK):
-        launches.append([DDLRUN, "-n", "2", "--", sys.executable, example])
-    for cmd in launches:
+    for cmd in launches(os.path.join(EXAMPLES, "accelerate_train.py")):
         out = run(cmd + ["--steps", "8"], plugin_env)
         assert "accelerate over ddl: 2 processes" in out, out
         assert "same final loss as one process: ok" in out, out
@@ -115,3 +124,21 @@ def test_ray_train_example_over_ddl(plugin_env):
               dict(plugin_env, RAY_USAGE_STATS_ENABLED="0"), timeout=300)
     assert "ray train over ddl: 2 workers" in out, out
     assert "same final loss as one process: ok" in out, out
+
+
+def test_lightning_example_over_ddl(plugin_env):
+    pytest.importorskip("lightning", reason="Lightning is not installed in this Python")
+    for cmd in launches(os.path.join(EXAMPLES, "lightning_train.py")):
+        out = run(cmd + ["--steps", "8"], plugin_env)
+        assert "lightning over ddl: 2 processes" in out, out
+        assert "same final loss as one process: ok" in out, out
+
+
+def test_deepspeed_example_over_ddl(plugin_env):
+    pytest.importorskip("deepspeed", reason="DeepSpeed is not installed in this Python")
+    # Stage 0 allreduces the gradients; stage 2 reduce-scatters them and allgathers the
+    # parameters. (DeepSpeed builds its CPU shared-memory op once per machine, ~20 s.)
+    for cmd, stage in zip(launches(os.path.join(EXAMPLES, "deepspeed_train.py")), ("0", "2")):
+        out = run(cmd + ["--steps", "8", "--zero", stage], plugin_env, timeout=300)
+        assert f"deepspeed zero {stage} over ddl: 2 processes" in out, out
+        assert "same final loss as one process: ok" in out, out

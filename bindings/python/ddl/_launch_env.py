@@ -1,5 +1,6 @@
-"""The launchers' variables in torch's words: RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and
-MASTER_PORT (what torch.distributed's env:// reads) from ddlrun's, Open MPI's or Slurm's.
+"""The launchers' variables in torch's words: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
+MASTER_ADDR and MASTER_PORT (what torch.distributed's env:// reads, and torchrun sets for
+frameworks such as Lightning) from ddlrun's, Open MPI's or Slurm's.
 Standard library only: torch's plugin hook (_torch_plugin.py) runs it inside `import torch`."""
 
 import hashlib
@@ -7,8 +8,9 @@ import os
 
 
 def torch_env_from_launcher(env=os.environ):
-    """Makes env:// work under ddlrun, mpirun and srun: sets RANK, WORLD_SIZE, MASTER_ADDR and
-    MASTER_PORT from the launcher's variables, leaving any already set alone.
+    """Makes env:// work under ddlrun, mpirun and srun: sets RANK, WORLD_SIZE, LOCAL_RANK,
+    LOCAL_WORLD_SIZE (where the launcher says), MASTER_ADDR and MASTER_PORT from the
+    launcher's variables, leaving any already set alone.
 
     ddlrun: DDL_RANK, DDL_WORLD_SIZE; the store goes to DDL_ROOT's host:port (ddlrun picked
     that port for rank 0; the torch backend does not use ddl's own env bootstrap, so it is
@@ -21,6 +23,8 @@ def torch_env_from_launcher(env=os.environ):
         env.setdefault("RANK", env["DDL_RANK"])
         env.setdefault("WORLD_SIZE", env["DDL_WORLD_SIZE"])
         env.setdefault("LOCAL_RANK", env.get("DDL_LOCAL_RANK", env["DDL_RANK"]))
+        if "DDL_LOCAL_SIZE" in env:
+            env.setdefault("LOCAL_WORLD_SIZE", env["DDL_LOCAL_SIZE"])
         host, _, port = env.get("DDL_ROOT", "").rpartition(":")
         if host and port:
             env.setdefault("MASTER_ADDR", host)
@@ -30,6 +34,8 @@ def torch_env_from_launcher(env=os.environ):
         env.setdefault("RANK", env["OMPI_COMM_WORLD_RANK"])
         env.setdefault("WORLD_SIZE", env["OMPI_COMM_WORLD_SIZE"])
         env.setdefault("LOCAL_RANK", env.get("OMPI_COMM_WORLD_LOCAL_RANK", env["RANK"]))
+        if "OMPI_COMM_WORLD_LOCAL_SIZE" in env:
+            env.setdefault("LOCAL_WORLD_SIZE", env["OMPI_COMM_WORLD_LOCAL_SIZE"])
         env.setdefault("MASTER_ADDR", "127.0.0.1")
         job = env.get("OMPI_MCA_ess_base_jobid") or env.get("OMPI_MCA_orte_hnp_uri") or "ompi"
         digest = int(hashlib.sha1(job.encode()).hexdigest(), 16)
@@ -42,6 +48,8 @@ def torch_env_from_launcher(env=os.environ):
         env.setdefault("RANK", env["SLURM_PROCID"])
         env.setdefault("WORLD_SIZE", env.get("SLURM_NTASKS") or env["SLURM_NPROCS"])
         env.setdefault("LOCAL_RANK", env.get("SLURM_LOCALID", "0"))
+        if env.get("SLURM_NTASKS_PER_NODE", "").isdigit():
+            env.setdefault("LOCAL_WORLD_SIZE", env["SLURM_NTASKS_PER_NODE"])
         nodes = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST") or ""
         env.setdefault("MASTER_ADDR", slurm_first_host(nodes) or "127.0.0.1")
         job, step = int(env.get("SLURM_JOB_ID", "0")), int(env.get("SLURM_STEP_ID", "0"))

@@ -1,0 +1,106 @@
+"""ddp_train.py's model and data under PyTorch Lightning, its gradients averaged by ddl.
+
+    ddlrun -n 2 -- python examples/lightning_train.py
+    python -m torch.distributed.run --nproc-per-node 2 examples/lightning_train.py
+    mpirun -np 2 python examples/lightning_train.py
+
+Lightning makes the process group itself; `DDPStrategy(process_group_backend="ddl")` is all
+it takes (Lightning's documented way to choose a backend). Lightning launches nothing here:
+under torchrun it reads torchrun's variables; under ddlrun and mpirun it finds LOCAL_RANK,
+which ddl fills in from the launcher's own (ddlrun's DDL_*, Open MPI's OMPI_COMM_WORLD_*, with
+LOCAL_WORLD_SIZE), and takes the processes as launched. Each process reads its own share of every step's global
+batch, as in ddp_train.py (`use_distributed_sampler=False`: Lightning's own sampler would
+shuffle the data, so the one-process run would see other batches).
+
+Rank 0 then trains the same model in one process (ddp_train.py's run: the same global batch,
+seeds and steps) and checks that the final loss is the same.
+"""
+
+import argparse
+import math
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import ddp_train  # noqa: E402
+
+try:
+    import ddl.torch  # noqa: F401  (an installed ddl registers "ddl" with torch by itself)
+except ImportError:  # run from a checkout without installing: the package next to this file
+    sys.path.insert(0, os.path.join(os.path.dirname(HERE), "bindings", "python"))
+    import ddl.torch  # noqa: F401
+
+import lightning as L  # noqa: E402  (after ddl: it reads the variables ddl fills in)
+from lightning.pytorch.strategies import DDPStrategy  # noqa: E402
+
+GLOBAL_BATCH = 256
+
+
+class Classifier(L.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.model = ddp_train.make_model(32, 512, 10, 1)
+        self.last_loss = None
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        loss = F.cross_entropy(self.model(x), y)
+        self.last_loss = loss.detach()
+        return loss
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.05, momentum=0.9)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--backend", default="ddl", help="ddl (default) or gloo")
+    p.add_argument("--steps", type=int, default=20)
+    args = p.parse_args(argv)
+    rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+    per_host = int(os.environ.get("LOCAL_WORLD_SIZE", world))  # processes on each host
+    local = GLOBAL_BATCH // world
+    x, y = ddp_train.make_dataset(args.steps * GLOBAL_BATCH, 32, 10, 0)
+    mine = torch.cat([torch.arange(s * GLOBAL_BATCH + rank * local, s * GLOBAL_BATCH +
+                                   (rank + 1) * local) for s in range(args.steps)])
+    data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x[mine], y[mine]),
+                                       batch_size=local)
+    module = Classifier()
+    trainer = L.Trainer(accelerator="cpu", devices=per_host, num_nodes=world // per_host,
+                        strategy=DDPStrategy(process_group_backend=args.backend),
+                        max_steps=args.steps, logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False,
+                        use_distributed_sampler=False)
+    trainer.fit(module, data)
+    if dist.get_backend() != args.backend:
+        sys.exit(f"Lightning's group runs over {dist.get_backend()}, not {args.backend}")
+    assert trainer.global_rank == rank and trainer.world_size == world
+    final = trainer.strategy.reduce(module.last_loss, reduce_op="mean").item()
+    with torch.no_grad():
+        checksum = float(sum(p.double().sum() for p in module.parameters()))
+    checksums = [None] * world
+    dist.all_gather_object(checksums, checksum)
+    if rank == 0:
+        print(f"lightning over {dist.get_backend()}: {world} processes, final loss {final:.6f}, "
+              f"param checksums {', '.join('%.10e' % c for c in checksums)}", flush=True)
+        if any(c != checksums[0] for c in checksums):
+            sys.exit("the processes ended with different parameters")
+        saved = {k: os.environ.pop(k) for k in ("RANK", "WORLD_SIZE") if k in os.environ}
+        try:
+            losses, _ = ddp_train.main(["--steps", str(args.steps), "--print-every", "0"])
+        finally:
+            os.environ.update(saved)
+        if not math.isclose(final, losses[-1], rel_tol=1e-4, abs_tol=1e-5):
+            sys.exit(f"final loss {final} differs from the one-process run's {losses[-1]}")
+        print("same final loss as one process: ok", flush=True)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
