@@ -39,7 +39,8 @@ def replica(args):
     from ddl.torchft import ProcessGroupDDL
 
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(32, 128), nn.ReLU(), nn.Linear(128, 10))
+    h = args.hidden
+    model = nn.Sequential(nn.Linear(32, h), nn.ReLU(), nn.Linear(h, h), nn.ReLU(), nn.Linear(h, 10))
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     timeout = datetime.timedelta(seconds=30)
     pg = ProcessGroupDDL(timeout=timeout) if args.backend == "ddl" else \
@@ -61,7 +62,8 @@ def replica(args):
             sys.exit(f"replica {args.replica}: the others did not start")
         time.sleep(0.01)
     g = torch.Generator().manual_seed(1)
-    x, y = torch.randn(64, 32, generator=g), torch.randint(0, 10, (64,), generator=g)
+    x = torch.randn(args.batch, 32, generator=g)
+    y = torch.randint(0, 10, (args.batch,), generator=g)
     last = args.replicas - 1
     while manager.current_step() < args.steps:
         step = manager.current_step()
@@ -100,7 +102,8 @@ def launch(args):
                                    str(r), "--backend", backend, "--lighthouse",
                                    lighthouse.address(), "--steps", str(args.steps),
                                    "--kill-step", str(args.kill_step), "--replicas",
-                                   str(args.replicas), "--rendezvous", rendezvous],
+                                   str(args.replicas), "--hidden", str(args.hidden), "--batch",
+                                   str(args.batch), "--rendezvous", rendezvous],
                                   env=env, stdout=logs[r], stderr=subprocess.STDOUT, text=True)
                  for r in range(args.replicas)]
         outs = []
@@ -127,13 +130,17 @@ def launch(args):
         if args.verbose:
             print(log)
         sums = re.findall(r"param checksum (\S+)", log)
-        steps = re.findall(r"replica 0: step \d+ (\S+) s participants \d+ committed (\w+)", log)
-        times = [float(t) for t, _ in steps]
-        failed = [float(t) for t, committed in steps if committed == "False"]
+        steps = re.findall(r"replica 0: step \d+ (\S+) s participants (\d+) committed (\w+)", log)
+        times = [float(t) for t, _, _ in steps]
+        failed = [float(t) for t, _, committed in steps if committed == "False"]
+        # Steps whose allreduce spans every replica (before the kill): what the backend costs.
+        full = [float(t) for t, n, c in steps if int(n) == args.replicas and c == "True"]
         results[backend] = (sums, times)
         agree = len(sums) == args.replicas - 1 and len(set(sums)) == 1
         print(f"{backend}: {len(sums)} survivors, parameters {'agree' if agree else 'DIFFER'} "
-              f"({sums[0] if sums else '-'}), median step {statistics.median(times) * 1e3:.1f} ms, "
+              f"({sums[0] if sums else '-'}), median step {statistics.median(times) * 1e3:.1f} ms "
+              f"(with all {args.replicas} replicas: "
+              f"{statistics.median(full) * 1e3 if full else float('nan'):.1f} ms), "
               f"the failed step {f'{failed[0] * 1e3:.1f} ms' if failed else 'none'}, "
               f"the slowest (the next quorum) {max(times):.2f} s", flush=True)
         if not agree:
@@ -150,6 +157,9 @@ def main():
     p.add_argument("--replicas", type=int, default=2)
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--kill-step", type=int, default=8)
+    p.add_argument("--hidden", type=int, default=128, help="the model's width (its middle "
+                   "layer's gradient is hidden^2 floats)")
+    p.add_argument("--batch", type=int, default=64)
     p.add_argument("--timeout", type=float, default=300)
     p.add_argument("--verbose", action="store_true")
     p.add_argument("--replica", type=int, help=argparse.SUPPRESS)
