@@ -237,10 +237,12 @@ Status agree(ddl_comm *comm, const AgreeRequest &request, Decision *decision, in
     }
   }
 
-  // The decision: adopted from the highest lower rank that spoke, else this rank's own.
+  // The decision: adopted from the highest lower rank that spoke, else this rank's own. So
+  // the lower ranks are looked at from the nearest down, and the first that spoke decides:
+  // without failures, only rank me-1 is waited for (whose decision is rank 0's).
   std::vector<AgreementState::Message *> in = receive_all(kDecisionTag, max_decision_bytes(n));
   bool adopted = false;
-  for (int i = 0; i < me; ++i) {
+  for (int i = me - 1; i >= 0 && !adopted; --i) {
     if (!wait.until([&] { return settled(in[i], i); }))
       return wait.timeout(epoch, "the decision", i);
     Decision theirs;
@@ -266,10 +268,15 @@ Status agree(ddl_comm *comm, const AgreeRequest &request, Decision *decision, in
              decision->failed.size(), decision->failed.size() == 1 ? "" : "s");
   }
   // Passed on to every rank that can still hear it: the higher ones adopt it; a lower one
-  // (stopped, or late, while the others went on) learns from it that it was left out.
+  // (stopped, or late, while the others went on) learns from it that it was left out. The
+  // next rank first, then upwards: rank me+1 waits for this message alone, and posting the
+  // sends from rank 0 would put me sends before it, so that the chain's k-th hop took k
+  // sends' time (n^2/2 in all: ~4 s among 4,096 ranks at 0.5 us a send, against ~10 ms).
   const std::string bytes = encode(*decision, epoch, n);
-  for (int r = 0; r < n; ++r)
-    if (r != me && transport->peer_status(r).ok()) send(r, kDecisionTag, bytes);
+  for (int k = 1; k < n; ++k) {
+    const int r = (me + k) % n;
+    if (transport->peer_status(r).ok()) send(r, kDecisionTag, bytes);
+  }
   transport->progress();
   int left_out_by = decision->excludes(me) ? decision->proposer : -1;
   for (int j = me + 1; j < n && left_out_by < 0; ++j) {

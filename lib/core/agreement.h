@@ -7,14 +7,21 @@
 //
 // How (hierarchical consensus with a failure detector, as in Cachin, Guerraoui and Rodrigues,
 // "Introduction to Reliable and Secure Distributed Programming", 5.1): ranks take turns in
-// rank order. Rank j waits, for each lower rank i, until i's decision arrives or i is known
-// failed; it adopts the decision of the highest such i that spoke, or, when every lower rank
-// failed, makes its own (the ranks it finds failed, its value, and for a shrink the
-// rendezvous of the new communicator, which it will serve as its rank 0). Then it sends that
-// decision to every rank and keeps it. The lowest rank that stays alive makes or passes on a
-// decision that every higher rank adopts, so all survivors keep the same one; a rank that
-// decided and then died changes nothing for the others. No round trips: the decision
-// travels up the ranks, one message per pair.
+// rank order. Rank j waits for the lower ranks from j-1 down, each until its decision arrives
+// or it is known failed, and adopts the decision of the first (the highest) that spoke, or,
+// when every lower rank failed, makes its own (the ranks it finds failed, its value, and for
+// a shrink the rendezvous of the new communicator, which it will serve as its rank 0). Then it
+// sends that decision to every rank, rank j+1 first, and keeps it. The lowest rank that stays
+// alive makes or passes on a decision that every higher rank adopts, so all survivors keep
+// the same one; a rank that decided and then died changes nothing for the others. No round
+// trips: the decision travels up the ranks, one message per pair.
+//
+// Cost: without failures rank j waits for rank j-1 alone, so the last rank decides after n-1
+// message latencies and sends (a chain: ~10 ms among 4,096 ranks at 2 us a latency and 0.5 us
+// a send), and every rank sends n-1 messages. A tree would take log2 n latencies, but then a
+// rank returns before it knows that every other got the decision, and must answer the ranks
+// that did not, later, wherever its program is (ULFM's early-returning agreement does it in
+// MPI's progress engine); ddl has no such responder.
 //
 // Failed means: the transport says so (a closed connection, a silent remote host: UCX
 // heartbeats, a dead pid on this host), the caller excludes it, or the process is stopped on
