@@ -21,7 +21,6 @@ seeds and steps) and checks that the final loss is the same.
 
 import argparse
 import datetime
-import math
 import os
 import sys
 
@@ -31,13 +30,7 @@ import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import ddp_train  # noqa: E402
-
-try:
-    import ddl.torch  # noqa: F401  (an installed ddl registers "ddl" with torch by itself)
-except ImportError:  # run from a checkout without installing: the package next to this file
-    sys.path.insert(0, os.path.join(os.path.dirname(HERE), "bindings", "python"))
-    import ddl.torch  # noqa: F401
+import ddp_train  # noqa: E402  (its model and data; it imports ddl.torch, which registers "ddl")
 
 
 def main(argv=None):
@@ -70,18 +63,8 @@ def main(argv=None):
         checksum = float(sum(p.double().sum() for p in model.parameters()))
     checksums = accelerator.gather(torch.tensor([checksum], dtype=torch.float64)).tolist()
     if rank == 0:
-        print(f"accelerate over {dist.get_backend()}: {world} processes, final loss {final:.6f}, "
-              f"param checksums {', '.join('%.10e' % c for c in checksums)}", flush=True)
-        if any(c != checksums[0] for c in checksums):
-            sys.exit("the processes ended with different parameters")
-        saved = {k: os.environ.pop(k) for k in ("RANK", "WORLD_SIZE")}
-        try:
-            losses, _ = ddp_train.main(["--steps", str(args.steps), "--print-every", "0"])
-        finally:
-            os.environ.update(saved)
-        if not math.isclose(final, losses[-1], rel_tol=1e-4, abs_tol=1e-5):
-            sys.exit(f"final loss {final} differs from the one-process run's {losses[-1]}")
-        print("same final loss as one process: ok", flush=True)
+        ddp_train.check_against_one_process(
+            f"accelerate over {dist.get_backend()}: {world} processes", final, checksums, args.steps)
     accelerator.wait_for_everyone()
     del model, opt
     accelerator.free_memory()

@@ -15,6 +15,7 @@ processes, up to float rounding: that is what tests/python/test_ddp_example.py c
 import argparse
 import gc
 import json
+import math
 import os
 import statistics
 import sys
@@ -140,6 +141,26 @@ def main(argv=None):
         gc.collect()
         dist.destroy_process_group()
     return losses, times
+
+
+def check_against_one_process(label, final_loss, checksums, steps):
+    """What the examples that train this model under a framework (accelerate_train.py,
+    lightning_train.py, deepspeed_train.py, ray_train.py) check on their rank 0: every
+    process ended with the same parameters, and the final loss is that of this file's own
+    one-process run of as many steps (the same data, seeds and global batch). Prints `label`
+    with what it found; exits with the difference if there is one."""
+    print(f"{label}, final loss {final_loss:.6f}, param checksums "
+          f"{', '.join('%.10e' % c for c in checksums)}", flush=True)
+    if any(c != checksums[0] for c in checksums):
+        sys.exit("the processes ended with different parameters")
+    saved = {k: os.environ.pop(k) for k in ("RANK", "WORLD_SIZE") if k in os.environ}
+    try:
+        losses, _ = main(["--steps", str(steps), "--print-every", "0"])
+    finally:
+        os.environ.update(saved)
+    if not math.isclose(final_loss, losses[-1], rel_tol=1e-4, abs_tol=1e-5):
+        sys.exit(f"final loss {final_loss} differs from the one-process run's {losses[-1]}")
+    print("same final loss as one process: ok", flush=True)
 
 
 if __name__ == "__main__":

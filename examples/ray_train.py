@@ -17,7 +17,6 @@ global batch, seeds and steps) and checks that every worker ends with its parame
 
 import argparse
 import json
-import math
 import os
 import statistics
 import sys
@@ -102,25 +101,13 @@ def main(argv=None):
         os.remove(f.name)
     os.rmdir(results)
     got = ranks[0]
-    print(f"ray train over {got['backend']}: {args.workers} workers, final loss {got['loss']:.6f}, "
-          f"param checksums {', '.join('%.10e' % r['checksum'] for r in ranks)}; median step "
-          f"{max(r['step_ms'] for r in ranks):.2f} ms (slowest worker), torch threads "
-          f"{got['threads']}", flush=True)
-    if any(r["checksum"] != got["checksum"] for r in ranks):
-        sys.exit("the workers ended with different parameters")
-
-    # The reference: one process, the same global batch and steps (ddp_train's own run).
-    saved = {k: os.environ.pop(k) for k in ("RANK", "WORLD_SIZE") if k in os.environ}
-    try:
-        losses, _ = ddp_train.main(["--steps", str(args.steps), "--print-every", "0"])
-    finally:
-        os.environ.update(saved)
-    print(f"one process: final loss {losses[-1]:.6f}", flush=True)
     if got["backend"] != args.backend:
         sys.exit(f"Ray's workers ran over {got['backend']}, not {args.backend}")
-    if not math.isclose(got["loss"], losses[-1], rel_tol=1e-4, abs_tol=1e-5):
-        sys.exit(f"final loss {got['loss']} differs from the one-process run's {losses[-1]}")
-    print("same final loss as one process: ok", flush=True)
+    print(f"median step {max(r['step_ms'] for r in ranks):.2f} ms (slowest worker), torch "
+          f"threads {got['threads']}", flush=True)
+    ddp_train.check_against_one_process(
+        f"ray train over {got['backend']}: {args.workers} workers", got["loss"],
+        [r["checksum"] for r in ranks], args.steps)
 
 
 if __name__ == "__main__":
