@@ -110,11 +110,14 @@ def test_init_process_group_under_ddlrun_without_importing_ddl(plugin_env):
     assert out.count("over ddl ok") == 2, out
 
 
-def test_accelerate_example_over_ddl(plugin_env):
-    pytest.importorskip("accelerate", reason="Accelerate is not installed in this Python")
-    for cmd in launches(os.path.join(EXAMPLES, "accelerate_train.py")):
+@pytest.mark.parametrize("framework,name", [("accelerate", "Accelerate"),
+                                              ("lightning", "Lightning")])
+def test_example_under_torchrun_and_ddlrun(plugin_env, framework, name):
+    """accelerate_train.py, lightning_train.py: 2 processes, the one-process run's loss."""
+    pytest.importorskip(framework, reason=f"{name} is not installed in this Python")
+    for cmd in launches(os.path.join(EXAMPLES, f"{framework}_train.py")):
         out = run(cmd + ["--steps", "8"], plugin_env)
-        assert "accelerate over ddl: 2 processes" in out, out
+        assert f"{framework} over ddl: 2 processes" in out, out
         assert "same final loss as one process: ok" in out, out
 
 
@@ -124,14 +127,6 @@ def test_ray_train_example_over_ddl(plugin_env):
               dict(plugin_env, RAY_USAGE_STATS_ENABLED="0"), timeout=300)
     assert "ray train over ddl: 2 workers" in out, out
     assert "same final loss as one process: ok" in out, out
-
-
-def test_lightning_example_over_ddl(plugin_env):
-    pytest.importorskip("lightning", reason="Lightning is not installed in this Python")
-    for cmd in launches(os.path.join(EXAMPLES, "lightning_train.py")):
-        out = run(cmd + ["--steps", "8"], plugin_env)
-        assert "lightning over ddl: 2 processes" in out, out
-        assert "same final loss as one process: ok" in out, out
 
 
 def test_deepspeed_example_over_ddl(plugin_env):
