@@ -15,6 +15,9 @@
 # `pip install ./bindings/python` is the user's self-contained install instead).
 # Progress goes to stderr; stdout carries only the interpreter's path.
 set -euo pipefail
+# stdout carries the interpreter's path alone: everything else goes to stderr (fd 3 keeps the
+# real stdout), whatever a command prints (`import deepspeed` prints a warning to stdout).
+exec 3>&1 1>&2
 root=$(cd "$(dirname "$0")/.." && pwd)
 venv=${DDL_VENV:-$HOME/.cache/ddl/venv}
 python=$venv/bin/python
@@ -41,7 +44,7 @@ missing=()
 for entry in torch numpy pytest setuptools ml_dtypes ninja matplotlib jax \
              tensorflow=tensorflow-cpu torchft accelerate "ray.train=ray[train]" lightning \
              deepspeed; do
-  "$python" -c "import ${entry%%=*}" 2> /dev/null || missing+=("${entry#*=}")
+  "$python" -c "import ${entry%%=*}" > /dev/null 2>&1 || missing+=("${entry#*=}")
 done
 if [ ${#missing[@]} -gt 0 ]; then
   log "installing ${missing[*]} from PyPI into $venv"
@@ -59,4 +62,4 @@ if [ "$installed" != "$root/bindings/python" ]; then
   site=$("$python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
   echo "$root/bindings/python" > "$site/ddl-checkout.pth"
 fi
-echo "$python"
+echo "$python" >&3

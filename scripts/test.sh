@@ -21,6 +21,11 @@ else
   # modules against its frameworks (bindings/python/frameworks.cmake), so that no test
   # compiles them.
   DDL_PYTHON=$("$root/scripts/python-env.sh")
+  # Anything else on its stdout would make every Python test skip ("no interpreter").
+  if [ ! -x "$DDL_PYTHON" ]; then
+    echo "test.sh: scripts/python-env.sh printed no interpreter: '$DDL_PYTHON'" >&2
+    exit 1
+  fi
   export DDL_PYTHON
   "$root/scripts/build.sh" -DDDL_PYTHON="$DDL_PYTHON"
 fi
