@@ -13,6 +13,7 @@ pyproject.toml declares into a directory of their own on PYTHONPATH (as a wheel'
 dist-info holds it); with DDL_TEST_INSTALLED=1 the wheel's own is used.
 """
 
+import importlib.util
 import json
 import os
 import re
@@ -52,6 +53,15 @@ def plugin_env(tmp_path):
         (info / "entry_points.txt").write_text(f"[torch.backends]\n{name} = {value}\n")
         env["PYTHONPATH"] = os.pathsep.join([str(tmp_path / "plugin"), env["PYTHONPATH"]])
     return env
+
+
+def require(module, name):
+    """Skips unless `module` is installed, without importing it into this process: the
+    examples import the frameworks in their own. (Lightning's import loads torch._dynamo and
+    with it triton, whose LLVM aborts a process where TensorFlow's is loaded: "Option
+    registered more than once", and test_tensorflow.py runs in this process before.)"""
+    if importlib.util.find_spec(module) is None:
+        pytest.skip(f"{name} is not installed in this Python")
 
 
 def run(cmd, env, timeout=180):
@@ -114,7 +124,7 @@ def test_init_process_group_under_ddlrun_without_importing_ddl(plugin_env):
                                               ("lightning", "Lightning")])
 def test_example_under_torchrun_and_ddlrun(plugin_env, framework, name):
     """accelerate_train.py, lightning_train.py: 2 processes, the one-process run's loss."""
-    pytest.importorskip(framework, reason=f"{name} is not installed in this Python")
+    require(framework, name)
     for cmd in launches(os.path.join(EXAMPLES, f"{framework}_train.py")):
         out = run(cmd + ["--steps", "8"], plugin_env)
         assert f"{framework} over ddl: 2 processes" in out, out
@@ -122,7 +132,8 @@ def test_example_under_torchrun_and_ddlrun(plugin_env, framework, name):
 
 
 def test_ray_train_example_over_ddl(plugin_env):
-    pytest.importorskip("ray.train", reason="Ray Train is not installed in this Python")
+    require("ray", "Ray Train")
+    require("ray.train", "Ray Train")
     out = run([sys.executable, os.path.join(EXAMPLES, "ray_train.py"), "--steps", "8"],
               dict(plugin_env, RAY_USAGE_STATS_ENABLED="0"), timeout=300)
     assert "ray train over ddl: 2 workers" in out, out
@@ -130,7 +141,7 @@ def test_ray_train_example_over_ddl(plugin_env):
 
 
 def test_deepspeed_example_over_ddl(plugin_env):
-    pytest.importorskip("deepspeed", reason="DeepSpeed is not installed in this Python")
+    require("deepspeed", "DeepSpeed")
     # Stage 0 allreduces the gradients; stage 2 reduce-scatters them and allgathers the
     # parameters. (DeepSpeed builds its CPU shared-memory op once per machine, ~20 s.)
     for cmd, stage in zip(launches(os.path.join(EXAMPLES, "deepspeed_train.py")), ("0", "2")):
