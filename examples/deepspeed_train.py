@@ -16,7 +16,9 @@ seeds and steps) and checks that the final loss is the same.
 
 import argparse
 import os
+import statistics
 import sys
+import time
 
 os.environ.setdefault("DS_ACCELERATOR", "cpu")  # before deepspeed is imported
 
@@ -52,11 +54,14 @@ def main(argv=None):
               # ZeRO runs any torch optimizer, but asks that one it has not tested be allowed.
               "zero_allow_untested_optimizer": True}
     engine, _, _, _ = deepspeed.initialize(model=model, optimizer=opt, config=config)
+    step_times = []
     for step in range(args.steps):
+        t0 = time.perf_counter()
         start = step * GLOBAL_BATCH + rank * local  # this process's share, as ddp_train.py's
         loss = F.cross_entropy(engine(x[start:start + local]), y[start:start + local])
         engine.backward(loss)
         engine.step()
+        step_times.append(time.perf_counter() - t0)
     final = loss.detach().clone()
     dist.all_reduce(final)
     final = final.item() / world  # the global batch's loss
@@ -65,6 +70,7 @@ def main(argv=None):
     checksums = [None] * world
     dist.all_gather_object(checksums, checksum)
     if rank == 0:
+        print(f"median step {statistics.median(step_times) * 1e3:.2f} ms", flush=True)
         ddp_train.check_against_one_process(
             f"deepspeed zero {args.zero} over {dist.get_backend()}: {world} processes", final,
             checksums, args.steps)

@@ -18,7 +18,9 @@ seeds and steps) and checks that the final loss is the same.
 
 import argparse
 import os
+import statistics
 import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -39,6 +41,13 @@ class Classifier(L.LightningModule):
         super().__init__()
         self.model = ddp_train.make_model(32, 512, 10, 1)
         self.last_loss = None
+        self.step_times, self._started = [], 0.0
+
+    def on_train_batch_start(self, batch, batch_idx):
+        self._started = time.perf_counter()
+
+    def on_train_batch_end(self, outputs, batch, batch_idx):  # after the optimizer's step
+        self.step_times.append(time.perf_counter() - self._started)
 
     def training_step(self, batch, batch_idx):
         x, y = batch
@@ -79,6 +88,7 @@ def main(argv=None):
     checksums = [None] * world
     dist.all_gather_object(checksums, checksum)
     if rank == 0:
+        print(f"median step {statistics.median(module.step_times) * 1e3:.2f} ms", flush=True)
         ddp_train.check_against_one_process(
             f"lightning over {dist.get_backend()}: {world} processes", final, checksums, args.steps)
     dist.barrier()
