@@ -21,20 +21,20 @@ exec 3>&1 1>&2
 root=$(cd "$(dirname "$0")/.." && pwd)
 venv=${DDL_VENV:-$HOME/.cache/ddl/venv}
 python=$venv/bin/python
-log() { echo "python-env: $*" >&2; }
+log() { echo "python-env: $*"; }
 
 if [ ! -x "$python" ]; then
   base=${DDL_BASE_PYTHON:-python3}
   log "creating $venv with $($base --version 2>&1)"
   mkdir -p "$(dirname "$venv")"
-  if ! "$base" -m venv "$venv" >&2; then
+  if ! "$base" -m venv "$venv"; then
     # Debian's python3 needs python3-venv for `-m venv`.
     log "installing python3-venv"
     sudo=""
     [ "$(id -u)" -ne 0 ] && sudo="sudo"
-    $sudo apt-get install -y -qq --no-install-recommends python3-venv >&2
+    $sudo apt-get install -y -qq --no-install-recommends python3-venv
     rm -rf "$venv"
-    "$base" -m venv "$venv" >&2
+    "$base" -m venv "$venv"
   fi
 fi
 
@@ -48,8 +48,8 @@ for entry in torch numpy pytest setuptools ml_dtypes ninja matplotlib jax \
 done
 if [ ${#missing[@]} -gt 0 ]; then
   log "installing ${missing[*]} from PyPI into $venv"
-  "$python" -m pip install --quiet --upgrade pip >&2
-  "$python" -m pip install --quiet "${missing[@]}" >&2
+  "$python" -m pip install --quiet --upgrade pip
+  "$python" -m pip install --quiet "${missing[@]}"
 fi
 
 # The package itself, from this checkout, through a .pth file (no build; redone when the

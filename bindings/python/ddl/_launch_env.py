@@ -20,22 +20,17 @@ def torch_env_from_launcher(env=os.environ):
     if "RANK" in env and "WORLD_SIZE" in env:
         return
     if "DDL_RANK" in env and "DDL_WORLD_SIZE" in env:
-        env.setdefault("RANK", env["DDL_RANK"])
-        env.setdefault("WORLD_SIZE", env["DDL_WORLD_SIZE"])
-        env.setdefault("LOCAL_RANK", env.get("DDL_LOCAL_RANK", env["DDL_RANK"]))
-        if "DDL_LOCAL_SIZE" in env:
-            env.setdefault("LOCAL_WORLD_SIZE", env["DDL_LOCAL_SIZE"])
+        _set_ranks(env, env["DDL_RANK"], env["DDL_WORLD_SIZE"],
+                   env.get("DDL_LOCAL_RANK", env["DDL_RANK"]), env.get("DDL_LOCAL_SIZE"))
         host, _, port = env.get("DDL_ROOT", "").rpartition(":")
         if host and port:
             env.setdefault("MASTER_ADDR", host)
             env.setdefault("MASTER_PORT", port)
         return
     if "OMPI_COMM_WORLD_RANK" in env and "OMPI_COMM_WORLD_SIZE" in env:
-        env.setdefault("RANK", env["OMPI_COMM_WORLD_RANK"])
-        env.setdefault("WORLD_SIZE", env["OMPI_COMM_WORLD_SIZE"])
-        env.setdefault("LOCAL_RANK", env.get("OMPI_COMM_WORLD_LOCAL_RANK", env["RANK"]))
-        if "OMPI_COMM_WORLD_LOCAL_SIZE" in env:
-            env.setdefault("LOCAL_WORLD_SIZE", env["OMPI_COMM_WORLD_LOCAL_SIZE"])
+        _set_ranks(env, env["OMPI_COMM_WORLD_RANK"], env["OMPI_COMM_WORLD_SIZE"],
+                   env.get("OMPI_COMM_WORLD_LOCAL_RANK", env["OMPI_COMM_WORLD_RANK"]),
+                   env.get("OMPI_COMM_WORLD_LOCAL_SIZE"))
         env.setdefault("MASTER_ADDR", "127.0.0.1")
         job = env.get("OMPI_MCA_ess_base_jobid") or env.get("OMPI_MCA_orte_hnp_uri") or "ompi"
         digest = int(hashlib.sha1(job.encode()).hexdigest(), 16)
@@ -45,15 +40,23 @@ def torch_env_from_launcher(env=os.environ):
         # srun: torch's store on the step's first node (where block distribution puts task
         # 0), at ddl's own Slurm port (lib/bootstrap/slurm_root.h) + 20000, in 30000..49999:
         # the two never meet, and the torch backend does not use ddl's env bootstrap anyway.
-        env.setdefault("RANK", env["SLURM_PROCID"])
-        env.setdefault("WORLD_SIZE", env.get("SLURM_NTASKS") or env["SLURM_NPROCS"])
-        env.setdefault("LOCAL_RANK", env.get("SLURM_LOCALID", "0"))
-        if env.get("SLURM_NTASKS_PER_NODE", "").isdigit():
-            env.setdefault("LOCAL_WORLD_SIZE", env["SLURM_NTASKS_PER_NODE"])
+        per_node = env.get("SLURM_NTASKS_PER_NODE", "")
+        _set_ranks(env, env["SLURM_PROCID"], env.get("SLURM_NTASKS") or env["SLURM_NPROCS"],
+                   env.get("SLURM_LOCALID", "0"), per_node if per_node.isdigit() else None)
         nodes = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST") or ""
         env.setdefault("MASTER_ADDR", slurm_first_host(nodes) or "127.0.0.1")
         job, step = int(env.get("SLURM_JOB_ID", "0")), int(env.get("SLURM_STEP_ID", "0"))
         env.setdefault("MASTER_PORT", str(30000 + (job * 64 + step) % 20000))
+
+
+def _set_ranks(env, rank, world, local_rank, local_size):
+    """RANK, WORLD_SIZE, LOCAL_RANK and (when the launcher says) LOCAL_WORLD_SIZE, each left
+    alone where already set."""
+    env.setdefault("RANK", rank)
+    env.setdefault("WORLD_SIZE", world)
+    env.setdefault("LOCAL_RANK", local_rank)
+    if local_size is not None:
+        env.setdefault("LOCAL_WORLD_SIZE", local_size)
 
 
 def slurm_first_host(nodelist):

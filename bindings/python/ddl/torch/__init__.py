@@ -37,8 +37,8 @@ timeout_ms=the group's timeout).
 
 Launchers: torchrun sets what env:// needs. Under ddlrun (DDL_RANK, DDL_WORLD_SIZE, DDL_ROOT)
 , Open MPI's mpirun (OMPI_COMM_WORLD_RANK/SIZE) or Slurm's srun (SLURM_PROCID,
-SLURM_NTASKS, SLURM_STEP_NODELIST), importing this module fills in RANK,
-WORLD_SIZE, MASTER_ADDR and MASTER_PORT when they are not set, so that
+SLURM_NTASKS, SLURM_STEP_NODELIST), importing this module fills in RANK, WORLD_SIZE,
+LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT when they are not set, so that
 init_process_group("ddl") (or "gloo") works there too; see ddl/_launch_env.py. (The installed
 package does the same, and makes the name "ddl" known, whenever torch is imported:
 ddl/_torch_plugin.py.)
