@@ -82,6 +82,7 @@ Loaded open_driver() {
   }
   load(handle, "cuStreamGetCtx", &cu.stream_get_ctx);
   load_any(handle, {"cuStreamWaitValue32_v2", "cuStreamWaitValue32"}, &cu.stream_wait_value32);
+  load_any(handle, {"cuStreamWriteValue32_v2", "cuStreamWriteValue32"}, &cu.stream_write_value32);
   load(handle, "cuLaunchHostFunc", &cu.launch_host_func);
   load(handle, "cuGetErrorName", &cu.get_error_name);
   load(handle, "cuModuleLoadData", &cu.module_load_data);

@@ -64,6 +64,10 @@ struct CudaDriver {
   CUresult (*mem_host_get_device_pointer)(CUdeviceptr *dptr, void *ptr, unsigned flags);
   // Optional: null when the driver lacks them.
   CUresult (*stream_get_ctx)(CUstream stream, CUcontext *ctx);
+  // Writes `value` to a word of mapped pinned memory once the stream's earlier work has ended
+  // (with a memory barrier: their writes are visible first). Optional.
+  CUresult (*stream_write_value32)(CUstream stream, CUdeviceptr addr, uint32_t value,
+                                   unsigned flags);
   CUresult (*stream_wait_value32)(CUstream stream, CUdeviceptr addr, uint32_t value,
                                   unsigned flags);
   CUresult (*launch_host_func)(CUstream stream, CUhostFn fn, void *user_data);

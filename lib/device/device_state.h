@@ -1,13 +1,14 @@
 // What a communicator keeps for device buffers: pinned staging slots, a copy stream and its
-// events (used only by the thread that runs collectives), and the pinned flag that releases
-// stream-ordered calls (written by that thread, its address handed to the callers' streams).
+// events (used only by the thread that runs collectives), the CUDA-IPC path's state, and the
+// asynchronous stream mode's records (stream_calls.cc).
 //
-// The rule of the asynchronous stream mode (stream_calls.cc): while a caller's stream waits
-// on the flag, the progress thread makes no driver call that synchronizes the device
-// (pinned or device allocation and free, opening or closing a peer's allocation, loading a
-// module): such a call waits for that stream, which waits for the progress thread. What a
-// queued call needs is therefore made on the caller's thread before it is queued
-// (prepare_queued_call), and may_sync_device says where the rule holds.
+// The rule of the asynchronous stream mode: while a caller's stream waits for ddl, the
+// progress thread makes no driver call that synchronizes the device (pinned or device
+// allocation and free, opening or closing a peer's allocation, loading a module): such a call
+// waits for that stream, which waits for the progress thread. What a nonblocking call on
+// device buffers needs is therefore made on the caller's thread before it is queued
+// (prepare_queued_call), and may_sync_device says where the rule holds. Stream-ordered calls
+// themselves go further: their progress thread part makes no driver call at all.
 #pragma once
 
 #include <atomic>
@@ -27,7 +28,8 @@ struct ddl_comm;
 namespace ddl {
 namespace device {
 
-struct IpcState;  // lib/device/cuda_ipc.h
+struct IpcState;     // lib/device/cuda_ipc.h
+struct StreamQueue;  // lib/device/stream_calls.cc
 
 struct DeviceState {
   const CudaDriver *cu = nullptr;
@@ -53,13 +55,9 @@ struct DeviceState {
   CUevent staged[2] = {nullptr, nullptr};  // a slot's input is in (and its last output out)
   CUevent drained = nullptr;               // every copy of the call has ended
 
-  // Stream-ordered calls: the number of the last one that ended, in pinned memory mapped for
-  // the device. Callers' streams wait until it reaches their call's number.
-  std::mutex flag_mu;  // making the flag (callers' threads)
-  uint32_t *flag = nullptr;
-  CUdeviceptr flag_device = 0;
-  CUcontext flag_context = nullptr;
-  uint32_t issued = 0;  // numbers given to calls (the calling thread, under CommCall)
+  // The asynchronous stream mode's records (stream_calls.cc), made by a caller on first use.
+  std::mutex queue_mu;  // taking a record (callers' threads)
+  StreamQueue *queue = nullptr;
 };
 
 // The communicator's state, made on first use (thread-safe).
@@ -72,6 +70,8 @@ bool may_sync_device(ddl_comm *comm);
 // Closes the peers' allocations opened by the CUDA-IPC path and frees its stream (at
 // destroy, after the progress thread has ended).
 void destroy_ipc(DeviceState *st);
+// Frees the asynchronous stream mode's records (likewise).
+void destroy_stream_queue(DeviceState *st);
 
 // Polls event until it has happened, the deadline passes, or abort is raised. `what` names
 // the wait in the error.

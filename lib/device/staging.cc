@@ -9,6 +9,7 @@
 #include "lib/core/comm.h"
 #include "lib/core/dispatch.h"
 #include "lib/device/device_state.h"
+#include "lib/device/staged_chunks.h"
 
 namespace ddl {
 namespace device {
@@ -79,127 +80,14 @@ Status prepare_staging(ddl_comm *comm, DeviceState *st, CUcontext context, size_
   return Status::Ok();
 }
 
-// One staged call: the chunks of the caller's buffers and the copies that move them.
-class Pipeline {
- public:
-  Pipeline(ddl_comm *comm, DeviceState *st, const CollectiveCall &call)
-      : comm_(comm), st_(st), cu_(*st->cu), call_(call) {
-    elem_ = datatype_size(call.dtype);
-    nranks_ = static_cast<size_t>(comm->nranks);
-    rank_ = static_cast<size_t>(comm->rank);
-    blocks_ =
-        call.collective == Collective::kAllgather || call.collective == Collective::kReduceScatter
-            ? nranks_
-            : 1;
-    chunk_ = std::max<size_t>(1, st->stage_bytes / (elem_ * blocks_));
-    chunk_ = std::min(chunk_, call.count);
-    chunks_ = (call.count + chunk_ - 1) / chunk_;
-  }
-  size_t slot_bytes() const { return chunk_ * elem_ * blocks_; }
-  // The slots this call uses (prepare_staging made them large enough): a later call's
-  // growing them must not move this one's chunks.
-  void use_slots(DeviceState *st) {
-    std::lock_guard<std::mutex> lock(st->staging_mu);
-    slots_ = st->slots;
-    slot_stride_ = st->slot_bytes;
-  }
-  size_t chunks() const { return chunks_; }
-  size_t current() const { return current_; }
-
-  // Chunk i's input into its slot, then the slot's event: it also marks the end of the
-  // previous chunk's output copies from that slot (one stream, in order).
-  Status stage_in(size_t i) {
-    size_t offset, count;
-    unsigned char *slot = span(i, &offset, &count);
-    const auto *in = static_cast<const unsigned char *>(
-        call_.collective == Collective::kBroadcast ? call_.recvbuf : call_.sendbuf);
-    switch (call_.collective) {
-      case Collective::kBroadcast:
-        if (static_cast<int>(rank_) != call_.root) break;
-        [[fallthrough]];
-      case Collective::kAllreduce:
-        DDL_RETURN_IF_ERROR(to_host(slot, in + offset * elem_, count));
-        break;
-      case Collective::kAllgather:
-        DDL_RETURN_IF_ERROR(to_host(slot + rank_ * count * elem_, in + offset * elem_, count));
-        break;
-      default:  // reduce_scatter: this chunk of every rank's block
-        for (size_t q = 0; q < nranks_; ++q)
-          DDL_RETURN_IF_ERROR(
-              to_host(slot + q * count * elem_, in + (q * call_.count + offset) * elem_, count));
-        break;
-    }
-    CU_TRY(cu_, event_record(st_->staged[i % 2], st_->copy_stream));
-    return Status::Ok();
-  }
-
-  // Chunk i through the host collective, in place in its slot.
-  Status collective(size_t i) {
-    current_ = i;
-    size_t offset, count;
-    unsigned char *slot = span(i, &offset, &count);
-    CollectiveCall host = call_;
-    host.count = count;
-    host.sendbuf = host.recvbuf = slot;
-    if (call_.collective == Collective::kAllgather) host.sendbuf = slot + rank_ * count * elem_;
-    if (call_.collective == Collective::kReduceScatter) host.recvbuf = slot + rank_ * count * elem_;
-    return dispatch(comm_, host, CallPlace{});
-  }
-
-  Status stage_out(size_t i) {
-    size_t offset, count;
-    unsigned char *slot = span(i, &offset, &count);
-    auto *out = static_cast<unsigned char *>(call_.recvbuf);
-    switch (call_.collective) {
-      case Collective::kBroadcast:
-        if (static_cast<int>(rank_) == call_.root) break;  // its buffer is the result
-        [[fallthrough]];
-      case Collective::kAllreduce:
-        return to_device(out + offset * elem_, slot, count);
-      case Collective::kAllgather:
-        for (size_t q = 0; q < nranks_; ++q)
-          DDL_RETURN_IF_ERROR(
-              to_device(out + (q * call_.count + offset) * elem_, slot + q * count * elem_, count));
-        break;
-      default:
-        return to_device(out + offset * elem_, slot + rank_ * count * elem_, count);
-    }
-    return Status::Ok();
-  }
-
- private:
-  unsigned char *span(size_t i, size_t *offset, size_t *count) const {
-    *offset = i * chunk_;
-    *count = std::min(chunk_, call_.count - *offset);
-    return slots_ + (i % 2) * slot_stride_;
-  }
-  Status to_host(unsigned char *dst, const unsigned char *src, size_t count) {
-    CU_TRY(cu_, memcpy_dtoh_async(dst, reinterpret_cast<CUdeviceptr>(src), count * elem_,
-                                  st_->copy_stream));
-    return Status::Ok();
-  }
-  Status to_device(unsigned char *dst, const unsigned char *src, size_t count) {
-    CU_TRY(cu_, memcpy_htod_async(reinterpret_cast<CUdeviceptr>(dst), src, count * elem_,
-                                  st_->copy_stream));
-    return Status::Ok();
-  }
-
-  ddl_comm *comm_;
-  DeviceState *st_;
-  const CudaDriver &cu_;
-  const CollectiveCall &call_;
-  size_t elem_ = 1, nranks_ = 1, rank_ = 0, blocks_ = 1, chunk_ = 1, chunks_ = 0, current_ = 0;
-  unsigned char *slots_ = nullptr;
-  size_t slot_stride_ = 0;
-};
-
 std::chrono::steady_clock::time_point deadline_of(const ddl_comm *comm) {
   return std::chrono::steady_clock::now() + std::chrono::milliseconds(comm->config.timeout_ms);
 }
 
-// Chunk i's host collective runs while chunk i+1 comes in and chunk i-1 goes out.
-Status run_pipeline(ddl_comm *comm, DeviceState *st, Pipeline &p, bool from_stream,
-                    bool *local_failure) {
+// Chunk i's host collective runs while chunk i+1 comes in and chunk i-1 goes out. *current
+// is the chunk in its host collective (for the error's words).
+Status run_pipeline(ddl_comm *comm, DeviceState *st, const StagedChunks &p, bool from_stream,
+                    size_t *current, bool *local_failure) {
   const CudaDriver &cu = *st->cu;
   *local_failure = true;
   if (!from_stream) {
@@ -211,15 +99,23 @@ Status run_pipeline(ddl_comm *comm, DeviceState *st, Pipeline &p, bool from_stre
     DDL_RETURN_IF_ERROR(wait_event(cu, st->drained, deadline_of(comm), &comm->aborted,
                                    "waiting for the default stream's work before the call"));
   }
-  DDL_RETURN_IF_ERROR(p.stage_in(0));
+  // A slot's event marks its chunk's input in, and (one stream, in order) the previous
+  // chunk's output out of it.
+  auto stage_in = [&](size_t i) {
+    DDL_RETURN_IF_ERROR(p.copy_in(cu, st->copy_stream, i));
+    CU_TRY(cu, event_record(st->staged[i % 2], st->copy_stream));
+    return Status::Ok();
+  };
+  DDL_RETURN_IF_ERROR(stage_in(0));
   for (size_t i = 0; i < p.chunks(); ++i) {
-    if (i + 1 < p.chunks()) DDL_RETURN_IF_ERROR(p.stage_in(i + 1));
+    if (i + 1 < p.chunks()) DDL_RETURN_IF_ERROR(stage_in(i + 1));
     DDL_RETURN_IF_ERROR(wait_event(cu, st->staged[i % 2], deadline_of(comm), &comm->aborted,
                                    "copying a chunk of the device buffers to pinned memory"));
+    *current = i;
     *local_failure = false;
-    DDL_RETURN_IF_ERROR(p.collective(i));
+    DDL_RETURN_IF_ERROR(dispatch(comm, p.host_call(i), CallPlace{}));
     *local_failure = true;
-    DDL_RETURN_IF_ERROR(p.stage_out(i));
+    DDL_RETURN_IF_ERROR(p.copy_out(cu, st->copy_stream, i));
   }
   CU_TRY(cu, event_record(st->drained, st->copy_stream));
   return wait_event(cu, st->drained, deadline_of(comm), &comm->aborted,
@@ -306,14 +202,16 @@ Status reserve_staging(ddl_comm *comm, const CollectiveCall &call, const Pointer
   DeviceState *st = nullptr;
   DDL_RETURN_IF_ERROR(device_state(comm, &st));
   ScopedContext scope(*st->cu, where.context);
-  return prepare_staging(comm, st, where.context, Pipeline(comm, st, call).slot_bytes());
+  return prepare_staging(comm, st, where.context,
+                         StagedChunks(comm, st->stage_bytes, call).slot_bytes());
 }
 
 Status run_staged(ddl_comm *comm, const CollectiveCall &call, const PointerInfo &where,
                   bool from_stream) {
+  size_t current = 0;
   // The chunk's own call is named by the host collective's error; this names the caller's.
-  auto context = [&](const Pipeline *p) {
-    std::string chunk = p ? strprintf(", chunk %zu of %zu", p->current() + 1, p->chunks()) : "";
+  auto context = [&](const StagedChunks *p) {
+    std::string chunk = p ? strprintf(", chunk %zu of %zu", current + 1, p->chunks()) : "";
     return strprintf(
         "rank %d: %s of device buffers (count %zu, %s)%s, staged through pinned host "
         "memory: ",
@@ -331,11 +229,15 @@ Status run_staged(ddl_comm *comm, const CollectiveCall &call, const PointerInfo 
         st->stage_bytes);
   }
   ScopedContext scope(*st->cu, where.context);
-  Pipeline pipeline(comm, st, call);
+  StagedChunks chunks(comm, st->stage_bytes, call);
   bool local_failure = true;
-  s = prepare_staging(comm, st, where.context, pipeline.slot_bytes());
-  if (s.ok()) pipeline.use_slots(st);
-  if (s.ok()) s = run_pipeline(comm, st, pipeline, from_stream, &local_failure);
+  s = prepare_staging(comm, st, where.context, chunks.slot_bytes());
+  if (s.ok()) {
+    std::lock_guard<std::mutex> lock(st->staging_mu);
+    // This call's slots: a later call's growing them must not move its chunks.
+    chunks.use_slots(st->slots, st->slot_bytes);
+  }
+  if (s.ok()) s = run_pipeline(comm, st, chunks, from_stream, &current, &local_failure);
   if (s.ok()) return s;
   if (st->copy_stream) {
     // No copy may touch the caller's buffers after the call has returned.
@@ -344,7 +246,7 @@ Status run_staged(ddl_comm *comm, const CollectiveCall &call, const PointerInfo 
   }
   // The host collective's failures reached the peers already. A copy that failed leaves the
   // peers inside a chunk: they hear why, and the communicator is done.
-  s.prefix(context(&pipeline));
+  s.prefix(context(&chunks));
   if (!local_failure) return s;
   if (comm->failure.ok()) {
     send_failure_notice(comm, s);
@@ -366,11 +268,11 @@ void destroy_device_state(ddl_comm *comm) {
     cu.event_destroy(st->drained);
     cu.stream_destroy(st->copy_stream);
   }
-  if (st->slots || st->flag) {
-    ScopedContext scope(cu, st->context ? st->context : st->flag_context);
-    if (st->slots) cu.mem_free_host(st->slots);
+  destroy_stream_queue(st);
+  if (st->slots) {
+    ScopedContext scope(cu, st->context);
+    cu.mem_free_host(st->slots);
     for (void *p : st->retired_slots) cu.mem_free_host(p);
-    if (st->flag) cu.mem_free_host(st->flag);
   }
   delete st;
 }

@@ -1,13 +1,14 @@
 // Device buffers in the collectives (issue 13, first slice). Every collective takes device
 // memory: it is staged through pinned host memory in chunks, pipelined so that the device
 // copies of one chunk overlap the host collective of the next, and the host collective is the
-// one host buffers take (run_host_collective). Stream-ordered calls (ddl_*_stream) queue the
-// same work to the communicator's progress thread behind an event of the caller's stream, and
-// hold the stream's later work until the collective has ended, failed or been aborted.
+// one host buffers take (run_host_collective). Stream-ordered calls (ddl_*_stream) wait for
+// their stream on the host and run as blocking calls, or, in the asynchronous mode, queue
+// their copies on the stream and their host collectives to the progress thread
+// (stream_calls.cc).
 //
 // Two rows of the one dispatch (lib/core/dispatch.h): run_collective asks classify_call where
-// the buffers are; the dispatch runs device calls over CUDA IPC or staged, and stream calls
-// come back to it once run_stream_call has waited for their stream.
+// the buffers are; the dispatch runs device calls over CUDA IPC or staged; asynchronous stream
+// calls run their chunks' host collectives through it (run_stream_call).
 #pragma once
 
 #include "lib/common/status.h"
@@ -46,10 +47,11 @@ Status run_staged(ddl_comm *comm, const CollectiveCall &call, const PointerInfo 
 // host-synchronously (the default).
 bool stream_calls_async(ddl_comm *comm);
 
-// On the caller's thread, before a call that may run on the progress thread is queued: makes
-// what it will need there and may not make there in the asynchronous mode (device_state.h):
-// pinned staging slots, the CUDA-IPC state and kernels, the peers' allocations that earlier
-// calls could not open. Nothing for host buffers or in the host-synchronous mode.
+// On the caller's thread, before a nonblocking call on device buffers is queued to the
+// progress thread: makes what it will need there and may not make there in the asynchronous
+// mode (device_state.h): pinned staging slots, the CUDA-IPC state and kernels, the peers'
+// allocations that earlier calls could not open. Nothing for host buffers or in the
+// host-synchronous mode.
 Status prepare_queued_call(ddl_comm *comm, const CollectiveCall &call);
 
 // Pieces of it: the staging slots the call needs, and the CUDA-IPC path's part.
@@ -61,14 +63,16 @@ Status prepare_ipc_call(ddl_comm *comm, const CollectiveCall &call, const Pointe
 // the caller then runs the call as a blocking one. Needs a CUDA driver.
 Status wait_for_stream(ddl_comm *comm, const CollectiveCall &call, void *stream);
 
-// Asynchronous mode, on the caller's thread: checks the call, records an event on `stream`
-// (the work queued before the call), and queues on `stream` a wait for this call's end. Sets
-// call->stream; the caller then queues the call to the progress thread. Needs a CUDA driver.
+// Asynchronous mode, on the caller's thread: checks the call, takes one of the communicator's
+// records, and queues on `stream` the call's device part (staging copies, and the writes and
+// waits that hand each chunk to the host and back). Sets call->stream; the caller then queues
+// the call to the progress thread. Needs a CUDA driver.
 Status start_stream_call(ddl_comm *comm, CollectiveCall *call, void *stream);
 
-// On the progress thread: waits for the event (with the deadline, and abort), runs the call,
-// and releases the stream whatever happened. A failure also fails the communicator, so that
-// the next call reports it (no request carries it).
+// On the progress thread, with no driver call: waits (deadline, abort) for the stream to hand
+// over each chunk, runs its host collective, and hands it back; releases the stream whatever
+// happened. A failure also fails the communicator, so that the next call reports it (no
+// request carries it).
 Status run_stream_call(ddl_comm *comm, const CollectiveCall &call);
 
 // Frees the pinned memory, streams and events of comm (after its progress thread has ended).

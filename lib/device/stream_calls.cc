@@ -5,42 +5,38 @@
 // when it has ended. Nothing on the stream ever waits for ddl; the host waits instead, as
 // PyTorch's gloo backend does for CUDA tensors.
 //
-// Asynchronous (DDL_CUDA_STREAM_ASYNC=1, experimental: it still hangs on a real GPU, below):
-// the caller's thread makes what the call will need (below), records an event on the stream
-// and queues behind it, on the same stream, a wait until the communicator's pinned flag
-// reaches this call's number (ddl's wait kernel, else cuStreamWaitValue32), then hands the
-// call to the progress thread and returns. The progress thread waits for the event, runs the
-// collective and writes the flag, also when the collective failed, timed out or was aborted, so
-// that the stream is never left waiting. Work queued on the stream after the call runs after the
-// collective; the host goes on at once, as with NCCL.
+// Asynchronous (DDL_CUDA_STREAM_ASYNC=1, experimental: not yet run on a GPU in this form): the
+// caller's thread queues the call's whole device part on its stream at the call and returns;
+// the progress thread does the host part, touching host memory only. Each queued call takes a
+// record: three words of pinned memory mapped for the device (how many chunks the stream has
+// staged, how many the host has reduced, whether the stream is done with the record) and two
+// pinned slots. On the stream, chunk by chunk (staged_chunks.h): the copy of its input into
+// its slot, a write of `staged`, and, two chunks later, a wait until `done` has passed it and
+// the copy of its result back; then a write of `drained`. The progress thread polls `staged`,
+// runs each chunk's host collective in its slot and writes `done` (all of it on failure,
+// timeout or abort, so that the stream is never left waiting). Host buffers are one chunk,
+// reduced where they are. Work queued on the stream after the call runs after it; the host
+// goes on at once, as with NCCL. CUDA IPC is not used in this mode yet: its kernels and
+// barriers would have to be queued on the stream too.
 //
-// What makes it safe: while a stream waits on the flag, a driver call that synchronizes the
-// device (allocating or freeing pinned memory, opening or closing a peer's allocation,
-// loading a module) waits for that stream, which waits for the progress thread: if that
-// thread makes such a call, both hang, past every deadline (seen on an H200, issue 25, when
-// this mode made its resources on first use). So the progress thread makes none
-// (may_sync_device): the caller's thread makes everything a queued call needs before its wait
-// is queued (prepare_queued_call: the flag, the staging slots, the CUDA-IPC state and
-// kernels, the peers' allocations that earlier calls found unopened), and a CUDA-IPC call
-// that meets an allocation not yet open is staged instead (ipc_allreduce.cc's vote). A
-// communicator with two ranks in one process (ranks as threads, one context) runs its stream
-// calls host-synchronously on every rank: one rank's caller thread making such a call would
-// wait for another rank's stream, which waits for a collective that needs the first rank.
+// Why the progress thread makes no driver call at all: an H200 (bench/gpu.md, 2026-11-28)
+// showed that while a stream waits on a flag, an application's call that waits for the device
+// (freeing memory, a synchronous copy: torch's .item()) holds the driver, and any other
+// thread's driver call, even an asynchronous copy or an event query, then blocks behind it:
+// had the progress thread made one before writing the flag, neither would return. The earlier
+// form of this mode did (its copies, kernels and event queries), and hung on an H100 and an
+// H200. Everything a call needs on the device (the record's slots, the words) is made, and
+// every copy, write and wait queued, by the caller's thread. A communicator with two ranks in
+// one process (ranks as threads) runs its stream calls host-synchronously: one rank's caller
+// thread, making a record's slots, would wait for another rank's stream, which waits for a
+// collective that the first rank's stream has not been given yet.
 //
-// Not enough yet: on an H100 (2026-11-26, bench/gpu/h100-run7-async.log) the mode with these
-// rules still hung inside the driver, past every deadline, at the first calls of one rank as
-// of two, with MPS and without. So something beyond the progress thread's own calls blocks:
-// the suspects are a device-synchronizing call of the application's (torch's allocations, a
-// synchronous copy) holding the driver's lock that the progress thread's event queries and
-// copies need; the stream memory wait holding a hardware queue that ddl's own copies were
-// queued behind (the driver's documentation warns of this); or the flag's write not being
-// seen by the wait. The wait is now a kernel (kernels/wait_flag.h), which rules out the
-// second; tests/gpu/stream_wait_probe.cc tells the others apart on the next GPU.
-//
-// Why a wait on a flag and not cuLaunchHostFunc: a host function that blocks until the
-// collective ends holds one of the driver's callback threads, which runs every stream's host
-// functions of the process in turn; a wait on the device holds nothing on the host. The host
-// function is the last fallback (no kernels, no stream memory operations).
+// The stream's waits are ddl's wait kernel where the kernels load (kernels/wait_flag.h says
+// why), else a stream memory wait, else a host function; its writes are stream memory writes
+// (which first make the stream's earlier writes visible), else host functions. A host function
+// that waits holds one of the driver's callback threads, which runs every stream's host
+// functions of the process in turn: it is the last fallback.
+#include <cstring>
 #include <memory>
 #include <thread>
 
@@ -51,18 +47,42 @@
 #include "lib/core/progress.h"
 #include "lib/device/device_reduce.h"
 #include "lib/device/device_state.h"
+#include "lib/device/staged_chunks.h"
 #include "lib/device/staging.h"
 
 namespace ddl {
 namespace device {
 
+// A queued call's record: words[kStaged], words[kDone], words[kDrained], in pinned memory
+// mapped for the device (each record on a line of its own), and its two staging slots.
+enum Word { kStaged = 0, kDone = 1, kDrained = 2 };
+constexpr size_t kRecordBytes = 64;
+// Calls in flight at once, per communicator: a 17th waits (on the host, with the deadline)
+// until the oldest has drained. Each record's slots are up to 2 x DDL_CUDA_STAGE_BYTES.
+constexpr size_t kRecords = 16;
+// A `done` past every chunk, for a program whose call will not run (the device's waits compare
+// cyclically, as 32-bit signed differences: not ~0u).
+constexpr uint32_t kReleaseAll = 1u << 30;
+
+struct Record {
+  uint32_t *words = nullptr;
+  CUdeviceptr words_device = 0;
+  unsigned char *slots = nullptr;  // two slots of slot_bytes each
+  size_t slot_bytes = 0;
+  bool used = false;
+};
+
+struct StreamQueue {
+  void *words = nullptr;  // kRecords lines
+  CUcontext context = nullptr;
+  Record records[kRecords];
+  size_t next = 0;
+};
+
 // One queued stream-ordered call (owned by its CollectiveCall until it has run).
 struct StreamCall {
-  CUcontext context = nullptr;
-  CUevent ready = nullptr;  // recorded on the caller's stream at the call
-  uint32_t number = 0;      // the flag value that releases the stream
-  PointerInfo where;
-  DeviceState *state = nullptr;
+  Record *record = nullptr;
+  PointerInfo where;  // host buffers: one chunk, reduced where they are
 };
 
 namespace {
@@ -71,62 +91,163 @@ Status cuda_failed(const CudaDriver &cu, const char *what, CUresult r) {
   return Status(DDL_ERR_SYSTEM, strprintf("CUDA %s: %s", what, cuda_error_text(cu, r).c_str()));
 }
 
-// Makes the flag on first use, in pinned memory mapped for every context's device.
-Status ensure_flag(DeviceState *st) {
-  std::lock_guard<std::mutex> lock(st->flag_mu);
-  if (st->flag) return Status::Ok();
-  const CudaDriver &cu = *st->cu;
-  void *p = nullptr;
-  CUresult r = cu.mem_host_alloc(&p, 64, kMemHostAllocPortable | kMemHostAllocDeviceMap);
-  if (r != kCudaSuccess) return cuda_failed(cu, "cuMemHostAlloc (the stream flag)", r);
-  CUdeviceptr device = 0;
-  r = cu.mem_host_get_device_pointer(&device, p, 0);
-  if (r != kCudaSuccess) {
-    cu.mem_free_host(p);
-    return cuda_failed(cu, "cuMemHostGetDevicePointer (the stream flag)", r);
+uint32_t load_word(const Record &r, Word w) {
+  return __atomic_load_n(&r.words[w], __ATOMIC_ACQUIRE);
+}
+void store_word(Record *r, Word w, uint32_t value) {
+  __atomic_store_n(&r->words[w], value, __ATOMIC_RELEASE);
+}
+
+// Polls a record's word until it reaches `number`, the deadline passes or abort is raised:
+// spinning briefly, then yielding, then sleeping (a long wait must not take a core).
+Status wait_word(const Record &r, Word w, uint32_t number,
+                 std::chrono::steady_clock::time_point deadline, const std::atomic<bool> *abort,
+                 const char *what) {
+  for (uint64_t round = 0; load_word(r, w) < number; ++round) {
+    if (abort && abort->load(std::memory_order_relaxed))
+      return invalid_usage("the communicator was aborted while %s", what);
+    if ((round & 255) == 0 && std::chrono::steady_clock::now() >= deadline)
+      return timeout_error("deadline passed while %s", what);
+    if (round < 1000)
+      std::this_thread::yield();
+    else
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
-  st->flag = static_cast<uint32_t *>(p);
-  __atomic_store_n(st->flag, 0u, __ATOMIC_RELEASE);
-  st->flag_device = device;
-  cu.ctx_get_current(&st->flag_context);
   return Status::Ok();
 }
 
-// The fallback release: blocks the driver's callback thread until the flag has passed.
-struct HostWait {
-  const uint32_t *flag;
+// The host-function fallbacks of a stream's wait and write.
+struct HostWord {
+  uint32_t *word;
   uint32_t number;
 };
-
 void host_wait(void *arg) {
-  std::unique_ptr<HostWait> wait(static_cast<HostWait *>(arg));
-  while (static_cast<int32_t>(__atomic_load_n(wait->flag, __ATOMIC_ACQUIRE) - wait->number) < 0)
-    std::this_thread::yield();
+  std::unique_ptr<HostWord> wait(static_cast<HostWord *>(arg));
+  while (__atomic_load_n(wait->word, __ATOMIC_ACQUIRE) < wait->number) std::this_thread::yield();
+}
+void host_write(void *arg) {
+  std::unique_ptr<HostWord> write(static_cast<HostWord *>(arg));
+  __atomic_store_n(write->word, write->number, __ATOMIC_RELEASE);
+}
+CUresult queue_host_function(const CudaDriver &cu, CUstream stream, CUhostFn fn, uint32_t *word,
+                             uint32_t number) {
+  auto *arg = new HostWord{word, number};
+  const CUresult r = cu.launch_host_func(stream, fn, arg);
+  if (r != kCudaSuccess) delete arg;
+  return r;
 }
 
-// Holds `stream` until the flag reaches `number`: ddl's wait kernel where the kernels load
-// (kernels/wait_flag.h says why), else a stream memory wait, else a host function.
+// Holds `stream` until the record's word reaches `number` (the header says which wait).
 // DDL_CUDA_STREAM_WAIT=value picks the stream memory wait (to compare the two on a GPU).
-Status queue_flag_wait(const CudaDriver &cu, CUstream stream, CUcontext ctx, DeviceState *st,
-                       uint32_t number) {
+Status queue_wait(const CudaDriver &cu, CUstream stream, CUcontext ctx, Record *r, Word w,
+                  uint32_t number) {
   static const bool value_wait = env_string("DDL_CUDA_STREAM_WAIT") == "value";
+  const CUdeviceptr word = r->words_device + w * sizeof(uint32_t);
   if (!value_wait && cuda_kernels_built() && load_device_kernels(cu, ctx).ok())
-    return launch_wait_flag(cu, stream, ctx, st->flag_device, number);
-  CUresult r = kCudaSuccess;
-  if (cu.stream_wait_value32) {
-    r = cu.stream_wait_value32(stream, st->flag_device, number, kStreamWaitValueGeq);
-  } else if (cu.launch_host_func) {
-    auto *wait = new HostWait{st->flag, number};
-    r = cu.launch_host_func(stream, host_wait, wait);
-    if (r != kCudaSuccess) delete wait;
-  } else {
+    return launch_wait_flag(cu, stream, ctx, word, number);
+  CUresult res;
+  if (cu.stream_wait_value32)
+    res = cu.stream_wait_value32(stream, word, number, kStreamWaitValueGeq);
+  else if (cu.launch_host_func)
+    res = queue_host_function(cu, stream, host_wait, &r->words[w], number);
+  else
     return unsupported(
         "%s has neither cuStreamWaitValue32 nor cuLaunchHostFunc: later work on the stream "
         "could not wait for the collective",
         cu.library.c_str());
+  return res == kCudaSuccess ? Status::Ok() : cuda_failed(cu, "cuStreamWaitValue32", res);
+}
+
+// Writes `number` to the record's word once the stream's earlier work has ended.
+Status queue_write(const CudaDriver &cu, CUstream stream, Record *r, Word w, uint32_t number) {
+  CUresult res;
+  if (cu.stream_write_value32)
+    res = cu.stream_write_value32(stream, r->words_device + w * sizeof(uint32_t), number, 0);
+  else if (cu.launch_host_func)
+    res = queue_host_function(cu, stream, host_write, &r->words[w], number);
+  else
+    return unsupported(
+        "%s has neither cuStreamWriteValue32 nor cuLaunchHostFunc: the stream could not tell "
+        "ddl that it reached the call",
+        cu.library.c_str());
+  return res == kCudaSuccess ? Status::Ok() : cuda_failed(cu, "cuStreamWriteValue32", res);
+}
+
+std::chrono::steady_clock::time_point deadline_of(const ddl_comm *comm) {
+  return std::chrono::steady_clock::now() + std::chrono::milliseconds(comm->config.timeout_ms);
+}
+
+// The next record, on the caller's thread: made on first use (the words), waited for while the
+// call that used it last has not drained.
+Status take_record(ddl_comm *comm, DeviceState *st, CUcontext ctx, Record **out) {
+  const CudaDriver &cu = *st->cu;
+  std::lock_guard<std::mutex> lock(st->queue_mu);
+  if (!st->queue) {
+    auto queue = std::make_unique<StreamQueue>();
+    CUresult r = cu.mem_host_alloc(&queue->words, kRecords * kRecordBytes,
+                                   kMemHostAllocPortable | kMemHostAllocDeviceMap);
+    if (r != kCudaSuccess) return cuda_failed(cu, "cuMemHostAlloc (the stream calls' words)", r);
+    std::memset(queue->words, 0, kRecords * kRecordBytes);
+    CUdeviceptr device = 0;
+    r = cu.mem_host_get_device_pointer(&device, queue->words, 0);
+    if (r != kCudaSuccess) {
+      cu.mem_free_host(queue->words);
+      return cuda_failed(cu, "cuMemHostGetDevicePointer (the stream calls' words)", r);
+    }
+    for (size_t i = 0; i < kRecords; ++i) {
+      queue->records[i].words = reinterpret_cast<uint32_t *>(
+          static_cast<unsigned char *>(queue->words) + i * kRecordBytes);
+      queue->records[i].words_device = device + i * kRecordBytes;
+    }
+    queue->context = ctx;
+    st->queue = queue.release();
   }
-  if (r != kCudaSuccess) return cuda_failed(cu, "cuStreamWaitValue32 on the stream", r);
+  Record *r = &st->queue->records[st->queue->next % kRecords];
+  if (r->used) {
+    DDL_RETURN_IF_ERROR(wait_word(
+        *r, kDrained, 1, deadline_of(comm), &comm->aborted,
+        "waiting for a stream to finish with the call 16 stream-ordered calls back (at most 16 "
+        "are in flight)"));
+  }
+  ++st->queue->next;
+  *out = r;
   return Status::Ok();
+}
+
+// The record's two slots, at least slot_bytes each (made on the caller's thread).
+Status make_slots(const CudaDriver &cu, Record *r, size_t slot_bytes) {
+  if (r->slot_bytes >= slot_bytes) return Status::Ok();
+  if (r->slots) cu.mem_free_host(r->slots);  // drained: no copy uses them
+  r->slots = nullptr;
+  r->slot_bytes = 0;
+  void *p = nullptr;
+  const CUresult res = cu.mem_host_alloc(&p, 2 * slot_bytes, kMemHostAllocPortable);
+  if (res != kCudaSuccess) return cuda_failed(cu, "cuMemHostAlloc (staging slots)", res);
+  r->slots = static_cast<unsigned char *>(p);
+  r->slot_bytes = slot_bytes;
+  return Status::Ok();
+}
+
+// The call's device part, on the stream: chunk c's input goes in while the host reduces chunk
+// c-1 and chunk c-2's result comes out (the same slot as chunk c: it must be out first).
+Status queue_program(const CudaDriver &cu, CUstream stream, CUcontext ctx, Record *r,
+                     const StagedChunks *chunks) {
+  const size_t n = chunks ? chunks->chunks() : 1;
+  for (size_t c = 0; c < n; ++c) {
+    if (chunks) {
+      if (c >= 2) {
+        DDL_RETURN_IF_ERROR(queue_wait(cu, stream, ctx, r, kDone, static_cast<uint32_t>(c - 1)));
+        DDL_RETURN_IF_ERROR(chunks->copy_out(cu, stream, c - 2));
+      }
+      DDL_RETURN_IF_ERROR(chunks->copy_in(cu, stream, c));
+    }
+    DDL_RETURN_IF_ERROR(queue_write(cu, stream, r, kStaged, static_cast<uint32_t>(c + 1)));
+  }
+  for (size_t c = n > 2 ? n - 2 : 0; c < n; ++c) {
+    DDL_RETURN_IF_ERROR(queue_wait(cu, stream, ctx, r, kDone, static_cast<uint32_t>(c + 1)));
+    if (chunks) DDL_RETURN_IF_ERROR(chunks->copy_out(cu, stream, c));
+  }
+  return queue_write(cu, stream, r, kDrained, 1);
 }
 
 // What both modes need first: the call checked, the driver, where the buffers are, the
@@ -167,8 +288,8 @@ Status stream_target(ddl_comm *comm, const CollectiveCall &call, void *stream_ha
 bool stream_calls_async(ddl_comm *comm) {
   static const bool async = env_string("DDL_CUDA_STREAM_ASYNC") == "1";
   if (!async) return false;
-  // The same answer on every rank (every rank has the same pids): the CUDA-IPC path votes
-  // when it is true. Without a driver there is nothing to run asynchronously.
+  // The same answer on every rank (every rank has the same pids). Without a driver there is
+  // nothing to run asynchronously.
   DeviceState *st = nullptr;
   return device_state(comm, &st).ok() && st->one_process_per_rank;
 }
@@ -201,10 +322,8 @@ Status wait_for_stream(ddl_comm *comm, const CollectiveCall &call, void *stream_
   if (r != kCudaSuccess) {
     s = cuda_failed(cu, "cuEventCreate/cuEventRecord on the stream", r);
   } else {
-    s = wait_event(
-        cu, ready,
-        std::chrono::steady_clock::now() + std::chrono::milliseconds(comm->config.timeout_ms),
-        &comm->aborted, "waiting for the work queued on the stream before the call");
+    s = wait_event(cu, ready, deadline_of(comm), &comm->aborted,
+                   "waiting for the work queued on the stream before the call");
   }
   if (ready) cu.event_destroy(ready);
   if (s.ok()) return s;
@@ -217,35 +336,30 @@ Status start_stream_call(ddl_comm *comm, CollectiveCall *call, void *stream_hand
   };
   StreamTarget t;
   DDL_RETURN_IF_ERROR(stream_target(comm, *call, stream_handle, &t));
-  const CudaDriver *cu = t.cu;
+  const CudaDriver &cu = *t.cu;
   DeviceState *st = t.state;
-  CUcontext ctx = t.context;
-  auto stream = static_cast<CUstream>(stream_handle);
-  Status s;
-  ScopedContext scope(*cu, ctx);
-  s = ensure_flag(st);
-  if (s.ok()) s = prepare_queued_call(comm, *call);
+  ScopedContext scope(cu, t.context);
+  Record *r = nullptr;
+  Status s = take_record(comm, st, t.context, &r);
   if (!s.ok()) return s.prefix(context());
-  auto op = std::make_unique<StreamCall>();
-  op->context = ctx;
-  op->where = t.where;
-  op->state = st;
-  CUresult r = cu->event_create(&op->ready, kEventDisableTiming);
-  if (r != kCudaSuccess) return cuda_failed(*cu, "cuEventCreate", r).prefix(context());
-  r = cu->event_record(op->ready, stream);
-  if (r != kCudaSuccess) {
-    cu->event_destroy(op->ready);
-    return cuda_failed(*cu, "cuEventRecord on the stream", r).prefix(context());
+  std::unique_ptr<StagedChunks> chunks;
+  if (t.where.kind == MemoryKind::kDevice) {
+    chunks = std::make_unique<StagedChunks>(comm, st->stage_bytes, *call);
+    s = make_slots(cu, r, chunks->slot_bytes());
+    if (!s.ok()) return s.prefix(context());
+    chunks->use_slots(r->slots, r->slot_bytes);
   }
-  // A number skipped by a failure below is harmless: the flag only grows, and a stream
-  // waits until it has reached (or passed) its own number.
-  op->number = ++st->issued;
-  s = queue_flag_wait(*cu, stream, ctx, st, op->number);
+  store_word(r, kStaged, 0);
+  store_word(r, kDone, 0);
+  store_word(r, kDrained, 0);
+  r->used = true;
+  s = queue_program(cu, static_cast<CUstream>(stream_handle), t.context, r, chunks.get());
   if (!s.ok()) {
-    cu->event_destroy(op->ready);
+    // Whatever of the program was queued must not wait for a call that will not run.
+    store_word(r, kDone, kReleaseAll);
     return s.prefix(context());
   }
-  call->stream = op.release();
+  call->stream = new StreamCall{r, t.where};
   return Status::Ok();
 }
 
@@ -253,31 +367,48 @@ Status run_stream_call(ddl_comm *comm, const CollectiveCall &call) {
   std::unique_ptr<StreamCall> op(call.stream);
   CollectiveCall plain = call;
   plain.stream = nullptr;
-  DeviceState *st = op->state;
-  const CudaDriver &cu = *st->cu;
+  Record *r = op->record;
+  const bool device = op->where.kind == MemoryKind::kDevice;
+  std::unique_ptr<StagedChunks> chunks;
+  if (device) {
+    chunks = std::make_unique<StagedChunks>(comm, comm->device->stage_bytes, plain);
+    chunks->use_slots(r->slots, r->slot_bytes);
+  }
+  const size_t n = chunks ? chunks->chunks() : 1;
   Status s;
-  {
-    ScopedContext scope(cu, op->context);
-    s = wait_event(
-        cu, op->ready,
-        std::chrono::steady_clock::now() + std::chrono::milliseconds(comm->config.timeout_ms),
-        &comm->aborted, "waiting for the work queued on the stream before the call");
-    cu.event_destroy(op->ready);
-  }
-  if (!s.ok()) {
-    // This rank never joined the collective: the peers inside it hear why.
-    s.prefix(describe_call(comm, plain, static_cast<uint32_t>(comm->calls)) + ": ");
-    if (comm->failure.ok() && !comm->aborted.load()) {
-      send_failure_notice(comm, s);
-      comm->failure = s;
+  for (size_t c = 0; c < n; ++c) {
+    s = wait_word(*r, kStaged, static_cast<uint32_t>(c + 1), deadline_of(comm), &comm->aborted,
+                  c == 0 ? "waiting for the work queued on the stream before the call"
+                         : "copying a chunk of the device buffers to pinned memory");
+    if (!s.ok()) {
+      // This rank never joined (this chunk of) the collective: the peers inside it hear why.
+      s.prefix(describe_call(comm, plain, static_cast<uint32_t>(comm->calls)) + ": ");
+      if (comm->failure.ok() && !comm->aborted.load()) send_failure_notice(comm, s);
+      break;
     }
-  } else {
-    s = dispatch(comm, plain, CallPlace{op->where, /*from_stream=*/true});
-    // No request carries a stream call's failure: the communicator's next call reports it.
-    if (!s.ok() && comm->failure.ok() && !comm->aborted.load()) comm->failure = s;
+    s = chunks ? dispatch(comm, chunks->host_call(c), CallPlace{})
+               : dispatch(comm, plain, CallPlace{op->where, /*from_stream=*/true});
+    if (!s.ok()) break;
+    store_word(r, kDone, static_cast<uint32_t>(c + 1));
   }
-  __atomic_store_n(st->flag, op->number, __ATOMIC_RELEASE);
+  // The stream goes on whatever happened (on failure with what the slots hold).
+  store_word(r, kDone, static_cast<uint32_t>(n));
+  // No request carries a stream call's failure: the communicator's next call reports it.
+  if (!s.ok() && comm->failure.ok() && !comm->aborted.load()) comm->failure = s;
   return s;
+}
+
+void destroy_stream_queue(DeviceState *st) {
+  StreamQueue *queue = st->queue;
+  if (!queue) return;
+  st->queue = nullptr;
+  const CudaDriver &cu = *st->cu;
+  // Errors are ignored: the application may have destroyed its context already.
+  ScopedContext scope(cu, queue->context);
+  for (Record &r : queue->records)
+    if (r.slots) cu.mem_free_host(r.slots);
+  cu.mem_free_host(queue->words);
+  delete queue;
 }
 
 }  // namespace device

@@ -23,11 +23,13 @@ struct FakeCuda {
   int (*stream_synchronize)(void *);
   int (*stream_destroy)(void *);
   int (*launch_host_func)(void *, void (*)(void *), void *);
+  // A synchronous copy: after the default stream's work, holding the driver while it waits.
+  int (*dtoh)(void *, CUdeviceptr, size_t);
   void *(*host_view)(CUdeviceptr);
   // Handles this process opened and closed (first opens, last closes), and imports open now.
   void (*ipc_stats)(int *opened, int *closed, int *open_now);
-  // Device-synchronizing calls that waited past FAKE_CUDA_SYNC_WAIT_MS for streams waiting on
-  // a value (a hang on a GPU).
+  // Device-synchronizing calls and synchronous copies that waited past FAKE_CUDA_SYNC_WAIT_MS
+  // for streams waiting on a value, or for the default stream (a hang on a GPU).
   int (*sync_hangs)();
   // Kernel launches run so far (and modules, grid and name: unused here).
   void (*kernel_stats)(int *run, int *loaded, int *unloaded, unsigned *grid, unsigned *block,
@@ -49,7 +51,7 @@ struct FakeCuda {
           sym(lib, "cuStreamSynchronize", &f.stream_synchronize) &&
           sym(lib, "cuStreamDestroy_v2", &f.stream_destroy) &&
           sym(lib, "cuLaunchHostFunc", &f.launch_host_func) &&
-          sym(lib, "fake_cuda_host_view", &f.host_view) &&
+          sym(lib, "cuMemcpyDtoH_v2", &f.dtoh) && sym(lib, "fake_cuda_host_view", &f.host_view) &&
           sym(lib, "fake_cuda_ipc_stats", &f.ipc_stats) &&
           sym(lib, "fake_cuda_sync_hangs", &f.sync_hangs) &&
           sym(lib, "fake_cuda_kernel_stats", &f.kernel_stats);

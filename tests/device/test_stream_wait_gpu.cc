@@ -1,20 +1,24 @@
 // What holds a stream until a host thread says so, on a real GPU (skipped without one): the
-// question behind the asynchronous stream mode (lib/device/stream_calls.cc), which hung on an
-// H100 and an H200. Each test queues a wait on a stream (a stream memory wait,
-// cuStreamWaitValue32, or ddl's flag-wait kernel) on a stream of its own or on the legacy
-// default stream; a helper thread then does what ddl's progress thread does (a copy on a
-// non-blocking stream of its own, polling its event) and writes the flag; meanwhile the main
-// thread does nothing, or what an application does (an allocation and a free, a synchronous
-// copy), then waits for the stream. A test that hangs is killed at Criterion's --timeout and
-// names the combination that deadlocks. With DDL_GPU_TEST_LIBRARY pointing at the stand-in
-// driver every test passes (it models waiting for value-waiting streams, not the driver's
-// locks): that checks the test itself.
+// question behind the asynchronous stream mode (lib/device/stream_calls.cc). Each test queues
+// a wait on a stream (a stream memory wait, cuStreamWaitValue32, or ddl's flag-wait kernel) on
+// a stream of its own or on the legacy default stream; a helper thread then writes the flag,
+// after doing what ddl's progress thread does: in the earlier form of the mode, a copy on a
+// non-blocking stream of its own and polling its event (driver calls); in the present form,
+// nothing but polling a word that the stream itself writes after its copy (no driver call).
+// Meanwhile the main thread does nothing, or what an application does (an allocation and a
+// free, a synchronous copy), then waits for the stream. On an H200 (bench/gpu.md, 2026-11-28)
+// the earlier helper deadlocked with either application call, on either wait: those cases run
+// only with DDL_GPU_PROBE_DEADLOCKS=1 (a hung case is not ended by Criterion's --timeout; the
+// step's limit ends it). With DDL_GPU_TEST_LIBRARY pointing at the stand-in driver every
+// case passes but those (it models the driver's lock, bench/gpu.md): that checks the test.
 #include <criterion/criterion.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <thread>
+#include <vector>
 
 #include "lib/common/status.h"
 #include "lib/device/device_state.h"
@@ -28,10 +32,16 @@ namespace {
 
 enum class Wait { kValue, kKernel };
 enum class App { kNothing, kAllocation, kSyncCopy };
+enum class Helper { kDriverCalls, kHostOnly };
 
 constexpr size_t kBytes = 1 << 20;
 
-void probe(Wait wait, bool legacy, App app) {
+void probe(Wait wait, bool legacy, App app, Helper helper = Helper::kDriverCalls) {
+  if (helper == Helper::kDriverCalls && app != App::kNothing) {
+    const char *deadlocks = getenv("DDL_GPU_PROBE_DEADLOCKS");
+    if (!deadlocks || strcmp(deadlocks, "1") != 0)
+      cr_skip_test("deadlocked on an H200 (bench/gpu.md); DDL_GPU_PROBE_DEADLOCKS=1 runs it");
+  }
   Gpu gpu{};
   const dev::CudaDriver &cu = real_driver(&gpu);
   dev::CUcontext ctx = nullptr;
@@ -56,6 +66,18 @@ void probe(Wait wait, bool legacy, App app) {
   cr_assert_eq(cu.event_create(&copied, dev::kEventDisableTiming), 0);
   cr_assert_eq(cu.event_create(&passed, dev::kEventDisableTiming), 0);
 
+  // The present mode's handover: the stream copies, then writes a word of the same pinned
+  // block (with a memory barrier: the copy is visible first); the helper polls the word.
+  uint32_t *staged = flag + 4;
+  __atomic_store_n(staged, 0u, __ATOMIC_RELEASE);
+  const unsigned char pattern = 0x5a;
+  std::vector<unsigned char> filled(kBytes, pattern);
+  cr_assert_eq(gpu.htod(device_buffer, filled.data(), kBytes), 0);
+  if (helper == Helper::kHostOnly) {
+    cr_assert(cu.stream_write_value32, "the driver has no cuStreamWriteValue32");
+    cr_assert_eq(cu.memcpy_dtoh_async(pinned, device_buffer, kBytes, waiting), 0);
+    cr_assert_eq(cu.stream_write_value32(waiting, flag_device + 4 * sizeof(uint32_t), 1, 0), 0);
+  }
   if (wait == Wait::kKernel) {
     const ddl::Status s = dev::launch_wait_flag(cu, waiting, ctx, flag_device, 1);
     cr_assert(s.ok(), "%s", s.message().c_str());
@@ -65,10 +87,22 @@ void probe(Wait wait, bool legacy, App app) {
   }
   cr_assert_eq(cu.event_record(passed, waiting), 0);
 
-  // The progress thread's part: a copy on its own non-blocking stream, then the flag.
   std::atomic<int> helper_result{-1};
-  std::thread helper([&] {
+  std::thread helper_thread([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (helper == Helper::kHostOnly) {
+      // The stream's word, then the bytes its copy brought: no driver call.
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+      while (__atomic_load_n(staged, __ATOMIC_ACQUIRE) < 1 &&
+             std::chrono::steady_clock::now() < deadline)
+        std::this_thread::yield();
+      const bool ok = __atomic_load_n(staged, __ATOMIC_ACQUIRE) >= 1 &&
+                      static_cast<unsigned char *>(pinned)[kBytes - 1] == pattern;
+      __atomic_store_n(flag, 1u, __ATOMIC_RELEASE);
+      helper_result = ok ? 0 : 1;
+      return;
+    }
+    // The earlier progress thread's part: a copy on its own non-blocking stream, then the flag.
     dev::ScopedContext scope(cu, ctx);
     int r = cu.memcpy_dtoh_async(pinned, device_buffer, kBytes, copies);
     if (r == 0) r = cu.event_record(copied, copies);
@@ -94,11 +128,13 @@ void probe(Wait wait, bool legacy, App app) {
   const ddl::Status s =
       dev::wait_event(cu, passed, std::chrono::steady_clock::now() + std::chrono::seconds(5),
                       nullptr, "the waiting stream");
-  helper.join();
+  helper_thread.join();
   cr_assert_eq(app_result, 0, "the application's call failed: %s",
                dev::cuda_error_text(cu, app_result).c_str());
   cr_assert(s.ok(), "%s", s.message().c_str());
-  cr_assert_eq(helper_result.load(), 0, "the helper's copy did not end");
+  cr_assert_eq(helper_result.load(), 0, "%s",
+               helper == Helper::kHostOnly ? "the stream's copy or word did not reach the helper"
+                                           : "the helper's copy did not end");
   cu.event_destroy(copied);
   cu.event_destroy(passed);
   cu.stream_destroy(own);
@@ -133,4 +169,21 @@ Test(stream_wait_gpu, value_wait_legacy_stream_app_copies) {
 }
 Test(stream_wait_gpu, kernel_wait_legacy_stream_app_copies) {
   probe(Wait::kKernel, true, App::kSyncCopy);
+}
+// The present asynchronous mode's handover (stream_calls.cc), with the application calls that
+// deadlocked the earlier one.
+Test(stream_wait_gpu, value_wait_legacy_stream_app_allocates_host_only_helper) {
+  probe(Wait::kValue, true, App::kAllocation, Helper::kHostOnly);
+}
+Test(stream_wait_gpu, kernel_wait_legacy_stream_app_allocates_host_only_helper) {
+  probe(Wait::kKernel, true, App::kAllocation, Helper::kHostOnly);
+}
+Test(stream_wait_gpu, value_wait_legacy_stream_app_copies_host_only_helper) {
+  probe(Wait::kValue, true, App::kSyncCopy, Helper::kHostOnly);
+}
+Test(stream_wait_gpu, kernel_wait_legacy_stream_app_copies_host_only_helper) {
+  probe(Wait::kKernel, true, App::kSyncCopy, Helper::kHostOnly);
+}
+Test(stream_wait_gpu, kernel_wait_own_stream_app_copies_host_only_helper) {
+  probe(Wait::kKernel, false, App::kSyncCopy, Helper::kHostOnly);
 }

@@ -40,10 +40,13 @@
  * Calls that synchronize the device on a real driver (allocating and freeing device or pinned
  * memory, opening and closing IPC handles, loading and unloading modules) first wait until no
  * stream of this process waits on a 32-bit value or in ddl's flag-wait kernel, as the driver
- * waits for such a stream; a
+ * waits for such a stream; synchronous copies wait for the default stream. While one of these
+ * waits, it holds the driver: every other thread's call that needs a context, and event
+ * queries, wait until it returns (an H200 showed this, bench/gpu.md, 2026-11-28: a progress
+ * thread's copy and event query blocked behind an application's free or synchronous copy). A
  * wait past FAKE_CUDA_SYNC_WAIT_MS (default 3000) is the hang a GPU shows when the thread that
- * would write the value is the one waiting: the call then fails with CUDA_ERROR_UNKNOWN, says
- * so on stderr, and counts it (fake_cuda_sync_hangs).
+ * would write the value is the one waiting, or is held by the waiting call: the call then
+ * fails with CUDA_ERROR_UNKNOWN, says so on stderr, and counts it (fake_cuda_sync_hangs).
  * cuInit lets any process of the user read this one (PR_SET_PTRACER_ANY), as ddl itself does
  * for its single-copy path: Yama would otherwise refuse pidfd_getfd between sibling ranks. */
 #define _GNU_SOURCE
@@ -58,6 +61,7 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fake_cuda_internal.h"
@@ -139,7 +143,7 @@ static char kernel_fault[512];
 static unsigned last_grid, last_block;
 static char last_kernel[64];
 
-enum { kCopy, kRecord, kHostFn, kWaitValue, kKernel };
+enum { kCopy, kRecord, kHostFn, kWaitValue, kWriteValue, kKernel };
 
 /* Queued 32-bit value waits not yet passed, and the device-synchronizing calls that waited for
  * them past FAKE_CUDA_SYNC_WAIT_MS. */
@@ -187,6 +191,9 @@ static void run_op(struct op *op) {
     case kWaitValue: /* CU_STREAM_WAIT_VALUE_GEQ: a cyclic comparison */
       while ((int32_t)(__atomic_load_n(op->addr, __ATOMIC_ACQUIRE) - op->value) < 0) usleep(20);
       __atomic_sub_fetch(&value_waits, 1, __ATOMIC_ACQ_REL);
+      break;
+    case kWriteValue:
+      __atomic_store_n((uint32_t *)(uintptr_t)op->addr, op->value, __ATOMIC_RELEASE);
       break;
     case kKernel: {
       char why[512] = "";
@@ -274,27 +281,63 @@ static int sticky_fault(void) {
   return f;
 }
 
-/* A device-synchronizing call: waits for the streams that wait on a value (see the top). */
-CUresult fake_device_sync(const char *what) {
+/* The driver's lock (see the top): held by a call while it waits for the device. */
+static pthread_mutex_t driver_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t driver_cv = PTHREAD_COND_INITIALIZER;
+static int driver_held;
+static pthread_t driver_holder;
+
+static void hold_driver(void) {
+  pthread_mutex_lock(&driver_mu);
+  while (driver_held && !pthread_equal(driver_holder, pthread_self()))
+    pthread_cond_wait(&driver_cv, &driver_mu);
+  ++driver_held;
+  driver_holder = pthread_self();
+  pthread_mutex_unlock(&driver_mu);
+}
+static void release_driver(void) {
+  pthread_mutex_lock(&driver_mu);
+  if (--driver_held == 0) pthread_cond_broadcast(&driver_cv);
+  pthread_mutex_unlock(&driver_mu);
+}
+/* Every other call that needs the driver waits while another thread holds it. */
+static void pass_driver(void) {
+  pthread_mutex_lock(&driver_mu);
+  while (driver_held && !pthread_equal(driver_holder, pthread_self()))
+    pthread_cond_wait(&driver_cv, &driver_mu);
+  pthread_mutex_unlock(&driver_mu);
+}
+
+static long sync_wait_limit_us(void) {
   const char *limit = getenv("FAKE_CUDA_SYNC_WAIT_MS");
-  const long wait_us = (limit ? atol(limit) : 3000) * 1000;
+  return (limit ? atol(limit) : 3000) * 1000;
+}
+static CUresult sync_hang(const char *what, const char *waited_for) {
+  __atomic_add_fetch(&sync_hangs, 1, __ATOMIC_ACQ_REL);
+  fprintf(stderr, "fake_cuda: %s waited %ld ms for %s: on a GPU it would hang\n", what,
+          sync_wait_limit_us() / 1000, waited_for);
+  return kUnknown;
+}
+
+/* A device-synchronizing call: waits for the streams that wait on a value, holding the driver. */
+CUresult fake_device_sync(const char *what) {
+  hold_driver();
+  CUresult result = kOk;
+  const long wait_us = sync_wait_limit_us();
   for (long waited = 0; __atomic_load_n(&value_waits, __ATOMIC_ACQUIRE) > 0; waited += 100) {
     if (waited >= wait_us) {
-      __atomic_add_fetch(&sync_hangs, 1, __ATOMIC_ACQ_REL);
-      fprintf(stderr,
-              "fake_cuda: %s waited %ld ms for streams that wait on a value: on a GPU it would "
-              "hang\n",
-              what, wait_us / 1000);
-      return kUnknown;
+      result = sync_hang(what, "streams that wait on a value");
+      break;
     }
     usleep(100);
   }
-  return kOk;
+  release_driver();
+  return result;
 }
-#define DEVICE_SYNC(what)                      \
-  do {                                         \
+#define DEVICE_SYNC(what)                           \
+  do {                                              \
     const CUresult synced = fake_device_sync(what); \
-    if (synced != kOk) return synced;          \
+    if (synced != kOk) return synced;               \
   } while (0)
 
 int fake_cuda_sync_hangs(void) {
@@ -304,6 +347,7 @@ int fake_cuda_sync_hangs(void) {
 /* A kernel that faulted leaves the context unusable, as on a GPU. */
 CUresult fake_need_context(void) {
   if (!fake_initialized) return kNotInitialized;
+  pass_driver();
   if (!current) return kInvalidContext;
   if (sticky_fault()) return kIllegalAddress;
   return kOk;
@@ -520,6 +564,7 @@ CUresult cuEventRecord(void *event, void *stream) {
   return enqueue(stream, op);
 }
 CUresult cuEventQuery(void *handle) {
+  pass_driver();
   struct event *e = handle;
   const uint64_t recorded = __atomic_load_n(&e->recorded, __ATOMIC_ACQUIRE);
   return __atomic_load_n(&e->reached, __ATOMIC_ACQUIRE) >= recorded ? kOk : kNotReady;
@@ -536,6 +581,14 @@ CUresult cuStreamWaitValue32_v2(void *stream, CUdeviceptr addr, uint32_t value, 
   op->addr = (const uint32_t *)(uintptr_t)addr;
   op->value = value;
   __atomic_add_fetch(&value_waits, 1, __ATOMIC_ACQ_REL);
+  return enqueue(stream, op);
+}
+CUresult cuStreamWriteValue32_v2(void *stream, CUdeviceptr addr, uint32_t value, unsigned flags) {
+  NEED_CONTEXT();
+  if (flags != 0 || !translate((uintptr_t)addr, 4)) return kInvalidValue; /* default, pinned */
+  struct op *op = new_op(kWriteValue);
+  op->addr = (const uint32_t *)(uintptr_t)addr;
+  op->value = value;
   return enqueue(stream, op);
 }
 CUresult cuLaunchHostFunc(void *stream, void (*fn)(void *), void *arg) {
@@ -617,12 +670,36 @@ CUresult cuCtxSynchronize(void) {
   return sticky_fault() ? kIllegalAddress : kOk;
 }
 
-/* Synchronous copies (ordered after the legacy default stream's work, as the driver's are). */
+/* Synchronous copies: ordered after the legacy default stream's work, as the driver's are, and
+ * holding the driver while they wait for it (see the top). */
+static CUresult wait_default_stream_holding(const char *what) {
+  hold_driver();
+  struct stream *s = stream_of(NULL);
+  struct timespec limit;
+  clock_gettime(CLOCK_REALTIME, &limit);
+  const long wait_us = sync_wait_limit_us();
+  limit.tv_sec += wait_us / 1000000;
+  limit.tv_nsec += (wait_us % 1000000) * 1000;
+  if (limit.tv_nsec >= 1000000000) {
+    ++limit.tv_sec;
+    limit.tv_nsec -= 1000000000;
+  }
+  CUresult result = kOk;
+  pthread_mutex_lock(&s->mu);
+  while ((s->head || s->running) && result == kOk)
+    if (pthread_cond_timedwait(&s->cv, &s->mu, &limit) != 0 && (s->head || s->running))
+      result = kUnknown;
+  pthread_mutex_unlock(&s->mu);
+  if (result != kOk) sync_hang(what, "the default stream");
+  release_driver();
+  return result;
+}
 CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t bytes) {
   NEED_CONTEXT();
   char *d = translate((uintptr_t)dst, bytes);
   if (!d || !src) return kInvalidValue;
-  cuStreamSynchronize(NULL);
+  const CUresult r = wait_default_stream_holding("cuMemcpyHtoD");
+  if (r != kOk) return r;
   memcpy(d, src, bytes);
   return kOk;
 }
@@ -630,7 +707,8 @@ CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t bytes) {
   NEED_CONTEXT();
   const char *s = translate((uintptr_t)src, bytes);
   if (!s || !dst) return kInvalidValue;
-  cuStreamSynchronize(NULL);
+  const CUresult r = wait_default_stream_holding("cuMemcpyDtoH");
+  if (r != kOk) return r;
   memcpy(dst, s, bytes);
   return kOk;
 }
