@@ -158,19 +158,23 @@ Status queue_wait(const CudaDriver &cu, CUstream stream, CUcontext ctx, Record *
   return res == kCudaSuccess ? Status::Ok() : cuda_failed(cu, "cuStreamWaitValue32", res);
 }
 
-// Writes `number` to the record's word once the stream's earlier work has ended.
+// Writes `number` to the record's word once the stream's earlier work has ended: a stream
+// memory write, else (none, or refused: a device without stream memory operations) a host
+// function.
 Status queue_write(const CudaDriver &cu, CUstream stream, Record *r, Word w, uint32_t number) {
-  CUresult res;
+  CUresult res = kCudaErrorNotReady;  // anything but success: not written yet
   if (cu.stream_write_value32)
     res = cu.stream_write_value32(stream, r->words_device + w * sizeof(uint32_t), number, 0);
-  else if (cu.launch_host_func)
-    res = queue_host_function(cu, stream, host_write, &r->words[w], number);
-  else
+  if (res == kCudaSuccess) return Status::Ok();
+  if (!cu.launch_host_func) {
+    if (cu.stream_write_value32) return cuda_failed(cu, "cuStreamWriteValue32", res);
     return unsupported(
         "%s has neither cuStreamWriteValue32 nor cuLaunchHostFunc: the stream could not tell "
         "ddl that it reached the call",
         cu.library.c_str());
-  return res == kCudaSuccess ? Status::Ok() : cuda_failed(cu, "cuStreamWriteValue32", res);
+  }
+  res = queue_host_function(cu, stream, host_write, &r->words[w], number);
+  return res == kCudaSuccess ? Status::Ok() : cuda_failed(cu, "cuLaunchHostFunc", res);
 }
 
 std::chrono::steady_clock::time_point deadline_of(const ddl_comm *comm) {
