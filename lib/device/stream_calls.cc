@@ -70,13 +70,14 @@ struct Record {
   unsigned char *slots = nullptr;  // two slots of slot_bytes each
   size_t slot_bytes = 0;
   bool used = false;
+  uint64_t taken = 0;  // when it was last taken (the queue's count of calls)
 };
 
 struct StreamQueue {
   void *words = nullptr;  // kRecords lines
   CUcontext context = nullptr;
   Record records[kRecords];
-  size_t next = 0;
+  uint64_t calls = 0;
 };
 
 // One queued stream-ordered call (owned by its CollectiveCall until it has run).
@@ -181,9 +182,12 @@ std::chrono::steady_clock::time_point deadline_of(const ddl_comm *comm) {
   return std::chrono::steady_clock::now() + std::chrono::milliseconds(comm->config.timeout_ms);
 }
 
-// The next record, on the caller's thread: made on first use (the words), waited for while the
-// call that used it last has not drained.
-Status take_record(ddl_comm *comm, DeviceState *st, CUcontext ctx, Record **out) {
+// A record for the next call, on the caller's thread (the words made on first use): a free
+// one whose slots are large enough, else any free one, else the one taken longest ago once its
+// stream has drained it. Reusing the same few records keeps their slots: making slots is a
+// pinned allocation, milliseconds, which waits for the device.
+Status take_record(ddl_comm *comm, DeviceState *st, CUcontext ctx, size_t slot_bytes,
+                   Record **out) {
   const CudaDriver &cu = *st->cu;
   std::lock_guard<std::mutex> lock(st->queue_mu);
   if (!st->queue) {
@@ -206,14 +210,29 @@ Status take_record(ddl_comm *comm, DeviceState *st, CUcontext ctx, Record **out)
     queue->context = ctx;
     st->queue = queue.release();
   }
-  Record *r = &st->queue->records[st->queue->next % kRecords];
-  if (r->used) {
-    DDL_RETURN_IF_ERROR(wait_word(
-        *r, kDrained, 1, deadline_of(comm), &comm->aborted,
-        "waiting for a stream to finish with the call 16 stream-ordered calls back (at most 16 "
-        "are in flight)"));
+  Record *fit = nullptr, *free = nullptr, *oldest = nullptr;
+  for (Record &r : st->queue->records) {
+    if (r.used && load_word(r, kDrained) == 0) {
+      if (!oldest || r.taken < oldest->taken) oldest = &r;
+      continue;
+    }
+    if (!free) free = &r;
+    if (r.slot_bytes >= slot_bytes) {
+      fit = &r;
+      break;
+    }
   }
-  ++st->queue->next;
+  Record *r = fit ? fit : free;
+  if (!r) {
+    DDL_RETURN_IF_ERROR(wait_word(
+        *oldest, kDrained, 1, deadline_of(comm), &comm->aborted,
+        "waiting for a stream to finish with one of the 16 stream-ordered calls in flight (the "
+        "most there may be)"));
+    r = oldest;
+  }
+  r->taken = ++st->queue->calls;
+  r->used = true;
+  store_word(r, kDrained, 0);  // in use from here (another caller's thread may look)
   *out = r;
   return Status::Ok();
 }
@@ -343,20 +362,22 @@ Status start_stream_call(ddl_comm *comm, CollectiveCall *call, void *stream_hand
   const CudaDriver &cu = *t.cu;
   DeviceState *st = t.state;
   ScopedContext scope(cu, t.context);
-  Record *r = nullptr;
-  Status s = take_record(comm, st, t.context, &r);
-  if (!s.ok()) return s.prefix(context());
   std::unique_ptr<StagedChunks> chunks;
-  if (t.where.kind == MemoryKind::kDevice) {
+  if (t.where.kind == MemoryKind::kDevice)
     chunks = std::make_unique<StagedChunks>(comm, st->stage_bytes, *call);
+  Record *r = nullptr;
+  Status s = take_record(comm, st, t.context, chunks ? chunks->slot_bytes() : 0, &r);
+  if (!s.ok()) return s.prefix(context());
+  if (chunks) {
     s = make_slots(cu, r, chunks->slot_bytes());
-    if (!s.ok()) return s.prefix(context());
+    if (!s.ok()) {
+      store_word(r, kDrained, 1);  // nothing was queued: free again
+      return s.prefix(context());
+    }
     chunks->use_slots(r->slots, r->slot_bytes);
   }
   store_word(r, kStaged, 0);
   store_word(r, kDone, 0);
-  store_word(r, kDrained, 0);
-  r->used = true;
   s = queue_program(cu, static_cast<CUstream>(stream_handle), t.context, r, chunks.get());
   if (!s.ok()) {
     // Whatever of the program was queued must not wait for a call that will not run.

@@ -31,6 +31,8 @@ struct FakeCuda {
   // Device-synchronizing calls and synchronous copies that waited past FAKE_CUDA_SYNC_WAIT_MS
   // for streams waiting on a value, or for the default stream (a hang on a GPU).
   int (*sync_hangs)();
+  // Pinned allocations made so far (cuMemHostAlloc).
+  int (*host_allocs)();
   // Kernel launches run so far (and modules, grid and name: unused here).
   void (*kernel_stats)(int *run, int *loaded, int *unloaded, unsigned *grid, unsigned *block,
                        const char **kernel);
@@ -54,6 +56,7 @@ struct FakeCuda {
           sym(lib, "cuMemcpyDtoH_v2", &f.dtoh) && sym(lib, "fake_cuda_host_view", &f.host_view) &&
           sym(lib, "fake_cuda_ipc_stats", &f.ipc_stats) &&
           sym(lib, "fake_cuda_sync_hangs", &f.sync_hangs) &&
+          sym(lib, "fake_cuda_host_allocs", &f.host_allocs) &&
           sym(lib, "fake_cuda_kernel_stats", &f.kernel_stats);
       if (!ok) abort();
       return f;

@@ -221,6 +221,42 @@ Test(device_streams, application_calls_that_wait_for_the_device_do_not_deadlock)
   cr_assert(failures.empty(), "%s", failures.c_str());
 }
 
+// A training loop's stream calls, one after another: they reuse the same record and its
+// slots, with no pinned allocation (milliseconds, and it waits for the device) after the first.
+Test(device_streams, stream_calls_one_after_another_reuse_their_pinned_slots) {
+  const std::string failures = run_ranks(
+      2,
+      [](ddl_comm_t comm, int rank, int nranks) {
+        FakeCuda &cu = FakeCuda::get();
+        void *stream = nullptr;
+        RANK_CHECK(cu.stream_create(&stream, 0) == 0, "cuStreamCreate");
+        const size_t n = 2000;
+        DeviceBuffer buf(n * 4);
+        fill_inputs(DDL_FLOAT32, DDL_SUM, rank, buf.shadow(), n);
+        RANK_OK(ddl_allreduce_stream(buf.device(), buf.device(), n, DDL_FLOAT32, DDL_MAX, comm,
+                                     stream));
+        RANK_CHECK(cu.stream_synchronize(stream) == 0, "cuStreamSynchronize");
+        const int allocations = cu.host_allocs();
+        for (int i = 0; i < 40; ++i) {
+          RANK_OK(ddl_allreduce_stream(buf.device(), buf.device(), n, DDL_FLOAT32, DDL_MAX, comm,
+                                       stream));
+          if (i % 8 == 7) RANK_CHECK(cu.stream_synchronize(stream) == 0, "cuStreamSynchronize");
+        }
+        RANK_CHECK(cu.stream_synchronize(stream) == 0, "cuStreamSynchronize");
+        for (size_t i = 0; i < n; ++i)
+          RANK_CHECK(load_value(DDL_FLOAT32, buf.shadow(), i) ==
+                         input_value(DDL_FLOAT32, DDL_SUM, nranks - 1, i),
+                     "[%zu]: %g", i, load_value(DDL_FLOAT32, buf.shadow(), i));
+        // Up to 8 calls in flight at once: at most 7 more records' slots.
+        RANK_CHECK(cu.host_allocs() - allocations <= 7, "%d pinned allocations in 40 calls",
+                   cu.host_allocs() - allocations);
+        RANK_CHECK(cu.stream_destroy(stream) == 0, "cuStreamDestroy");
+        return 0;
+      },
+      with_fake("1K"));
+  cr_assert(failures.empty(), "%s", failures.c_str());
+}
+
 // Rank 1 never joins: rank 0's stream call passes its deadline, the stream goes on, and the
 // next call on the communicator says what happened.
 Test(device_streams, a_failed_stream_call_releases_the_stream) {

@@ -429,9 +429,14 @@ CUresult cuMemFree_v2(CUdeviceptr dptr) {
   close(r.fd);
   return kOk;
 }
+static int host_allocs; /* cuMemHostAlloc calls that succeeded */
+int fake_cuda_host_allocs(void) {
+  return __atomic_load_n(&host_allocs, __ATOMIC_ACQUIRE);
+}
 CUresult cuMemHostAlloc(void **ptr, size_t bytes, unsigned flags) {
   NEED_CONTEXT();
   DEVICE_SYNC("cuMemHostAlloc");
+  __atomic_add_fetch(&host_allocs, 1, __ATOMIC_ACQ_REL);
   (void)flags;
   char *p = aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
   if (!p) return 2;
