@@ -403,12 +403,14 @@ DDL_API ddl_result_t ddl_irecv_tag(void *buf, size_t count, ddl_datatype_t dtype
  *
  * The _stream forms order the collective on a CUDA stream (a CUstream / cudaStream_t; NULL is
  * the default stream): the collective starts after the work queued on the stream before the
- * call, and the work queued after it comes after the collective. By default the call is
- * host-synchronous: it waits for the stream's earlier work (within DDL_TIMEOUT_MS), runs the
- * collective in call order with the other calls on the communicator, and returns when it has
- * ended, with its result (ranks must issue the same calls in the same order). With
- * DDL_CUDA_STREAM_ASYNC=1 (experimental: it hung on an H100, README.md) it returns at once
- * instead: the call is queued to the progress thread, and the stream waits for it; the
+ * call, and the work queued after it comes after the collective. On a communicator inside one
+ * host the call is host-synchronous by default: it waits for the stream's earlier work (within
+ * DDL_TIMEOUT_MS), runs the collective in call order with the other calls on the
+ * communicator, and returns when it has ended, with its result (ranks must issue the same
+ * calls in the same order). On a communicator that spans hosts (or with
+ * DDL_CUDA_STREAM_ASYNC=1; =0 makes every call host-synchronous) it returns at once instead:
+ * the call's copies are queued on the stream and its collective to the progress thread, and
+ * the stream waits for it (at most 16 such calls in flight per communicator); the
  * stream's later work is released whatever happens: when the collective fails, passes its
  * deadline or is aborted (ddl_comm_abort), the stream goes on, the buffers hold no defined
  * result, and the next call on the communicator fails with the words of that failure. The

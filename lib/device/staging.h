@@ -42,9 +42,9 @@ Status run_cuda_ipc(ddl_comm *comm, const CollectiveCall &call, const PointerInf
 Status run_staged(ddl_comm *comm, const CollectiveCall &call, const PointerInfo &where,
                   bool from_stream);
 
-// Whether comm's stream-ordered calls run asynchronously (DDL_CUDA_STREAM_ASYNC=1 and no two
-// ranks of comm in one process; experimental: lib/device/stream_calls.cc) or
-// host-synchronously (the default).
+// Whether comm's stream-ordered calls run asynchronously (by default when comm spans hosts;
+// DDL_CUDA_STREAM_ASYNC=1 or 0 forces it; never with two ranks of comm in one process:
+// lib/device/stream_calls.cc) or host-synchronously.
 bool stream_calls_async(ddl_comm *comm);
 
 // On the caller's thread, before a nonblocking call on device buffers is queued to the

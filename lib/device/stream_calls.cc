@@ -5,8 +5,8 @@
 // when it has ended. Nothing on the stream ever waits for ddl; the host waits instead, as
 // PyTorch's gloo backend does for CUDA tensors.
 //
-// Asynchronous (DDL_CUDA_STREAM_ASYNC=1, experimental: not yet run on a GPU in this form): the
-// caller's thread queues the call's whole device part on its stream at the call and returns;
+// Asynchronous (the default for a communicator that spans hosts; DDL_CUDA_STREAM_ASYNC=1 or 0
+// forces either mode): the caller's thread queues the call's device part on its stream and returns;
 // the progress thread does the host part, touching host memory only. Each queued call takes a
 // record: three words of pinned memory mapped for the device (how many chunks the stream has
 // staged, how many the host has reduced, whether the stream is done with the record) and two
@@ -309,10 +309,14 @@ Status stream_target(ddl_comm *comm, const CollectiveCall &call, void *stream_ha
 }  // namespace
 
 bool stream_calls_async(ddl_comm *comm) {
-  static const bool async = env_string("DDL_CUDA_STREAM_ASYNC") == "1";
-  if (!async) return false;
-  // The same answer on every rank (every rank has the same pids). Without a driver there is
-  // nothing to run asynchronously.
+  // DDL_CUDA_STREAM_ASYNC=1 or 0 forces a mode; unset, a communicator that spans hosts is
+  // asynchronous (its device data is staged either way, and its network collective is long:
+  // the caller's thread should not sit in it) and one inside a host host-synchronous (CUDA
+  // IPC, milliseconds faster than staging for large buffers, is not queued on streams yet).
+  static const std::string forced = env_string("DDL_CUDA_STREAM_ASYNC");
+  if (forced == "0" || (forced != "1" && comm->hosts < 2)) return false;
+  // The same answer on every rank (every rank has the same pids and hosts). Without a driver
+  // there is nothing to run asynchronously.
   DeviceState *st = nullptr;
   return device_state(comm, &st).ok() && st->one_process_per_rank;
 }

@@ -3,8 +3,8 @@
 // the output). Host-synchronous (the default): the call returns once the collective has
 // ended. Asynchronous (DDL_CUDA_STREAM_ASYNC=1, most tests here): the call returns before
 // either kernel ran; a collective that times out or is aborted still releases the stream, and
-// the next call reports it; the progress thread never makes a device-synchronizing driver call
-// while a stream waits for it (the stand-in driver fails such a call, as a GPU would hang). Also:
+// the next call reports it; the progress thread makes no driver call while a stream waits for
+// it (the stand-in driver models the lock that made such calls hang on a GPU). Also:
 // a rank killed during device allreduces is named by every survivor, and without a driver every
 // buffer is host memory.
 #include <criterion/criterion.h>
@@ -36,11 +36,14 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-RunOptions with_fake(const char *stage_bytes = "256", bool async = true) {
+// async: DDL_CUDA_STREAM_ASYNC=1; else the default mode (asynchronous across hosts only).
+// ordered_on_the_stream expects the asynchronous mode where expect_async.
+RunOptions with_fake(const char *stage_bytes = "256", bool async = true, bool expect_async = true) {
   RunOptions options;
-  options.before_init = [stage_bytes, async](int) {
+  options.before_init = [stage_bytes, async, expect_async](int) {
     setenv("DDL_CUDA_LIBRARY", FAKE_CUDA, 1);
     if (async) setenv("DDL_CUDA_STREAM_ASYNC", "1", 1);
+    setenv("DDL_TEST_EXPECT_ASYNC", async || expect_async ? "1" : "0", 1);
     setenv("DDL_CUDA_STAGE_BYTES", stage_bytes, 1);
     setenv("FAKE_CUDA_DELAY_US", "100", 1);
   };
@@ -94,7 +97,7 @@ int ordered_on_the_stream(ddl_comm_t comm, int rank, int nranks) {
   const Clock::time_point start = Clock::now();
   RANK_OK(
       ddl_allreduce_stream(ar_in.device(), ar_out.device(), n, DDL_FLOAT32, DDL_SUM, comm, stream));
-  const char *async = getenv("DDL_CUDA_STREAM_ASYNC");
+  const char *async = getenv("DDL_TEST_EXPECT_ASYNC");
   if (async && strcmp(async, "1") == 0)
     RANK_CHECK(!w_ar.ran.load(), "ddl_allreduce_stream waited for the stream's work (%.3f s)",
                seconds_since(start));
@@ -155,8 +158,24 @@ Test(device_streams, collectives_are_ordered_on_the_stream_2_ranks) {
 }
 
 Test(device_streams, collectives_are_ordered_on_the_stream_host_synchronous_3_ranks) {
-  const std::string failures = run_ranks(3, ordered_on_the_stream, with_fake("1K", false));
+  const std::string failures = run_ranks(3, ordered_on_the_stream, with_fake("1K", false, false));
   cr_assert(failures.empty(), "%s", failures.c_str());
+}
+
+// Across hosts the default is asynchronous (each rank its own DDL_HOST_ID: UCX between them);
+// DDL_CUDA_STREAM_ASYNC=0 makes it host-synchronous there too.
+Test(device_streams, across_hosts_stream_calls_are_asynchronous_by_default) {
+  for (const char *forced : {"", "0"}) {
+    RunOptions options = with_fake("1K", false, forced[0] == '\0');
+    auto before = options.before_init;
+    options.before_init = [before, forced](int rank) {
+      before(rank);
+      setenv("DDL_HOST_ID", ("emulated" + std::to_string(rank)).c_str(), 1);
+      if (forced[0]) setenv("DDL_CUDA_STREAM_ASYNC", forced, 1);
+    };
+    const std::string failures = run_ranks(2, ordered_on_the_stream, options);
+    cr_assert(failures.empty(), "DDL_CUDA_STREAM_ASYNC=%s: %s", forced, failures.c_str());
+  }
 }
 
 Test(device_streams, collectives_are_ordered_on_the_stream_4_ranks) {
