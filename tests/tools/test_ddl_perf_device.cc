@@ -1,7 +1,8 @@
 // ddl_perf -G (collectives on GPU buffers) under ddlrun, with the stand-in CUDA driver of
 // tests/device (DDL_CUDA_LIBRARY, read by both libddl and ddl_perf): every collective
 // verified through the copies in and out, the GPU named in the header, one GPU per local rank
-// by default and -D to choose; without a driver a clear failure on every rank. The
+// by default and -D to choose, the stream-ordered forms (-S); without a driver a clear failure
+// on every rank. The
 // stand-in's "GPU" is host memory behind a no-access mapping: this checks ddl_perf's
 // handling of device buffers and libddl's staging, not a GPU.
 #include <criterion/criterion.h>
@@ -81,6 +82,38 @@ Test(ddl_perf_device, every_collective_on_two_ranks_sharing_one_gpu) {
       3 * 10);
 }
 
+// -S: the stream-ordered forms, queued -n at a time: on one host (host-synchronous by default,
+// asynchronous with DDL_CUDA_STREAM_ASYNC=1) and across two emulated hosts (each rank its own
+// DDL_HOST_ID: asynchronous by default).
+Test(ddl_perf_device, stream_ordered_calls_in_both_modes) {
+  struct Mode {
+    const char *name;
+    std::vector<std::string> prefix;  // between ddlrun's options and ddl_perf
+  };
+  const Mode modes[] = {
+      {"one host", {}},
+      {"one host, asynchronous", {"/usr/bin/env", "DDL_CUDA_STREAM_ASYNC=1"}},
+      {"two hosts", {"/bin/sh", "-c", "DDL_HOST_ID=host$DDL_RANK exec \"$0\" \"$@\""}},
+  };
+  for (const Mode &mode : modes) {
+    for (const char *collective : {"allreduce", "reduce_scatter", "allgather", "broadcast"}) {
+      std::vector<std::string> argv = {
+          "/usr/bin/env", "DDL_CUDA_LIBRARY=" + kFake, kDdlrun, "-n", "2", "--timeout", "120"};
+      argv.insert(argv.end(), mode.prefix.begin(), mode.prefix.end());
+      argv.insert(argv.end(), {kDdlPerf, "-G", "-S", "-C", collective, "-b", "8", "-e", "2M", "-f",
+                               "32", "-n", "4", "-w", "1"});
+      const RunResult r = run_command(argv, 150);
+      cr_assert(r.finished && r.exit_status == 0, "%s, %s: exit %d\nstdout:\n%s\nstderr:\n%s",
+                mode.name, collective, r.exit_status, r.out.c_str(), r.err.c_str());
+      cr_assert(contains(r.out, "# stream-ordered calls (-S) on the default stream"), "%s",
+                r.out.c_str());
+      cr_assert(contains(r.out, "# Out of bounds values : 0 OK"), "%s, %s:\n%s", mode.name,
+                collective, r.out.c_str());
+      cr_assert_eq(ddltest::perf_rows(r.out).size(), 4u, "%s", r.out.c_str());  // 8 B .. 256 KB
+    }
+  }
+}
+
 // The calls without device support yet (ddl.h) are N/A rows, with ddl's reason on stderr a few
 // times per rank rather than at every size, and a footer that does not claim "0 OK".
 Test(ddl_perf_device, calls_without_device_support_are_n_a_and_say_why_a_few_times) {
@@ -139,6 +172,9 @@ Test(ddl_perf_device, option_errors) {
        "-G (GPU buffers) and -R 1 (the library's host allocator) exclude each other"},
       {{"-D", "1"}, "-D 1 chooses a GPU for -G, which is not given"},
       {{"-G", "-D", "gpu0"}, "-D wants a GPU number (0, 1, ...), not 'gpu0'"},
+      {{"-S"}, "-S (stream-ordered calls) runs on GPU buffers: give -G too"},
+      {{"-G", "-S", "-C", "alltoall"},
+       "-S: only allreduce, broadcast, allgather and reduce_scatter have stream-ordered forms"},
   };
   for (const Case &c : cases) {
     std::vector<std::string> argv = {kDdlPerf};

@@ -28,7 +28,9 @@ void report_failure(int rank, const std::string &what, ddl_result_t result) {
 
 class DdlBackend : public ddl_perf::CollectiveBackend {
  public:
-  explicit DdlBackend(ddl_comm_t comm) : comm_(comm) {
+  // stream_ordered (-S): allreduce, broadcast, allgather and reduce_scatter through their
+  // *_stream forms on the default stream.
+  DdlBackend(ddl_comm_t comm, bool stream_ordered) : comm_(comm), stream_(stream_ordered) {
     check(ddl_comm_rank(comm_, &rank_), "ddl_comm_rank");
     check(ddl_comm_size(comm_, &nranks_), "ddl_comm_size");
   }
@@ -63,20 +65,24 @@ class DdlBackend : public ddl_perf::CollectiveBackend {
     const char *call = "";
     switch (collective) {
       case ddl_perf::Collective::kAllreduce:
-        call = "ddl_allreduce";
-        result = ddl_allreduce(send, recv, count, dtype, op, comm_);
+        call = stream_ ? "ddl_allreduce_stream" : "ddl_allreduce";
+        result = stream_ ? ddl_allreduce_stream(send, recv, count, dtype, op, comm_, nullptr)
+                         : ddl_allreduce(send, recv, count, dtype, op, comm_);
         break;
       case ddl_perf::Collective::kBroadcast:
-        call = "ddl_broadcast";
-        result = ddl_broadcast(recv, count, dtype, root, comm_);
+        call = stream_ ? "ddl_broadcast_stream" : "ddl_broadcast";
+        result = stream_ ? ddl_broadcast_stream(recv, count, dtype, root, comm_, nullptr)
+                         : ddl_broadcast(recv, count, dtype, root, comm_);
         break;
       case ddl_perf::Collective::kAllgather:
-        call = "ddl_allgather";
-        result = ddl_allgather(send, recv, count, dtype, comm_);
+        call = stream_ ? "ddl_allgather_stream" : "ddl_allgather";
+        result = stream_ ? ddl_allgather_stream(send, recv, count, dtype, comm_, nullptr)
+                         : ddl_allgather(send, recv, count, dtype, comm_);
         break;
       case ddl_perf::Collective::kReduceScatter:
-        call = "ddl_reduce_scatter";
-        result = ddl_reduce_scatter(send, recv, count, dtype, op, comm_);
+        call = stream_ ? "ddl_reduce_scatter_stream" : "ddl_reduce_scatter";
+        result = stream_ ? ddl_reduce_scatter_stream(send, recv, count, dtype, op, comm_, nullptr)
+                         : ddl_reduce_scatter(send, recv, count, dtype, op, comm_);
         break;
       case ddl_perf::Collective::kBarrier:
         call = "ddl_barrier";
@@ -184,6 +190,7 @@ class DdlBackend : public ddl_perf::CollectiveBackend {
   }
 
   ddl_comm_t comm_;
+  bool stream_;
   int rank_ = -1;
   int nranks_ = 0;
 };
@@ -236,7 +243,7 @@ int main(int argc, char **argv) {
   int status = 0;
   if (options.device_memory && !every_rank_opened(comm, opened, error)) status = 1;
   if (status == 0) {
-    DdlBackend backend(comm);
+    DdlBackend backend(comm, options.stream);
     status = ddl_perf::run_perf(options, backend, "ddl_perf", &device);
   }
   result = ddl_comm_destroy(comm);

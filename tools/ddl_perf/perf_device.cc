@@ -24,6 +24,7 @@ struct DeviceMemory::Api {
   int (*memcpy_htod)(unsigned long long, const void *, size_t);
   int (*memcpy_dtoh)(void *, unsigned long long, size_t);
   int (*get_error_name)(int, const char **);
+  int (*ctx_synchronize)();
 };
 
 namespace {
@@ -77,6 +78,7 @@ bool DeviceMemory::open(int device, int local_rank, std::string *error) {
   load(handle, "cuMemcpyHtoD_v2", &api_->memcpy_htod, &missing);
   load(handle, "cuMemcpyDtoH_v2", &api_->memcpy_dtoh, &missing);
   load(handle, "cuGetErrorName", &api_->get_error_name, &missing);
+  load(handle, "cuCtxSynchronize", &api_->ctx_synchronize, &missing);
   if (!missing.empty()) {
     *error = library_ + " lacks " + missing;
     return false;
@@ -150,6 +152,13 @@ bool DeviceMemory::to_host(void *dst, const void *src, size_t bytes, std::string
   if (r == 0) return true;
   *error = "cuMemcpyDtoH of " + std::to_string(bytes) + " bytes failed (CUDA error " +
            std::to_string(r) + ")";
+  return false;
+}
+
+bool DeviceMemory::synchronize(std::string *error) {
+  const int r = api_->ctx_synchronize();
+  if (r == 0) return true;
+  *error = "cuCtxSynchronize failed (CUDA error " + std::to_string(r) + ")";
   return false;
 }
 

@@ -33,6 +33,8 @@ class DeviceMemory {
   void free(void *ptr);
   bool to_device(void *dst, const void *src, size_t bytes, std::string *error);
   bool to_host(void *dst, const void *src, size_t bytes, std::string *error);
+  // Waits for everything queued on the GPU (-S's timed calls).
+  bool synchronize(std::string *error);
 
  private:
   struct Api;

@@ -65,6 +65,7 @@ class PerfRun {
   // One call of the collective on host buffers `send` and `recv` (on the GPU with -G); false
   // when the library does not support that form.
   bool call(const CheckShape &shape, unsigned char *send, unsigned char *recv);
+  void synchronize();
   void warm_up(ddl_datatype_t dtype, ddl_op_t op);
   void measure_size(ddl_datatype_t dtype, ddl_op_t op, uint64_t bytes, uint64_t *last_bytes);
   ModeResult measure_mode(const CheckShape &shape, uint64_t result_bytes, bool in_place);
@@ -131,6 +132,10 @@ int PerfRun::run() {
     notes.push_back("device buffers (-G): rank 0 on " + device_->description() +
                     "; inputs copied in before the checked call, results copied out after it; "
                     "the timed calls move GPU memory only");
+    if (options_.stream)
+      notes.push_back(
+          "stream-ordered calls (-S) on the default stream: each size's -n calls queued, then "
+          "the stream synchronized (the time includes that wait)");
   }
   if (!allocate()) return 1;
   if (rank_ == 0) report_.print_header(stdout, notes);
@@ -229,6 +234,16 @@ CheckShape PerfRun::shape_of(ddl_datatype_t dtype, ddl_op_t op, uint64_t bytes) 
                     call_count(options_.collective, bytes, dtype, nranks_)};
 }
 
+// -S: waits for the calls queued on the stream (a failure ends the process, as a failed
+// copy does).
+void PerfRun::synchronize() {
+  if (!device_ || !options_.stream) return;
+  std::string error;
+  if (device_->synchronize(&error)) return;
+  std::fprintf(stderr, "%s: rank %d: -G -S: %s\n", tool_, rank_, error.c_str());
+  std::exit(1);
+}
+
 bool PerfRun::call(const CheckShape &shape, unsigned char *send, unsigned char *recv) {
   return backend_.run(shape.collective, on_device(send), on_device(recv), shape.count, shape.dtype,
                       shape.op, shape.root);
@@ -249,6 +264,7 @@ void PerfRun::warm_up(ddl_datatype_t dtype, ddl_op_t op) {
       }
     }
   }
+  synchronize();
 }
 
 void PerfRun::measure_size(ddl_datatype_t dtype, ddl_op_t op, uint64_t bytes,
@@ -302,11 +318,13 @@ ModeResult PerfRun::measure_mode(const CheckShape &shape, uint64_t result_bytes,
   for (int i = 0; i < options_.warmup_iters; ++i) {
     if (!attempt()) return result;
   }
+  synchronize();
   backend_.barrier();
   auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < options_.iters; ++i) {
     if (!attempt()) return result;
   }
+  synchronize();  // -S: the calls were queued; they end with the stream
   auto stop = std::chrono::steady_clock::now();
   double local_us =
       std::chrono::duration<double, std::micro>(stop - start).count() / options_.iters;
@@ -325,6 +343,7 @@ ModeResult PerfRun::measure_mode(const CheckShape &shape, uint64_t result_bytes,
       copy(send, send_bytes, true);
     }
     call(shape, send, recv);
+    synchronize();
     if (device_) copy(recv, recv_bytes, false);
     result.wrong = static_cast<int64_t>(backend_.sum_across_ranks(count_wrong(shape, recv)));
   }

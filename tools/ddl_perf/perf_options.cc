@@ -134,6 +134,10 @@ Run one process per rank (ddlrun -n N, mpirun -np N).
                            (libcuda.so.1, or DDL_CUDA_LIBRARY), filled and checked through
                            copies; one GPU per local rank (local rank mod the GPU count)
   -D, --device N           with -G: every rank on GPU N instead
+  -S, --stream             with -G: the stream-ordered calls (ddl_allreduce_stream, ...) on
+                           the default stream, timed as nccl-tests times its calls: the -n
+                           calls queued, then the stream synchronized (allreduce, broadcast,
+                           allgather and reduce_scatter)
   -h, --help               this text
 
 Columns (nccl-tests'; the header's legend line says them for the collective measured):
@@ -168,6 +172,7 @@ ParseOutcome parse_perf_options(int argc, char **argv, PerfOptions *options, std
       {"library_memory", required_argument, nullptr, 'R'},
       {"device_memory", no_argument, nullptr, 'G'},
       {"device", required_argument, nullptr, 'D'},
+      {"stream", no_argument, nullptr, 'S'},
       {"help", no_argument, nullptr, 'h'},
       {nullptr, 0, nullptr, 0},
   };
@@ -175,7 +180,7 @@ ParseOutcome parse_perf_options(int argc, char **argv, PerfOptions *options, std
   optind = 0;  // glibc: start afresh, so that tests can parse several command lines
   int64_t value = 0;
   for (;;) {
-    int opt = getopt_long(argc, argv, ":b:e:f:i:n:w:c:d:o:C:r:J:a:R:GD:h", kLongOptions, nullptr);
+    int opt = getopt_long(argc, argv, ":b:e:f:i:n:w:c:d:o:C:r:J:a:R:GD:Sh", kLongOptions, nullptr);
     if (opt == -1) break;
     const char *arg = optarg;
     switch (opt) {
@@ -277,6 +282,9 @@ ParseOutcome parse_perf_options(int argc, char **argv, PerfOptions *options, std
         }
         options->device = static_cast<int>(value);
         break;
+      case 'S':
+        options->stream = true;
+        break;
       case 'h':
         return ParseOutcome::kHelp;
       case ':':
@@ -298,6 +306,17 @@ ParseOutcome parse_perf_options(int argc, char **argv, PerfOptions *options, std
   }
   if (options->device >= 0 && !options->device_memory) {
     *error = "-D " + std::to_string(options->device) + " chooses a GPU for -G, which is not given";
+    return ParseOutcome::kError;
+  }
+  if (options->stream && !options->device_memory) {
+    *error = "-S (stream-ordered calls) runs on GPU buffers: give -G too";
+    return ParseOutcome::kError;
+  }
+  const Collective c = options->collective;
+  if (options->stream && c != Collective::kAllreduce && c != Collective::kBroadcast &&
+      c != Collective::kAllgather && c != Collective::kReduceScatter) {
+    *error =
+        "-S: only allreduce, broadcast, allgather and reduce_scatter have stream-ordered forms";
     return ParseOutcome::kError;
   }
   if (options->min_bytes > options->max_bytes) {

@@ -51,6 +51,7 @@ struct PerfOptions {
   bool library_memory = false;  // -R 1: buffers from the library's allocator
   bool device_memory = false;   // -G: buffers in GPU memory (ddl_perf only)
   int device = -1;              // -D: the GPU of every rank; -1: local rank mod device count
+  bool stream = false;          // -S: with -G, the stream-ordered calls on the default stream
 };
 
 enum class ParseOutcome { kRun, kHelp, kError };
