@@ -25,27 +25,6 @@ using ddl::Status;
 
 namespace {
 
-// A checked call, outside any group, run now: on this thread, or behind the nonblocking
-// calls still queued or in flight on the progress thread.
-Status run_now(ddl_comm_t comm, const ddl::CollectiveCall &call) {
-  // Behind nonblocking calls still queued or in flight, the call runs on the progress thread
-  // too, after those queued before it and beside the sends and receives in flight: an
-  // ddl_irecv posted before a blocking ddl_send must be able to complete while it runs.
-  // Parked ones go there first: this thread is about to use the transport.
-  ddl::hand_over_parked(comm);
-  if (comm->progress && !comm->progress->idle()) {
-    Status s = ddl::check_collective(comm, call);
-    if (!s.ok()) return s;
-    std::shared_ptr<ddl::RequestState> request = ddl::new_request(comm, call);
-    ddl::Job job;
-    job.calls.push_back(call);
-    job.requests.push_back(request);
-    comm->progress->submit(std::move(job));
-    return request->wait();
-  }
-  return ddl::run_collective(comm, call);
-}
-
 ddl_result_t run(ddl_comm_t comm, ddl::CollectiveCall call, const CountArrays *arrays = nullptr) {
   CommCall guard(comm, ddl::collective_name(call.collective));
   if (!guard.ok()) return guard.fail();
@@ -60,7 +39,7 @@ ddl_result_t run(ddl_comm_t comm, ddl::CollectiveCall call, const CountArrays *a
     if (s.ok()) ddl::group_record(comm, call, nullptr);
     return guard.finish(s);
   }
-  return guard.finish(run_now(comm, call));
+  return guard.finish(ddl::run_blocking(comm, call));
 }
 
 }  // namespace
@@ -124,11 +103,12 @@ ddl_result_t start_on_stream(ddl_comm_t comm, const ddl::CollectiveCall &call, v
         comm->rank, what));
   if (!ddl::device::stream_calls_async(comm)) {
     Status s = ddl::device::wait_for_stream(comm, call, stream);
-    return guard.finish(s.ok() ? run_now(comm, call) : s);
+    return guard.finish(s.ok() ? ddl::run_blocking(comm, call) : s);
   }
   ddl::CollectiveCall queued = call;
-  Status s = ddl::device::start_stream_call(comm, &queued, stream);
-  if (!s.ok()) return guard.finish(s);
+  bool on_device_only = false;
+  Status s = ddl::device::start_stream_call(comm, &queued, stream, &on_device_only);
+  if (!s.ok() || on_device_only) return guard.finish(s);
   ddl::Job job;
   job.calls.push_back(queued);
   job.requests.push_back(ddl::new_request(comm, call));  // nobody waits on it but drain()

@@ -10,6 +10,7 @@
 #include "lib/core/comm_call.h"
 #include "lib/core/progress.h"
 #include "lib/core/split.h"
+#include "lib/device/stream_ipc.h"
 #include "lib/transports/shm/shared_buffers.h"
 
 using ddl::CommCall;
@@ -123,6 +124,7 @@ ddl_result_t ddl_comm_abort(ddl_comm_t comm) {
   if (!comm || !ddl::comm_is_live(comm))
     return fail_without_comm(ddl::invalid_usage("ddl_comm_abort: not a live communicator"));
   comm->aborted.store(true);
+  ddl::device::abort_stream_ipc(comm);  // the device's waits, too
   return DDL_SUCCESS;
 }
 

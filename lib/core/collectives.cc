@@ -13,6 +13,7 @@
 #include "lib/core/peer_buffers.h"
 #include "lib/core/progress.h"
 #include "lib/device/staging.h"
+#include "lib/device/stream_ipc.h"
 
 namespace ddl {
 namespace {
@@ -237,6 +238,9 @@ Status run_host_collective(ddl_comm *comm, const CollectiveCall &call, CallRunne
   const uint32_t seq = static_cast<uint32_t>(comm->calls);
   // Built only on failure: the success path stays free of string formatting.
   auto context = [&] { return describe_call(comm, call, seq) + ": "; };
+  // A device barrier of a stream-ordered allreduce that passed its deadline fails the
+  // communicator as a host collective's failure does.
+  if (comm->device && comm->failure.ok()) comm->failure = device::stream_ipc_failure(comm);
   if (!comm->failure.ok())
     return Status(comm->failure.code(),
                   context() + "the communicator failed earlier and must be destroyed: " +

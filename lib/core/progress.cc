@@ -218,7 +218,7 @@ void ProgressQueue::finish(const Status &s,
   if (!s.ok()) DDL_LOG(LogLevel::kError, "%s", s.message().c_str());
   // Idle before the requests say so: this thread touches no transport from here on (a
   // finished batch is over, the job has run), and a caller woken by its request then finds
-  // the communicator its own for its next call (start_point_to_point, run_now). Decremented
+  // the communicator its own for its next call (start_point_to_point, run_blocking). Decremented
   // after them, a woken caller found the queue busy in nearly every call of a ping-pong.
   outstanding_.fetch_sub(1, std::memory_order_acq_rel);
   for (const auto &request : requests) request->finish(s);
@@ -245,6 +245,21 @@ void ParkedTransfers::poll_locked() {
 void hand_over_parked(ddl_comm *comm) {
   if (comm->parked && comm->parked->any.load(std::memory_order_acquire))
     progress_of(comm).adopt_parked();
+}
+
+Status run_blocking(ddl_comm *comm, const CollectiveCall &call) {
+  hand_over_parked(comm);  // this thread may be about to use the transport
+  if (comm->progress && !comm->progress->idle()) {
+    Status s = check_collective(comm, call);
+    if (!s.ok()) return s;
+    std::shared_ptr<RequestState> request = new_request(comm, call);
+    Job job;
+    job.calls.push_back(call);
+    job.requests.push_back(request);
+    comm->progress->submit(std::move(job));
+    return request->wait();
+  }
+  return run_collective(comm, call);
 }
 
 namespace {

@@ -157,6 +157,12 @@ struct ParkedTransfers {
 // sends and receives go to the progress thread (nothing is done when there are none).
 void hand_over_parked(ddl_comm *comm);
 
+// Runs a blocking call on the caller's thread, in call order with the nonblocking and queued
+// calls: behind any still queued or in flight it runs on the progress thread, and this thread
+// waits for it (beside the sends and receives in flight: an ddl_irecv posted before a blocking
+// ddl_send must be able to complete while it runs).
+Status run_blocking(ddl_comm *comm, const CollectiveCall &call);
+
 // Starts a nonblocking send or receive (a checked call, outside any group) whose `request`
 // finishes when it is over. While the progress thread has nothing to do (nothing queued,
 // nothing in flight: it then touches no transport, and the caller's thread owns the

@@ -97,6 +97,9 @@ Loaded open_driver() {
   load(handle, "cuIpcCloseMemHandle", &cu.ipc_close_mem_handle);
   load(handle, "cuMemGetAddressRange_v2", &cu.mem_get_address_range);
   load(handle, "cuMemcpyDtoDAsync_v2", &cu.memcpy_dtod_async);
+  load(handle, "cuMemAlloc_v2", &cu.mem_alloc);
+  load(handle, "cuMemFree_v2", &cu.mem_free);
+  load(handle, "cuStreamWaitEvent", &cu.stream_wait_event);
   out.present = true;
   return out;
 }

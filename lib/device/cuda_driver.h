@@ -91,6 +91,11 @@ struct CudaDriver {
   CUresult (*ipc_close_mem_handle)(CUdeviceptr base);
   CUresult (*mem_get_address_range)(CUdeviceptr *base, size_t *bytes, CUdeviceptr ptr);
   CUresult (*memcpy_dtod_async)(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream);
+  // Optional, for the CUDA-IPC allreduce queued on a stream (lib/device/stream_ipc.h): its
+  // device memory, and one stream made to wait for another's event.
+  CUresult (*mem_alloc)(CUdeviceptr *ptr, size_t bytes);
+  CUresult (*mem_free)(CUdeviceptr ptr);
+  CUresult (*stream_wait_event)(CUstream stream, CUevent event, unsigned flags);
 };
 
 // Whether cu has every entry point of the CUDA-IPC path; *missing names the first it lacks.

@@ -7,6 +7,7 @@
 
 #include "lib/common/datatype.h"
 #include "lib/common/log.h"
+#include "lib/device/kernels/ipc_barrier.h"
 #include "lib/device/kernels/reduce_body.h"
 #include "lib/device/kernels/wait_flag.h"
 
@@ -34,6 +35,7 @@ struct Module {
   CUmodule module = nullptr;
   CUfunction kernels[DDL_DATATYPE_COUNT][DDL_OP_COUNT] = {};
   CUfunction wait_flag = nullptr;
+  CUfunction ipc_barrier = nullptr;
   unsigned long long max_blocks = kDefaultMaxBlocks;
   Status failure;
 };
@@ -70,12 +72,15 @@ void load_module(const CudaDriver &cu, Module *m) {
       }
     }
   }
-  r = cu.module_get_function(&m->wait_flag, m->module, "ddl_wait_flag");
-  if (r != kCudaSuccess) {
-    m->failure = driver_failed(cu, "cuModuleGetFunction(ddl_wait_flag)", r);
-    cu.module_unload(m->module);
-    m->module = nullptr;
-    return;
+  for (auto [function, name] : {std::make_pair(&m->wait_flag, "ddl_wait_flag"),
+                                std::make_pair(&m->ipc_barrier, "ddl_ipc_barrier")}) {
+    r = cu.module_get_function(function, m->module, name);
+    if (r != kCudaSuccess) {
+      m->failure = driver_failed(cu, std::string("cuModuleGetFunction(") + name + ")", r);
+      cu.module_unload(m->module);
+      m->module = nullptr;
+      return;
+    }
   }
   CUdevice device = 0;
   int sms = 0;
@@ -149,6 +154,18 @@ Status launch_wait_flag(const CudaDriver &cu, CUstream stream, CUcontext context
   const CUresult r =
       cu.launch_kernel(module->wait_flag, 1, 1, 1, 32, 1, 1, 0, stream, params, nullptr);
   if (r != kCudaSuccess) return driver_failed(cu, "cuLaunchKernel(ddl_wait_flag)", r);
+  return Status::Ok();
+}
+
+Status launch_ipc_barrier(const CudaDriver &cu, CUstream stream, CUcontext context,
+                          const kernels::IpcBarrierArgs &args) {
+  const Module *module = module_of(cu, context);
+  if (!module->module) return module->failure;
+  kernels::IpcBarrierArgs copy = args;
+  void *params[] = {&copy};
+  const CUresult r =
+      cu.launch_kernel(module->ipc_barrier, 1, 1, 1, 32, 1, 1, 0, stream, params, nullptr);
+  if (r != kCudaSuccess) return driver_failed(cu, "cuLaunchKernel(ddl_ipc_barrier)", r);
   return Status::Ok();
 }
 

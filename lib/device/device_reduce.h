@@ -17,6 +17,7 @@
 #include "ddl/ddl.h"
 #include "lib/common/status.h"
 #include "lib/device/cuda_driver.h"
+#include "lib/device/kernels/ipc_barrier.h"
 
 namespace ddl {
 namespace device {
@@ -49,6 +50,10 @@ Status load_device_kernels(const CudaDriver &cu, CUcontext context);
 // pinned word at device address `flag` reaches `number` (kernels/wait_flag.h).
 Status launch_wait_flag(const CudaDriver &cu, CUstream stream, CUcontext context, CUdeviceptr flag,
                         uint32_t number);
+// Queues on `stream` (in `context`) the ranks' barrier of the CUDA-IPC allreduce queued on a
+// stream (kernels/ipc_barrier.h).
+Status launch_ipc_barrier(const CudaDriver &cu, CUstream stream, CUcontext context,
+                          const kernels::IpcBarrierArgs &args);
 // Whether they are loaded for `context` (without loading them).
 bool device_kernels_loaded(CUcontext context);
 

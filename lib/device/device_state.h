@@ -30,6 +30,7 @@ namespace device {
 
 struct IpcState;     // lib/device/cuda_ipc.h
 struct StreamQueue;  // lib/device/stream_calls.cc
+struct StreamIpc;    // lib/device/stream_ipc.cc
 
 struct DeviceState {
   const CudaDriver *cu = nullptr;
@@ -55,6 +56,10 @@ struct DeviceState {
   CUevent staged[2] = {nullptr, nullptr};  // a slot's input is in (and its last output out)
   CUevent drained = nullptr;               // every copy of the call has ended
 
+  // The CUDA-IPC allreduce queued on streams (stream_ipc.h): set up at the first such call
+  // (read by ddl_comm_abort from any thread), or refused for good by some rank.
+  std::atomic<StreamIpc *> stream_ipc{nullptr};
+  bool stream_ipc_refused = false;
   // The asynchronous stream mode's records (stream_calls.cc), made by a caller on first use.
   std::mutex queue_mu;  // taking a record (callers' threads)
   StreamQueue *queue = nullptr;
@@ -62,6 +67,8 @@ struct DeviceState {
 
 // The communicator's state, made on first use (thread-safe).
 Status device_state(ddl_comm *comm, DeviceState **out);
+// The state if made already, else null, from any thread (ddl_comm_abort).
+DeviceState *existing_device_state(ddl_comm *comm);
 
 // Whether this thread may make driver calls that synchronize the device: not the progress
 // thread of a communicator whose stream-ordered calls are asynchronous (the rule above).

@@ -10,6 +10,7 @@
 #include "lib/core/dispatch.h"
 #include "lib/device/device_state.h"
 #include "lib/device/staged_chunks.h"
+#include "lib/device/stream_ipc.h"
 
 namespace ddl {
 namespace device {
@@ -152,6 +153,11 @@ Status device_state(ddl_comm *comm, DeviceState **out) {
   return Status::Ok();
 }
 
+DeviceState *existing_device_state(ddl_comm *comm) {
+  std::lock_guard<std::mutex> lock(g_state_mu);
+  return comm->device;
+}
+
 Status wait_event(const CudaDriver &cu, CUevent event,
                   std::chrono::steady_clock::time_point deadline, const std::atomic<bool> *abort,
                   const char *what) {
@@ -256,11 +262,16 @@ Status run_staged(ddl_comm *comm, const CollectiveCall &call, const PointerInfo 
 }
 
 void destroy_device_state(ddl_comm *comm) {
-  DeviceState *st = comm->device;
+  DeviceState *st = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(g_state_mu);  // existing_device_state may look
+    st = comm->device;
+    comm->device = nullptr;
+  }
   if (!st) return;
-  comm->device = nullptr;
   const CudaDriver &cu = *st->cu;
   // Errors are ignored: the application may have destroyed its context already.
+  destroy_stream_ipc(st, comm->rank, comm->config.timeout_ms);
   destroy_ipc(st);
   if (st->copy_stream) {
     ScopedContext scope(cu, st->context);

@@ -63,11 +63,14 @@ Status prepare_ipc_call(ddl_comm *comm, const CollectiveCall &call, const Pointe
 // the caller then runs the call as a blocking one. Needs a CUDA driver.
 Status wait_for_stream(ddl_comm *comm, const CollectiveCall &call, void *stream);
 
-// Asynchronous mode, on the caller's thread: checks the call, takes one of the communicator's
-// records, and queues on `stream` the call's device part (staging copies, and the writes and
-// waits that hand each chunk to the host and back). Sets call->stream; the caller then queues
-// the call to the progress thread. Needs a CUDA driver.
-Status start_stream_call(ddl_comm *comm, CollectiveCall *call, void *stream);
+// Asynchronous mode, on the caller's thread: checks the call; an allreduce of device buffers
+// among ranks of this host is queued whole on the device (stream_ipc.h: *on_device_only, and
+// nothing more to do); else takes one of the communicator's records and queues on `stream`
+// the call's device part (staging copies, and the writes and waits that hand each chunk to
+// the host and back), and sets call->stream: the caller then queues the call to the progress
+// thread. Needs a CUDA driver.
+Status start_stream_call(ddl_comm *comm, CollectiveCall *call, void *stream,
+                         bool *on_device_only);
 
 // On the progress thread, with no driver call: waits (deadline, abort) for the stream to hand
 // over each chunk, runs its host collective, and hands it back; releases the stream whatever

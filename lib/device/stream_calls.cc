@@ -16,8 +16,8 @@
 // runs each chunk's host collective in its slot and writes `done` (all of it on failure,
 // timeout or abort, so that the stream is never left waiting). Host buffers are one chunk,
 // reduced where they are. Work queued on the stream after the call runs after it; the host
-// goes on at once, as with NCCL. CUDA IPC is not used in this mode yet: its kernels and
-// barriers would have to be queued on the stream too.
+// goes on at once, as with NCCL. An allreduce among ranks of one host is queued whole on the
+// device instead, over CUDA IPC with barriers on the device (stream_ipc.h): no progress thread.
 //
 // Why the progress thread makes no driver call at all: an H200 (bench/gpu.md, 2026-11-28)
 // showed that while a stream waits on a flag, an application's call that waits for the device
@@ -49,6 +49,7 @@
 #include "lib/device/device_state.h"
 #include "lib/device/staged_chunks.h"
 #include "lib/device/staging.h"
+#include "lib/device/stream_ipc.h"
 
 namespace ddl {
 namespace device {
@@ -357,7 +358,9 @@ Status wait_for_stream(ddl_comm *comm, const CollectiveCall &call, void *stream_
   return s.prefix(strprintf("rank %d: %s: ", comm->rank, collective_name(call.collective)));
 }
 
-Status start_stream_call(ddl_comm *comm, CollectiveCall *call, void *stream_handle) {
+Status start_stream_call(ddl_comm *comm, CollectiveCall *call, void *stream_handle,
+                         bool *on_device_only) {
+  *on_device_only = false;
   auto context = [&] {
     return strprintf("rank %d: %s: ", comm->rank, collective_name(call->collective));
   };
@@ -366,6 +369,21 @@ Status start_stream_call(ddl_comm *comm, CollectiveCall *call, void *stream_hand
   const CudaDriver &cu = *t.cu;
   DeviceState *st = t.state;
   ScopedContext scope(cu, t.context);
+  if (t.where.kind == MemoryKind::kDevice && stream_ipc_applies(comm, *call)) {
+    // Queued whole on the device: the communicator's state is checked here, as the host
+    // collectives check it.
+    if (comm->failure.ok()) comm->failure = stream_ipc_failure(comm);
+    if (!comm->failure.ok())
+      return Status(comm->failure.code(), context() +
+                                              "the communicator failed earlier and must be "
+                                              "destroyed: " +
+                                              comm->failure.message());
+    if (comm->aborted.load())
+      return invalid_usage("%sthe communicator was aborted; destroy it", context().c_str());
+    Status s = queue_stream_ipc(comm, *call, static_cast<CUstream>(stream_handle), t.context,
+                                on_device_only);
+    if (!s.ok() || *on_device_only) return s.ok() ? s : s.prefix(context());
+  }
   std::unique_ptr<StagedChunks> chunks;
   if (t.where.kind == MemoryKind::kDevice)
     chunks = std::make_unique<StagedChunks>(comm, st->stage_bytes, *call);

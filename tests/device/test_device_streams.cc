@@ -276,40 +276,111 @@ Test(device_streams, stream_calls_one_after_another_reuse_their_pinned_slots) {
   cr_assert(failures.empty(), "%s", failures.c_str());
 }
 
-// Rank 1 never joins: rank 0's stream call passes its deadline, the stream goes on, and the
-// next call on the communicator says what happened.
-Test(device_streams, a_failed_stream_call_releases_the_stream) {
-  RunOptions options = with_fake();
-  options.comm_timeout_ms = 1500;
-  const std::string failures = run_ranks(
-      2,
-      [](ddl_comm_t comm, int rank, int) {
-        FakeCuda &cu = FakeCuda::get();
-        if (rank == 1) {
-          std::this_thread::sleep_for(std::chrono::seconds(4));
+// The asynchronous mode's allreduce over CUDA IPC on the device (lib/device/stream_ipc.h):
+// chunks of a small scratch (DDL_CUDA_IPC_SCRATCH=4K), several datatypes and ops, in place and
+// not, calls alternating between two streams (the communicator's stream keeps them in call
+// order); then with one rank unable to export its scratch (FAKE_CUDA_IPC_REFUSE): every rank
+// refuses the path at its set-up and stages, with the same results.
+Test(device_streams, stream_allreduces_over_cuda_ipc_on_the_device) {
+  for (bool refuse : {false, true}) {
+    RunOptions options = with_fake("1K");
+    auto before = options.before_init;
+    options.before_init = [before, refuse](int rank) {
+      before(rank);
+      setenv("DDL_CUDA_IPC_SCRATCH", "4K", 1);
+      if (refuse && rank == 1) setenv("FAKE_CUDA_IPC_REFUSE", "1", 1);
+    };
+    const std::string failures = run_ranks(
+        3,
+        [](ddl_comm_t comm, int rank, int nranks) {
+          FakeCuda &cu = FakeCuda::get();
+          void *streams[2] = {nullptr, nullptr};
+          for (void *&s : streams) RANK_CHECK(cu.stream_create(&s, 0) == 0, "cuStreamCreate");
+          struct Case {
+            ddl_datatype_t dtype;
+            ddl_op_t op;
+            size_t count;
+            bool in_place;
+          };
+          const Case cases[] = {{DDL_FLOAT32, DDL_SUM, 5000, false},
+                                {DDL_FLOAT32, DDL_AVG, 3001, true},
+                                {DDL_INT32, DDL_MAX, 2, false},
+                                {DDL_FLOAT64, DDL_SUM, 1200, true},
+                                {DDL_BFLOAT16, DDL_SUM, 7777, false}};
+          int k = 0;
+          for (const Case &c : cases) {
+            const size_t elem = ddl_datatype_size(c.dtype);
+            DeviceBuffer in(c.count * elem), out(c.count * elem);
+            fill_inputs(c.dtype, c.op, rank, in.shadow(), c.count);
+            void *stream = streams[k++ % 2];
+            void *recv = c.in_place ? in.device() : out.device();
+            RANK_OK(ddl_allreduce_stream(in.device(), recv, c.count, c.dtype, c.op, comm, stream));
+            RANK_CHECK(cu.stream_synchronize(stream) == 0, "cuStreamSynchronize");
+            const unsigned char *got = c.in_place ? in.shadow() : out.shadow();
+            for (size_t i = 0; i < c.count; ++i) {
+              const double want = expected_value(c.dtype, c.op, nranks, i);
+              RANK_CHECK(value_matches(c.dtype, c.op, load_value(c.dtype, got, i), want),
+                         "%s %s count %zu [%zu]: %g, expected %g", ddl_datatype_name(c.dtype),
+                         ddl_op_name(c.op), c.count, i, load_value(c.dtype, got, i), want);
+            }
+          }
+          RANK_CHECK(cu.sync_hangs() == 0, "%d hang(s)", cu.sync_hangs());
+          for (void *s : streams) RANK_CHECK(cu.stream_destroy(s) == 0, "cuStreamDestroy");
           return 0;
-        }
-        void *stream = nullptr;
-        RANK_CHECK(cu.stream_create(&stream, 0) == 0, "cuStreamCreate");
-        DeviceBuffer buf(1000 * 4);
-        Reader after{buf.shadow(), 4, {}};
-        RANK_OK(ddl_allreduce_stream(buf.device(), buf.device(), 1000, DDL_FLOAT32, DDL_SUM, comm,
-                                     stream));
-        RANK_CHECK(cu.launch_host_func(stream, read_kernel, &after) == 0, "launch");
-        const Clock::time_point start = Clock::now();
-        RANK_CHECK(cu.stream_synchronize(stream) == 0, "cuStreamSynchronize");
-        RANK_CHECK(seconds_since(start) < 3.5, "the stream was held %.2f s", seconds_since(start));
-        RANK_CHECK(after.seen.size() == 4, "the work after the call did not run");
-        float x = 1;
-        const ddl_result_t r = ddl_allreduce(&x, &x, 1, DDL_FLOAT32, DDL_SUM, comm);
-        RANK_CHECK(r != DDL_SUCCESS, "the next call succeeded");
-        RANK_CHECK(contains(ddl_comm_last_error(comm), "failed earlier") &&
-                       contains(ddl_comm_last_error(comm), "allreduce"),
-                   "%s", ddl_comm_last_error(comm));
-        return 0;
-      },
-      options);
-  cr_assert(failures.find("rank 0") == std::string::npos, "%s", failures.c_str());
+        },
+        options);
+    cr_assert(failures.empty(), "%s: %s", refuse ? "refused" : "over CUDA IPC", failures.c_str());
+  }
+}
+
+// After a first call together, rank 1 stops joining: rank 0's next stream call passes its
+// deadline, the stream goes on, and the next call on the communicator says what happened. An
+// allreduce (over CUDA IPC on the device: its barrier's deadline) and a broadcast (staged:
+// the progress thread's).
+Test(device_streams, a_failed_stream_call_releases_the_stream) {
+  for (bool allreduce : {true, false}) {
+    RunOptions options = with_fake();
+    options.comm_timeout_ms = 1500;
+    const std::string failures = run_ranks(
+        2,
+        [allreduce](ddl_comm_t comm, int rank, int) {
+          FakeCuda &cu = FakeCuda::get();
+          void *stream = nullptr;
+          RANK_CHECK(cu.stream_create(&stream, 0) == 0, "cuStreamCreate");
+          DeviceBuffer buf(1000 * 4);
+          auto call = [&] {
+            return allreduce
+                       ? ddl_allreduce_stream(buf.device(), buf.device(), 1000, DDL_FLOAT32,
+                                              DDL_SUM, comm, stream)
+                       : ddl_broadcast_stream(buf.device(), 1000, DDL_FLOAT32, 1, comm, stream);
+          };
+          RANK_OK(call());
+          RANK_CHECK(cu.stream_synchronize(stream) == 0, "cuStreamSynchronize");
+          if (rank == 1) {
+            std::this_thread::sleep_for(std::chrono::seconds(4));
+            return 0;
+          }
+          Reader after{buf.shadow(), 4, {}};
+          RANK_OK(call());
+          RANK_CHECK(cu.launch_host_func(stream, read_kernel, &after) == 0, "launch");
+          const Clock::time_point start = Clock::now();
+          RANK_CHECK(cu.stream_synchronize(stream) == 0, "cuStreamSynchronize");
+          RANK_CHECK(seconds_since(start) < 3.5, "the stream was held %.2f s",
+                     seconds_since(start));
+          RANK_CHECK(after.seen.size() == 4, "the work after the call did not run");
+          float x = 1;
+          const ddl_result_t r = ddl_allreduce(&x, &x, 1, DDL_FLOAT32, DDL_SUM, comm);
+          RANK_CHECK(r != DDL_SUCCESS, "the next call succeeded");
+          const char *error = ddl_comm_last_error(comm);
+          RANK_CHECK(contains(error, "failed earlier") &&
+                         contains(error, allreduce ? "rank 1 did not reach barrier" : "broadcast"),
+                     "%s", error);
+          return 0;
+        },
+        options);
+    cr_assert(failures.find("rank 0") == std::string::npos, "%s: %s",
+              allreduce ? "allreduce" : "broadcast", failures.c_str());
+  }
 }
 
 // Aborted while the stream's earlier work still runs: the collective never starts, the stream

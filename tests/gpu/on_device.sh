@@ -24,7 +24,7 @@ chmod +x "$pack"/build/bin/* "$pack"/build/tests/device/* "$pack"/build/bench/ke
 "$here/run_gpu_checks.sh" "$pack/build" "$logs/plain" 2>&1 | tee "$logs/plain.log"
 status=${PIPESTATUS[0]}
 
-mps_steps=${GPU_MPS_STEPS-torch_collectives_2ranks torch_overlap_2ranks async_torch_overlap_2ranks async_torch_ddp_2ranks perf_stream_2ranks_staged_async perf_stream_2ranks_staged_sync perf_2ranks_ipc latency_2ranks perf_4ranks_ipc}
+mps_steps=${GPU_MPS_STEPS-torch_collectives_2ranks torch_overlap_2ranks async_torch_overlap_2ranks async_torch_ddp_2ranks async_torch_latency_2ranks perf_stream_2ranks_ipc_async perf_stream_2ranks_staged_async perf_stream_2ranks_staged_sync perf_2ranks_ipc latency_2ranks perf_4ranks_ipc}
 if [ -n "$mps_steps" ] && command -v nvidia-cuda-mps-control > /dev/null; then
   # MPS is a daemon of this user's, not a setting of the card: it ends with the machine, and
   # is stopped below all the same.

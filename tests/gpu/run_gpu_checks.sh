@@ -59,6 +59,7 @@ step async_torch_collectives_1rank 40 "${async[@]}" "$ddlrun" -n 1 -- "${torch_r
 step async_check_2ranks 40 "${async[@]}" "$ddlrun" -n 2 -- "$python" "$here/gpu_rank.py" check
 step async_torch_overlap_2ranks 40 "${async[@]}" "$ddlrun" -n 2 -- "${torch_rank[@]}" overlap
 step async_torch_latency_1rank 40 "${async[@]}" "$ddlrun" -n 1 -- "${torch_rank[@]}" latency
+step async_torch_latency_2ranks 40 "${async[@]}" "$ddlrun" -n 2 -- "${torch_rank[@]}" latency
 step async_torch_ddp_2ranks 60 "${async[@]}" "$ddlrun" -n 2 -- "${torch_rank[@]}" ddp
 # The stream-ordered calls staged (as across hosts, where the asynchronous mode is the
 # default), in both modes: the asynchronous one must not be slower.
@@ -66,6 +67,9 @@ step perf_stream_2ranks_staged_async 60 env DDL_CUDA_IPC=0 DDL_CUDA_STREAM_ASYNC
   "$ddlrun" -n 2 -- "${perf[@]}" -G -S
 step perf_stream_2ranks_staged_sync 60 env DDL_CUDA_IPC=0 DDL_CUDA_STREAM_ASYNC=0 \
   "$ddlrun" -n 2 -- "${perf[@]}" -G -S
+# The asynchronous mode's allreduce over CUDA IPC on the device (lib/device/stream_ipc.h),
+# against the host-synchronous CUDA-IPC one (perf_2ranks_ipc, below).
+step perf_stream_2ranks_ipc_async 60 "${async[@]}" "$ddlrun" -n 2 -- "${perf[@]}" -G -S
 step torch_collectives_2ranks 180 "$ddlrun" -n 2 -- "${torch_rank[@]}" collectives
 step torch_ddp_2ranks 120 "$ddlrun" -n 2 -- "${torch_rank[@]}" ddp
 step torch_overlap_2ranks 120 "$ddlrun" -n 2 -- "${torch_rank[@]}" overlap

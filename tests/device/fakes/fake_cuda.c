@@ -143,7 +143,7 @@ static char kernel_fault[512];
 static unsigned last_grid, last_block;
 static char last_kernel[64];
 
-enum { kCopy, kRecord, kHostFn, kWaitValue, kWriteValue, kKernel };
+enum { kCopy, kRecord, kHostFn, kWaitValue, kWriteValue, kWaitEvent, kKernel };
 
 /* Queued 32-bit value waits not yet passed, and the device-synchronizing calls that waited for
  * them past FAKE_CUDA_SYNC_WAIT_MS. */
@@ -194,6 +194,9 @@ static void run_op(struct op *op) {
       break;
     case kWriteValue:
       __atomic_store_n((uint32_t *)(uintptr_t)op->addr, op->value, __ATOMIC_RELEASE);
+      break;
+    case kWaitEvent: /* until the event's record at the time of the call has been reached */
+      while (__atomic_load_n(&op->event->reached, __ATOMIC_ACQUIRE) < op->generation) usleep(20);
       break;
     case kKernel: {
       char why[512] = "";
@@ -566,6 +569,14 @@ CUresult cuEventRecord(void *event, void *stream) {
   struct op *op = new_op(kRecord);
   op->event = event;
   op->generation = __atomic_add_fetch(&op->event->recorded, 1, __ATOMIC_ACQ_REL);
+  return enqueue(stream, op);
+}
+CUresult cuStreamWaitEvent(void *stream, void *event, unsigned flags) {
+  NEED_CONTEXT();
+  if (flags != 0 || !event) return kInvalidValue;
+  struct op *op = new_op(kWaitEvent);
+  op->event = event;
+  op->generation = __atomic_load_n(&op->event->recorded, __ATOMIC_ACQUIRE);
   return enqueue(stream, op);
 }
 CUresult cuEventQuery(void *handle) {

@@ -9,12 +9,14 @@
 // element access at an address a GPU would fault on is reported as a fault here), and stream
 // order. What it does not check: the device code as nvcc compiles it, its speed, the fatbin
 // (only its magic number is looked at) or anything a real GPU does.
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 
 #include <unistd.h>
 
+#include "lib/device/kernels/ipc_barrier.h"
 #include "lib/device/kernels/reduce_body.h"
 #include "lib/device/kernels/wait_flag.h"
 
@@ -46,6 +48,7 @@ void run_grid(const ReduceArgs &args, unsigned long long nthreads) {
 
 const Kernel kKernels[] = {DDL_KERNEL_DATATYPES(FAKE_KERNELS_OF)};
 const Kernel kWaitFlag = {"ddl_wait_flag", nullptr, 0};
+const Kernel kIpcBarrier = {"ddl_ipc_barrier", nullptr, 0};
 
 }  // namespace
 
@@ -55,12 +58,13 @@ extern "C" {
 const void *fake_kernel_lookup(const char *name) {
   for (const Kernel &k : kKernels)
     if (std::strcmp(k.name, name) == 0) return &k;
-  return std::strcmp(name, kWaitFlag.name) == 0 ? &kWaitFlag : nullptr;
+  if (std::strcmp(name, kWaitFlag.name) == 0) return &kWaitFlag;
+  return std::strcmp(name, kIpcBarrier.name) == 0 ? &kIpcBarrier : nullptr;
 }
 
 // Whether a kernel waits on a host-written flag (the driver's waits on values, for fake_cuda.c).
 int fake_kernel_waits(const void *kernel) {
-  return kernel == &kWaitFlag;
+  return kernel == &kWaitFlag || kernel == &kIpcBarrier;
 }
 
 const char *fake_kernel_name(const void *kernel) {
@@ -68,7 +72,8 @@ const char *fake_kernel_name(const void *kernel) {
 }
 
 size_t fake_kernel_args_bytes(const void *kernel) {
-  return kernel == &kWaitFlag ? sizeof(ddl::kernels::WaitFlagArgs) : sizeof(ReduceArgs);
+  if (kernel == &kWaitFlag) return sizeof(ddl::kernels::WaitFlagArgs);
+  return kernel == &kIpcBarrier ? sizeof(ddl::kernels::IpcBarrierArgs) : sizeof(ReduceArgs);
 }
 
 // ddl_wait_flag: polls the pinned word (host memory here) until it reaches the number.
@@ -87,6 +92,42 @@ static int run_wait_flag(const void *args_copy, char *(*translate)(uintptr_t, si
   return 0;
 }
 
+// ddl_ipc_barrier: as the kernel does (reduce_kernels.cu), every address translated (the flags
+// are device memory, the peers' opened through IPC; abort and failed pinned memory).
+static int run_ipc_barrier(const void *args_copy, char *(*translate)(uintptr_t, size_t), char *why,
+                           size_t why_size) {
+  ddl::kernels::IpcBarrierArgs a;
+  std::memcpy(&a, args_copy, sizeof a);
+  auto word = [&](const volatile void *p) {
+    return reinterpret_cast<volatile unsigned *>(
+        translate(reinterpret_cast<uintptr_t>(p), sizeof(unsigned)));
+  };
+  volatile unsigned *own = word(a.own), *abort = word(a.abort), *failed = word(a.failed);
+  bool ok = own && abort && failed && a.nranks >= 1 && a.nranks <= ddl::kernels::kMaxBarrierRanks;
+  for (int r = 0; ok && r < a.nranks; ++r) ok = (a.flags[r] = word(a.flags[r])) != nullptr;
+  if (!ok) {
+    snprintf(why, why_size, "ddl_ipc_barrier: illegal address among its words (%d ranks)",
+             a.nranks);
+    return 1;
+  }
+  a.abort = abort;
+  __atomic_store_n(const_cast<unsigned *>(own), a.number, __ATOMIC_RELEASE);
+  if (failed[1] != 0 || *abort != 0) return 0;
+  const auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    const int missing = ddl::kernels::first_missing(a);
+    if (missing < 0) return 0;
+    if (*abort != 0) return 0;
+    if (std::chrono::steady_clock::now() - start > std::chrono::nanoseconds(a.timeout_ns)) {
+      failed[0] = a.number;
+      failed[1] = static_cast<unsigned>(missing) + 1;
+      return 0;
+    }
+    usleep(20);
+  }
+}
+
 // Runs a launch whose argument block was copied at cuLaunchKernel. translate() gives the
 // host bytes of a device (or pinned) range, or null for memory the fake did not make.
 // Returns 0, or writes why the launch would have faulted on a GPU into `why`.
@@ -94,6 +135,7 @@ int fake_kernel_run(const void *kernel, const void *args_copy, unsigned long lon
                     char *(*translate)(uintptr_t address, size_t bytes), char *why,
                     size_t why_size) {
   if (kernel == &kWaitFlag) return run_wait_flag(args_copy, translate, why, why_size);
+  if (kernel == &kIpcBarrier) return run_ipc_barrier(args_copy, translate, why, why_size);
   const Kernel &k = *static_cast<const Kernel *>(kernel);
   ReduceArgs a;
   std::memcpy(&a, args_copy, sizeof a);

@@ -1,0 +1,301 @@
+#include "lib/device/stream_ipc.h"
+
+#include <atomic>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "lib/common/datatype.h"
+#include "lib/common/log.h"
+#include "lib/common/params.h"
+#include "lib/core/comm.h"
+#include "lib/core/progress.h"
+#include "lib/device/cuda_ipc.h"
+#include "lib/device/device_reduce.h"
+#include "lib/device/device_state.h"
+#include "lib/device/staging.h"
+
+namespace ddl {
+namespace device {
+
+// What a communicator keeps for the path: its stream and events, this rank's scratch (a flag
+// line, then the input and output regions), every rank's scratch as opened here, and two
+// pinned words the barriers read and write (abort; failed[2]).
+struct StreamIpc {
+  CUcontext context = nullptr;
+  CUstream stream = nullptr;
+  CUevent before = nullptr;  // the caller's stream at the call
+  CUevent after = nullptr;   // the end of the call on the communicator's stream
+  CUdeviceptr scratch = 0;
+  size_t region_bytes = 0;
+  std::vector<CUdeviceptr> scratch_of;  // by rank (this rank's own: scratch)
+  void *words = nullptr;                // [0] abort, [1] failed number, [2] failed rank + 1
+  CUdeviceptr words_device = 0;
+  uint32_t barriers = 0;  // numbers given to barriers (every rank numbers them alike)
+};
+
+namespace {
+
+constexpr size_t kFlagLine = 256;  // the scratch's first bytes: this rank's flag
+constexpr uint64_t kDefaultRegionBytes = 32ull << 20;
+constexpr int kMaxRanks = kernels::kMaxBarrierRanks;
+
+Status cuda_failed(const CudaDriver &cu, const char *what, CUresult r) {
+  return Status(DDL_ERR_SYSTEM, strprintf("CUDA %s: %s", what, cuda_error_text(cu, r).c_str()));
+}
+
+#define CU_TRY(cu, call, what)                                                          \
+  do {                                                                                  \
+    const CUresult cu_try_result_ = (cu).call;                                          \
+    if (cu_try_result_ != kCudaSuccess) return cuda_failed((cu), what, cu_try_result_); \
+  } while (0)
+
+uint32_t *words_of(const StreamIpc &p) {
+  return static_cast<uint32_t *>(p.words);
+}
+
+// Frees what was made (any part of it), with its context current.
+void release(const CudaDriver &cu, StreamIpc *p, int rank) {
+  ScopedContext scope(cu, p->context);
+  for (size_t q = 0; q < p->scratch_of.size(); ++q)
+    if (static_cast<int>(q) != rank && p->scratch_of[q]) cu.ipc_close_mem_handle(p->scratch_of[q]);
+  if (p->scratch) cu.mem_free(p->scratch);
+  if (p->before) cu.event_destroy(p->before);
+  if (p->after) cu.event_destroy(p->after);
+  if (p->stream) cu.stream_destroy(p->stream);
+  if (p->words) cu.mem_free_host(p->words);
+  delete p;
+}
+
+// This rank's part of the set-up: stream, events, words, scratch (its flag zeroed) and the
+// scratch's handle.
+Status make_local(const CudaDriver &cu, ddl_comm *comm, StreamIpc *p, CUipcMemHandle *handle) {
+  uint64_t region = kDefaultRegionBytes;
+  const std::string text = env_string("DDL_CUDA_IPC_SCRATCH");
+  if (!text.empty() && (!parse_bytes(text, &region) || region < 4096 || region > (4ull << 30)))
+    return invalid_argument("DDL_CUDA_IPC_SCRATCH=%s: expected bytes in 4K..4G (e.g. 32M)",
+                            text.c_str());
+  p->region_bytes = region;
+  CU_TRY(cu, stream_create(&p->stream, kStreamNonBlocking), "cuStreamCreate");
+  CU_TRY(cu, event_create(&p->before, kEventDisableTiming), "cuEventCreate");
+  CU_TRY(cu, event_create(&p->after, kEventDisableTiming), "cuEventCreate");
+  CU_TRY(cu, mem_host_alloc(&p->words, 64, kMemHostAllocPortable | kMemHostAllocDeviceMap),
+         "cuMemHostAlloc (the device barriers' words)");
+  std::memset(p->words, 0, 64);
+  CU_TRY(cu, mem_host_get_device_pointer(&p->words_device, p->words, 0),
+         "cuMemHostGetDevicePointer");
+  CU_TRY(cu, mem_alloc(&p->scratch, kFlagLine + 2 * region), "cuMemAlloc (CUDA-IPC scratch)");
+  static const unsigned char zeros[kFlagLine] = {};
+  CU_TRY(cu, memcpy_htod_async(p->scratch, zeros, kFlagLine, p->stream), "cuMemcpyHtoDAsync");
+  CU_TRY(cu, event_record(p->after, p->stream), "cuEventRecord");
+  DDL_RETURN_IF_ERROR(wait_event(
+      cu, p->after,
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(comm->config.timeout_ms),
+      &comm->aborted, "zeroing the CUDA-IPC scratch's flag"));
+  CU_TRY(cu, ipc_get_mem_handle(handle, p->scratch), "cuIpcGetMemHandle (CUDA-IPC scratch)");
+  return Status::Ok();
+}
+
+// Every rank's answer to one question (a blocking host allgather): whether all said yes.
+struct SetupRecord {
+  uint32_t ok = 0;
+  uint32_t pad = 0;
+  CUipcMemHandle handle = {};
+};
+
+Status allgather_records(ddl_comm *comm, const SetupRecord &mine, std::vector<SetupRecord> *all) {
+  all->assign(static_cast<size_t>(comm->nranks), SetupRecord());
+  CollectiveCall gather;
+  gather.collective = Collective::kAllgather;
+  gather.sendbuf = &mine;
+  gather.recvbuf = all->data();
+  gather.count = sizeof(SetupRecord);
+  gather.dtype = DDL_UINT8;
+  return run_blocking(comm, gather);
+}
+
+bool all_ok(const std::vector<SetupRecord> &records) {
+  for (const SetupRecord &r : records)
+    if (!r.ok) return false;
+  return true;
+}
+
+// The first call's set-up with every rank: the communicator's path, or null (refused by some
+// rank, every rank alike) with the reason logged.
+Status set_up(ddl_comm *comm, DeviceState *st, CUcontext context) {
+  const CudaDriver &cu = *st->cu;
+  ScopedContext scope(cu, context);
+  auto *p = new StreamIpc();
+  p->context = context;
+  SetupRecord mine;
+  Status local = make_local(cu, comm, p, &mine.handle);
+  mine.ok = local.ok();
+  std::vector<SetupRecord> all;
+  Status s = allgather_records(comm, mine, &all);
+  if (s.ok() && all_ok(all)) {
+    // Every rank's scratch, opened here; then whether every rank opened every other's.
+    p->scratch_of.assign(all.size(), 0);
+    for (size_t q = 0; q < all.size() && local.ok(); ++q) {
+      if (static_cast<int>(q) == comm->rank) {
+        p->scratch_of[q] = p->scratch;
+        continue;
+      }
+      const CUresult r =
+          cu.ipc_open_mem_handle(&p->scratch_of[q], all[q].handle, kIpcMemLazyEnablePeerAccess);
+      if (r != kCudaSuccess)
+        local = cuda_failed(cu, "cuIpcOpenMemHandle (a peer's CUDA-IPC scratch)", r);
+    }
+    mine.ok = local.ok();
+    s = allgather_records(comm, mine, &all);
+  }
+  if (!s.ok()) {
+    release(cu, p, comm->rank);
+    return s.prefix("setting up the CUDA-IPC allreduce on streams: ");
+  }
+  if (!all_ok(all)) {
+    release(cu, p, comm->rank);
+    st->stream_ipc_refused = true;
+    int refusing = 0;
+    while (all[refusing].ok) ++refusing;
+    DDL_INFO("allreduce of device buffers on streams: staged, not over CUDA IPC: rank %d %s",
+             refusing, refusing == comm->rank ? local.message().c_str() : "could not set it up");
+    return Status::Ok();
+  }
+  st->stream_ipc.store(p, std::memory_order_release);
+  DDL_INFO(
+      "allreduce of device buffers on streams: over CUDA IPC on the device (%zu B of scratch "
+      "per region, barriers on the device)",
+      p->region_bytes);
+  return Status::Ok();
+}
+
+// Queues the next barrier on the communicator's stream.
+Status queue_barrier(const CudaDriver &cu, StreamIpc *p, int timeout_ms) {
+  kernels::IpcBarrierArgs args{};
+  args.own = reinterpret_cast<unsigned *>(p->scratch);
+  args.nranks = static_cast<int>(p->scratch_of.size());
+  for (int q = 0; q < args.nranks; ++q)
+    args.flags[q] = reinterpret_cast<const volatile unsigned *>(p->scratch_of[q]);
+  args.number = ++p->barriers;
+  args.timeout_ns = static_cast<unsigned long long>(timeout_ms) * 1000000ull;
+  args.abort = reinterpret_cast<const volatile unsigned *>(p->words_device);
+  args.failed = reinterpret_cast<volatile unsigned *>(p->words_device + sizeof(uint32_t));
+  return launch_ipc_barrier(cu, p->stream, p->context, args);
+}
+
+// The elements of rank q's block of a chunk of n: [n*q/N, n*(q+1)/N).
+size_t block_begin(size_t n, int q, int nranks) {
+  return n * static_cast<size_t>(q) / static_cast<size_t>(nranks);
+}
+
+Status queue_chunk(const CudaDriver &cu, ddl_comm *comm, StreamIpc *p, const CollectiveCall &call,
+                   size_t first, size_t n) {
+  const size_t elem = datatype_size(call.dtype);
+  const int nranks = comm->nranks, me = comm->rank;
+  const CUdeviceptr in_region = kFlagLine, out_region = kFlagLine + p->region_bytes;
+  const auto send = reinterpret_cast<CUdeviceptr>(call.sendbuf) + first * elem;
+  const auto recv = reinterpret_cast<CUdeviceptr>(call.recvbuf) + first * elem;
+  CU_TRY(cu, memcpy_dtod_async(p->scratch + in_region, send, n * elem, p->stream),
+         "cuMemcpyDtoDAsync (into the CUDA-IPC scratch)");
+  DDL_RETURN_IF_ERROR(queue_barrier(cu, p, comm->config.timeout_ms));
+  const size_t begin = block_begin(n, me, nranks), end = block_begin(n, me + 1, nranks);
+  if (end > begin) {
+    const void *srcs[kMaxRanks];
+    for (int q = 0; q < nranks; ++q)
+      srcs[q] = reinterpret_cast<const void *>(p->scratch_of[q] + in_region + begin * elem);
+    DDL_RETURN_IF_ERROR(device_reduce(
+        cu, p->stream, reinterpret_cast<void *>(p->scratch + out_region + begin * elem), srcs,
+        nranks, end - begin, static_cast<ddl_datatype_t>(call.dtype),
+        static_cast<ddl_op_t>(call.op), nranks));
+  }
+  DDL_RETURN_IF_ERROR(queue_barrier(cu, p, comm->config.timeout_ms));
+  for (int k = 0; k < nranks; ++k) {
+    const int q = (me + k) % nranks;  // from the next rank on: not every rank reads one at once
+    const size_t b = block_begin(n, q, nranks), e = block_begin(n, q + 1, nranks);
+    if (e > b)
+      CU_TRY(cu,
+             memcpy_dtod_async(recv + b * elem, p->scratch_of[q] + out_region + b * elem,
+                               (e - b) * elem, p->stream),
+             "cuMemcpyDtoDAsync (out of a CUDA-IPC scratch)");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+bool stream_ipc_applies(ddl_comm *comm, const CollectiveCall &call) {
+  DeviceState *st = nullptr;
+  if (!device_state(comm, &st).ok() || st->stream_ipc_refused) return false;
+  const CudaDriver &cu = *st->cu;
+  return comm->nranks <= kMaxRanks && cu.mem_alloc && cu.mem_free && cu.stream_wait_event &&
+         cuda_ipc_possible(comm, call, nullptr);
+}
+
+Status queue_stream_ipc(ddl_comm *comm, const CollectiveCall &call, CUstream stream,
+                        CUcontext context, bool *queued) {
+  *queued = false;
+  DeviceState *st = nullptr;
+  DDL_RETURN_IF_ERROR(device_state(comm, &st));
+  const CudaDriver &cu = *st->cu;
+  StreamIpc *p = st->stream_ipc.load(std::memory_order_acquire);
+  if (!p) {
+    DDL_RETURN_IF_ERROR(set_up(comm, st, context));
+    p = st->stream_ipc.load(std::memory_order_acquire);
+    if (!p) return Status::Ok();  // refused: staged
+  }
+  if (context != p->context)
+    return unsupported(
+        "the stream's CUDA context is not the one of the communicator's first stream-ordered "
+        "allreduce (one context per communicator on this path)");
+  ScopedContext scope(cu, context);
+  CU_TRY(cu, event_record(p->before, stream), "cuEventRecord on the caller's stream");
+  CU_TRY(cu, stream_wait_event(p->stream, p->before, 0), "cuStreamWaitEvent");
+  const size_t per_chunk = p->region_bytes / datatype_size(call.dtype);
+  for (size_t first = 0; first < call.count; first += per_chunk)
+    DDL_RETURN_IF_ERROR(
+        queue_chunk(cu, comm, p, call, first, std::min(per_chunk, call.count - first)));
+  CU_TRY(cu, event_record(p->after, p->stream), "cuEventRecord");
+  CU_TRY(cu, stream_wait_event(stream, p->after, 0), "cuStreamWaitEvent on the caller's stream");
+  *queued = true;
+  return Status::Ok();
+}
+
+Status stream_ipc_failure(ddl_comm *comm) {
+  DeviceState *st = comm->device;
+  StreamIpc *p = st ? st->stream_ipc.load(std::memory_order_acquire) : nullptr;
+  if (!p) return Status::Ok();
+  const uint32_t *w = words_of(*p);
+  const uint32_t missing = __atomic_load_n(&w[2], __ATOMIC_ACQUIRE);
+  if (missing == 0) return Status::Ok();
+  return timeout_error(
+      "rank %d: allreduce of device buffers over CUDA IPC on the stream: rank %u did not reach "
+      "barrier %u within %d ms (DDL_TIMEOUT_MS) on the device; that call and the later ones "
+      "on this communicator have undefined results",
+      comm->rank, missing - 1, __atomic_load_n(&w[1], __ATOMIC_ACQUIRE), comm->config.timeout_ms);
+}
+
+void abort_stream_ipc(ddl_comm *comm) {
+  DeviceState *st = existing_device_state(comm);
+  StreamIpc *p = st ? st->stream_ipc.load(std::memory_order_acquire) : nullptr;
+  if (p) __atomic_store_n(&words_of(*p)[0], 1u, __ATOMIC_RELEASE);
+}
+
+void destroy_stream_ipc(DeviceState *st, int rank, int timeout_ms) {
+  StreamIpc *p = st->stream_ipc.exchange(nullptr);
+  if (!p) return;
+  const CudaDriver &cu = *st->cu;
+  {
+    // Errors are ignored: the application may have destroyed its context already. The last
+    // barrier: every rank's gathers out of this scratch have ended (or its deadline passed).
+    ScopedContext scope(cu, p->context);
+    if (queue_barrier(cu, p, timeout_ms).ok() &&
+        cu.event_record(p->after, p->stream) == kCudaSuccess)
+      wait_event(cu, p->after,
+                 std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms + 1000),
+                 nullptr, "the last CUDA-IPC barrier");
+  }
+  release(cu, p, rank);
+}
+
+}  // namespace device
+}  // namespace ddl
