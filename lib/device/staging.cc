@@ -271,7 +271,7 @@ void destroy_device_state(ddl_comm *comm) {
   if (!st) return;
   const CudaDriver &cu = *st->cu;
   // Errors are ignored: the application may have destroyed its context already.
-  destroy_stream_ipc(st, comm->rank, comm->config.timeout_ms);
+  destroy_stream_ipc(comm, st);
   destroy_ipc(st);
   if (st->copy_stream) {
     ScopedContext scope(cu, st->context);

@@ -9,6 +9,7 @@
 #include "lib/common/log.h"
 #include "lib/common/params.h"
 #include "lib/core/comm.h"
+#include "lib/core/dispatch.h"
 #include "lib/core/progress.h"
 #include "lib/device/cuda_ipc.h"
 #include "lib/device/device_reduce.h"
@@ -280,21 +281,34 @@ void abort_stream_ipc(ddl_comm *comm) {
   if (p) __atomic_store_n(&words_of(*p)[0], 1u, __ATOMIC_RELEASE);
 }
 
-void destroy_stream_ipc(DeviceState *st, int rank, int timeout_ms) {
+void destroy_stream_ipc(ddl_comm *comm, DeviceState *st) {
   StreamIpc *p = st->stream_ipc.exchange(nullptr);
   if (!p) return;
   const CudaDriver &cu = *st->cu;
   {
-    // Errors are ignored: the application may have destroyed its context already. The last
-    // barrier: every rank's gathers out of this scratch have ended (or its deadline passed).
+    // Errors are ignored: the application may have destroyed its context already. This
+    // rank's calls end first (its reads of the peers' scratch), then it closes what it opened.
     ScopedContext scope(cu, p->context);
-    if (queue_barrier(cu, p, timeout_ms).ok() &&
-        cu.event_record(p->after, p->stream) == kCudaSuccess)
-      wait_event(cu, p->after,
-                 std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms + 1000),
-                 nullptr, "the last CUDA-IPC barrier");
+    if (cu.event_record(p->after, p->stream) == kCudaSuccess)
+      wait_event(
+          cu, p->after,
+          std::chrono::steady_clock::now() + std::chrono::milliseconds(comm->config.timeout_ms),
+          nullptr, "the last CUDA-IPC allreduces on the stream");
+    for (size_t q = 0; q < p->scratch_of.size(); ++q)
+      if (static_cast<int>(q) != comm->rank && p->scratch_of[q])
+        cu.ipc_close_mem_handle(p->scratch_of[q]);
+    p->scratch_of.clear();
   }
-  release(cu, p, rank);
+  // No rank frees its scratch while another may still read it (freeing an allocation another
+  // process has open is undefined): a host barrier, every rank in its destroy with its calls
+  // ended. A communicator that failed, or a rank that never comes, skips it (deadline).
+  CollectiveCall barrier;
+  barrier.collective = Collective::kBarrier;
+  const Status s = run_collective(comm, barrier);
+  if (!s.ok())
+    DDL_DEBUG("rank %d: destroy: the CUDA-IPC scratch freed without the last barrier: %s",
+              comm->rank, s.message().c_str());
+  release(cu, p, comm->rank);
 }
 
 }  // namespace device

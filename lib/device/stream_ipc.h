@@ -56,9 +56,10 @@ Status stream_ipc_failure(ddl_comm *comm);
 // ddl_comm_abort: ends the device's waits (any thread).
 void abort_stream_ipc(ddl_comm *comm);
 
-// At destroy (after the progress thread has ended): a last barrier, so that no rank frees
-// its scratch while another still reads it, then everything freed.
-void destroy_stream_ipc(DeviceState *st, int rank, int timeout_ms);
+// At destroy (after the progress thread has ended, with comm->device already detached): this
+// rank's calls ended, the peers' scratch closed, a host barrier (no rank frees its scratch
+// while another may still read it), then everything freed.
+void destroy_stream_ipc(ddl_comm *comm, DeviceState *st);
 
 }  // namespace device
 }  // namespace ddl
