@@ -158,8 +158,15 @@ Status set_up(ddl_comm *comm, DeviceState *st, CUcontext context) {
     st->stream_ipc_refused = true;
     int refusing = 0;
     while (all[refusing].ok) ++refusing;
-    DDL_INFO("allreduce of device buffers on streams: staged, not over CUDA IPC: rank %d %s",
-             refusing, refusing == comm->rank ? local.message().c_str() : "could not set it up");
+    // The rank that could not says why (a bad DDL_CUDA_IPC_SCRATCH among the reasons).
+    if (!local.ok())
+      DDL_WARN("allreduce of device buffers on streams: staged, not over CUDA IPC: %s",
+               local.message().c_str());
+    else
+      DDL_INFO(
+          "allreduce of device buffers on streams: staged, not over CUDA IPC: rank %d could "
+          "not set it up",
+          refusing);
     return Status::Ok();
   }
   st->stream_ipc.store(p, std::memory_order_release);
