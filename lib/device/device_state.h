@@ -80,6 +80,12 @@ void destroy_ipc(DeviceState *st);
 // Frees the asynchronous stream mode's records (likewise).
 void destroy_stream_queue(DeviceState *st);
 
+// Between two polls of a wait: an error once abort is raised or the deadline has passed (`what`
+// names the wait in it), else a pause that grows with the rounds (yields, then 50 us sleeps:
+// a long wait must not take a core from the ranks).
+Status pause_between_polls(uint64_t round, std::chrono::steady_clock::time_point deadline,
+                           const std::atomic<bool> *abort, const char *what);
+
 // Polls event until it has happened, the deadline passes, or abort is raised. `what` names
 // the wait in the error.
 Status wait_event(const CudaDriver &cu, CUevent event,

@@ -161,21 +161,25 @@ DeviceState *existing_device_state(ddl_comm *comm) {
 Status wait_event(const CudaDriver &cu, CUevent event,
                   std::chrono::steady_clock::time_point deadline, const std::atomic<bool> *abort,
                   const char *what) {
-  // Spin briefly (small copies end within microseconds), then yield, then sleep: a long
-  // wait (a busy stream) must not take a core from the ranks.
-  for (uint64_t round = 0;; ++round) {
+  for (uint64_t round = 0;; ++round) {  // small copies end within microseconds: poll at once
     const CUresult r = cu.event_query(event);
     if (r == kCudaSuccess) return Status::Ok();
     if (r != kCudaErrorNotReady) return cuda_failed(cu, what, r).prefix("CUDA cuEventQuery while ");
-    if (abort && abort->load(std::memory_order_relaxed))
-      return invalid_usage("the communicator was aborted while %s", what);
-    if ((round & 255) == 0 && std::chrono::steady_clock::now() >= deadline)
-      return timeout_error("deadline passed while %s", what);
-    if (round < 1000)
-      std::this_thread::yield();
-    else
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    DDL_RETURN_IF_ERROR(pause_between_polls(round, deadline, abort, what));
   }
+}
+
+Status pause_between_polls(uint64_t round, std::chrono::steady_clock::time_point deadline,
+                           const std::atomic<bool> *abort, const char *what) {
+  if (abort && abort->load(std::memory_order_relaxed))
+    return invalid_usage("the communicator was aborted while %s", what);
+  if ((round & 255) == 0 && std::chrono::steady_clock::now() >= deadline)
+    return timeout_error("deadline passed while %s", what);
+  if (round < 1000)
+    std::this_thread::yield();
+  else
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  return Status::Ok();
 }
 
 Status classify_call(const CollectiveCall &call, PointerInfo *where) {

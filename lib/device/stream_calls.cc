@@ -100,21 +100,12 @@ void store_word(Record *r, Word w, uint32_t value) {
   __atomic_store_n(&r->words[w], value, __ATOMIC_RELEASE);
 }
 
-// Polls a record's word until it reaches `number`, the deadline passes or abort is raised:
-// spinning briefly, then yielding, then sleeping (a long wait must not take a core).
+// Polls a record's word until it reaches `number`, the deadline passes or abort is raised.
 Status wait_word(const Record &r, Word w, uint32_t number,
                  std::chrono::steady_clock::time_point deadline, const std::atomic<bool> *abort,
                  const char *what) {
-  for (uint64_t round = 0; load_word(r, w) < number; ++round) {
-    if (abort && abort->load(std::memory_order_relaxed))
-      return invalid_usage("the communicator was aborted while %s", what);
-    if ((round & 255) == 0 && std::chrono::steady_clock::now() >= deadline)
-      return timeout_error("deadline passed while %s", what);
-    if (round < 1000)
-      std::this_thread::yield();
-    else
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-  }
+  for (uint64_t round = 0; load_word(r, w) < number; ++round)
+    DDL_RETURN_IF_ERROR(pause_between_polls(round, deadline, abort, what));
   return Status::Ok();
 }
 
