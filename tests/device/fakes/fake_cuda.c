@@ -590,22 +590,22 @@ CUresult cuEventDestroy_v2(void *event) {
   return kOk;
 }
 
-CUresult cuStreamWaitValue32_v2(void *stream, CUdeviceptr addr, uint32_t value, unsigned flags) {
+/* A 32-bit stream memory operation on pinned memory (flags 0: GEQ for a wait, the default
+ * for a write). */
+static CUresult value_op(int kind, void *stream, CUdeviceptr addr, uint32_t value, unsigned flags) {
   NEED_CONTEXT();
-  if (flags != 0 || !translate((uintptr_t)addr, 4)) return kInvalidValue; /* GEQ, pinned */
-  struct op *op = new_op(kWaitValue);
+  if (flags != 0 || !translate((uintptr_t)addr, 4)) return kInvalidValue;
+  struct op *op = new_op(kind);
   op->addr = (const uint32_t *)(uintptr_t)addr;
   op->value = value;
-  __atomic_add_fetch(&value_waits, 1, __ATOMIC_ACQ_REL);
+  if (kind == kWaitValue) __atomic_add_fetch(&value_waits, 1, __ATOMIC_ACQ_REL);
   return enqueue(stream, op);
 }
+CUresult cuStreamWaitValue32_v2(void *stream, CUdeviceptr addr, uint32_t value, unsigned flags) {
+  return value_op(kWaitValue, stream, addr, value, flags);
+}
 CUresult cuStreamWriteValue32_v2(void *stream, CUdeviceptr addr, uint32_t value, unsigned flags) {
-  NEED_CONTEXT();
-  if (flags != 0 || !translate((uintptr_t)addr, 4)) return kInvalidValue; /* default, pinned */
-  struct op *op = new_op(kWriteValue);
-  op->addr = (const uint32_t *)(uintptr_t)addr;
-  op->value = value;
-  return enqueue(stream, op);
+  return value_op(kWriteValue, stream, addr, value, flags);
 }
 CUresult cuLaunchHostFunc(void *stream, void (*fn)(void *), void *arg) {
   NEED_CONTEXT();
