@@ -234,19 +234,24 @@ std::string forced_schedule(const ddl_comm *comm, Collective collective) {
   return std::string();
 }
 
+Status check_usable(ddl_comm *comm, const std::string &context) {
+  if (comm->device && comm->failure.ok()) comm->failure = device::stream_ipc_failure(comm);
+  if (!comm->failure.ok())
+    return Status(comm->failure.code(), context +
+                                            "the communicator failed earlier and must be "
+                                            "destroyed: " +
+                                            comm->failure.message());
+  if (comm->aborted.load())
+    return invalid_usage("%sthe communicator was aborted; destroy it", context.c_str());
+  return Status::Ok();
+}
+
 Status run_host_collective(ddl_comm *comm, const CollectiveCall &call, CallRunner &runner) {
   const uint32_t seq = static_cast<uint32_t>(comm->calls);
   // Built only on failure: the success path stays free of string formatting.
   auto context = [&] { return describe_call(comm, call, seq) + ": "; };
-  // A device barrier of a stream-ordered allreduce that passed its deadline fails the
-  // communicator as a host collective's failure does.
-  if (comm->device && comm->failure.ok()) comm->failure = device::stream_ipc_failure(comm);
-  if (!comm->failure.ok())
-    return Status(comm->failure.code(),
-                  context() + "the communicator failed earlier and must be destroyed: " +
-                      comm->failure.message());
-  if (comm->aborted.load())
-    return invalid_usage("%sthe communicator was aborted; destroy it", context().c_str());
+  if (!comm->failure.ok() || comm->aborted.load() || comm->device)
+    DDL_RETURN_IF_ERROR(check_usable(comm, context()));
   // Every rank counts every call, including empty ones, to stay in step.
   const uint64_t call_number = ++comm->calls;
   // A v form's count is this rank's own (or none): its peers may still have data for it.

@@ -40,6 +40,11 @@ std::string why_schedule(ddl_comm *comm, const CollectiveCall &call);
 // The CollectiveArgs that build a plan for a checked call on comm.
 CollectiveArgs args_of(const ddl_comm *comm, const CollectiveCall &call, bool in_place);
 
+// Whether a call may start on comm: not when it failed earlier (a host collective's failure, or
+// a device barrier's of a stream-ordered allreduce that passed its deadline: recorded here as
+// the communicator's) or was aborted. `context` starts the words ("rank 0: allreduce #3 ...: ").
+Status check_usable(ddl_comm *comm, const std::string &context);
+
 // A checked call (the dispatch checked it) whose buffers are all host memory, as `runner`
 // moves it (see CallRunner).
 Status run_host_collective(ddl_comm *comm, const CollectiveCall &call, CallRunner &runner);

@@ -42,6 +42,7 @@
 
 #include "lib/common/log.h"
 #include "lib/common/params.h"
+#include "lib/core/collectives.h"
 #include "lib/core/comm.h"
 #include "lib/core/dispatch.h"
 #include "lib/core/progress.h"
@@ -361,19 +362,12 @@ Status start_stream_call(ddl_comm *comm, CollectiveCall *call, void *stream_hand
   DeviceState *st = t.state;
   ScopedContext scope(cu, t.context);
   if (t.where.kind == MemoryKind::kDevice && stream_ipc_applies(comm, *call)) {
-    // Queued whole on the device: the communicator's state is checked here, as the host
-    // collectives check it.
-    if (comm->failure.ok()) comm->failure = stream_ipc_failure(comm);
-    if (!comm->failure.ok())
-      return Status(comm->failure.code(), context() +
-                                              "the communicator failed earlier and must be "
-                                              "destroyed: " +
-                                              comm->failure.message());
-    if (comm->aborted.load())
-      return invalid_usage("%sthe communicator was aborted; destroy it", context().c_str());
+    // Queued whole on the device, with no host collective to check the communicator: here.
+    DDL_RETURN_IF_ERROR(check_usable(comm, context()));
     Status s = queue_stream_ipc(comm, *call, static_cast<CUstream>(stream_handle), t.context,
                                 on_device_only);
-    if (!s.ok() || *on_device_only) return s.ok() ? s : s.prefix(context());
+    if (!s.ok()) return s.prefix(context());
+    if (*on_device_only) return s;
   }
   std::unique_ptr<StagedChunks> chunks;
   if (t.where.kind == MemoryKind::kDevice)
