@@ -1,13 +1,17 @@
 #include "lib/device/stream_ipc.h"
 
 #include <atomic>
+#include <condition_variable>
 #include <cstring>
 #include <memory>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include "lib/common/datatype.h"
 #include "lib/common/log.h"
 #include "lib/common/params.h"
+#include "lib/common/process_liveness.h"
 #include "lib/core/comm.h"
 #include "lib/core/dispatch.h"
 #include "lib/core/progress.h"
@@ -19,9 +23,14 @@
 namespace ddl {
 namespace device {
 
+// The pinned words the barriers read and write, and the watcher's.
+enum Word { kAbort = 0, kFailedNumber = 1, kFailedRank = 2, kPeerDied = 3 };
+
 // What a communicator keeps for the path: its stream and events, this rank's scratch (a flag
-// line, then the input and output regions), every rank's scratch as opened here, and two
-// pinned words the barriers read and write (abort; failed[2]).
+// line, then the input and output regions), every rank's scratch as opened here, the pinned
+// words (Word), and the watcher: a thread that looks every few milliseconds whether a peer
+// process has died (all are on this host), and then ends the device's waits at once (abort)
+// instead of at their deadline, naming the dead rank.
 struct StreamIpc {
   CUcontext context = nullptr;
   CUstream stream = nullptr;
@@ -30,9 +39,13 @@ struct StreamIpc {
   CUdeviceptr scratch = 0;
   size_t region_bytes = 0;
   std::vector<CUdeviceptr> scratch_of;  // by rank (this rank's own: scratch)
-  void *words = nullptr;                // [0] abort, [1] failed number, [2] failed rank + 1
+  void *words = nullptr;                // Word; failed rank: + 1 (0: none)
   CUdeviceptr words_device = 0;
   uint32_t barriers = 0;  // numbers given to barriers (every rank numbers them alike)
+  std::thread watcher;
+  std::mutex watcher_mu;
+  std::condition_variable watcher_wake;
+  bool watcher_stop = false;
 };
 
 namespace {
@@ -55,8 +68,37 @@ uint32_t *words_of(const StreamIpc &p) {
   return static_cast<uint32_t *>(p.words);
 }
 
+// The watcher's loop (see StreamIpc): pids of 0 are in another PID namespace (not watched).
+void watch_peers(StreamIpc *p, std::vector<pid_t> pids, int rank) {
+  std::unique_lock<std::mutex> lock(p->watcher_mu);
+  while (!p->watcher_wake.wait_for(lock, std::chrono::milliseconds(20),
+                                   [p] { return p->watcher_stop; })) {
+    for (size_t q = 0; q < pids.size(); ++q) {
+      if (static_cast<int>(q) == rank || pids[q] == 0 || process_is_alive(pids[q])) continue;
+      uint32_t *w = words_of(*p);
+      __atomic_store_n(&w[kPeerDied], 1u, __ATOMIC_RELEASE);
+      uint32_t none = 0;
+      __atomic_compare_exchange_n(&w[kFailedRank], &none, static_cast<uint32_t>(q) + 1, false,
+                                  __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+      __atomic_store_n(&w[kAbort], 1u, __ATOMIC_RELEASE);
+      return;
+    }
+  }
+}
+
+void stop_watcher(StreamIpc *p) {
+  if (!p->watcher.joinable()) return;
+  {
+    std::lock_guard<std::mutex> lock(p->watcher_mu);
+    p->watcher_stop = true;
+  }
+  p->watcher_wake.notify_all();
+  p->watcher.join();
+}
+
 // Frees what was made (any part of it), with its context current.
 void release(const CudaDriver &cu, StreamIpc *p, int rank) {
+  stop_watcher(p);
   ScopedContext scope(cu, p->context);
   for (size_t q = 0; q < p->scratch_of.size(); ++q)
     if (static_cast<int>(q) != rank && p->scratch_of[q]) cu.ipc_close_mem_handle(p->scratch_of[q]);
@@ -169,6 +211,7 @@ Status set_up(ddl_comm *comm, DeviceState *st, CUcontext context) {
           refusing);
     return Status::Ok();
   }
+  p->watcher = std::thread(watch_peers, p, comm->pids, comm->rank);
   st->stream_ipc.store(p, std::memory_order_release);
   DDL_INFO(
       "allreduce of device buffers on streams: over CUDA IPC on the device (%zu B of scratch "
@@ -186,8 +229,10 @@ Status queue_barrier(const CudaDriver &cu, StreamIpc *p, int timeout_ms) {
     args.flags[q] = reinterpret_cast<const volatile unsigned *>(p->scratch_of[q]);
   args.number = ++p->barriers;
   args.timeout_ns = static_cast<unsigned long long>(timeout_ms) * 1000000ull;
-  args.abort = reinterpret_cast<const volatile unsigned *>(p->words_device);
-  args.failed = reinterpret_cast<volatile unsigned *>(p->words_device + sizeof(uint32_t));
+  args.abort =
+      reinterpret_cast<const volatile unsigned *>(p->words_device + kAbort * sizeof(uint32_t));
+  args.failed =
+      reinterpret_cast<volatile unsigned *>(p->words_device + kFailedNumber * sizeof(uint32_t));
   return launch_ipc_barrier(cu, p->stream, p->context, args);
 }
 
@@ -273,19 +318,27 @@ Status stream_ipc_failure(ddl_comm *comm) {
   StreamIpc *p = st ? st->stream_ipc.load(std::memory_order_acquire) : nullptr;
   if (!p) return Status::Ok();
   const uint32_t *w = words_of(*p);
-  const uint32_t missing = __atomic_load_n(&w[2], __ATOMIC_ACQUIRE);
-  if (missing == 0) return Status::Ok();
+  const uint32_t failed = __atomic_load_n(&w[kFailedRank], __ATOMIC_ACQUIRE);
+  if (failed == 0) return Status::Ok();
+  const int peer = static_cast<int>(failed) - 1;
+  if (__atomic_load_n(&w[kPeerDied], __ATOMIC_ACQUIRE))
+    return Status(DDL_ERR_REMOTE,
+                  strprintf("rank %d: allreduce of device buffers over CUDA IPC on the stream: "
+                            "rank %d (pid %d on this host) has died; the calls on the stream "
+                            "from then on have undefined results",
+                            comm->rank, peer, static_cast<int>(comm->pids[peer])));
   return timeout_error(
-      "rank %d: allreduce of device buffers over CUDA IPC on the stream: rank %u did not reach "
+      "rank %d: allreduce of device buffers over CUDA IPC on the stream: rank %d did not reach "
       "barrier %u within %d ms (DDL_TIMEOUT_MS) on the device; that call and the later ones "
       "on this communicator have undefined results",
-      comm->rank, missing - 1, __atomic_load_n(&w[1], __ATOMIC_ACQUIRE), comm->config.timeout_ms);
+      comm->rank, peer, __atomic_load_n(&w[kFailedNumber], __ATOMIC_ACQUIRE),
+      comm->config.timeout_ms);
 }
 
 void abort_stream_ipc(ddl_comm *comm) {
   DeviceState *st = existing_device_state(comm);
   StreamIpc *p = st ? st->stream_ipc.load(std::memory_order_acquire) : nullptr;
-  if (p) __atomic_store_n(&words_of(*p)[0], 1u, __ATOMIC_RELEASE);
+  if (p) __atomic_store_n(&words_of(*p)[kAbort], 1u, __ATOMIC_RELEASE);
 }
 
 void destroy_stream_ipc(ddl_comm *comm, DeviceState *st) {

@@ -17,10 +17,11 @@
 //  5. copy every block out of its owner's output region into the caller's output buffer.
 // One stream of the communicator's carries every such call in call order, so that the ranks'
 // barriers meet in the same order whatever streams the callers use. A barrier that waits
-// longer than DDL_TIMEOUT_MS (a rank that died, or never makes the call) stops waiting and
-// says so in pinned host memory: that call and every later one on the communicator complete
-// with undefined results, and the next stream-ordered call fails with the words of it
-// (stream_ipc_failure); ddl_comm_abort ends the waits at once.
+// longer than DDL_TIMEOUT_MS (a rank that never makes the call) stops waiting and says so in
+// pinned host memory; a thread of the communicator's watches the peers' processes (all on this
+// host) and, when one dies, ends every wait at once and names it. Either way that call and
+// every later one on the communicator complete with undefined results, and the next call
+// fails with the words of it (stream_ipc_failure); ddl_comm_abort ends the waits at once.
 //
 // Not verified on a GPU yet (written 2026-11-28 after the H200 run of the asynchronous mode):
 // checked through the stand-in driver (tests/device/fakes), whose kernels run on the host.

@@ -333,6 +333,44 @@ Test(device_streams, stream_allreduces_over_cuda_ipc_on_the_device) {
   }
 }
 
+// A rank killed between allreduces over CUDA IPC on the device: the survivors' streams go on
+// within a fraction of a second (the watcher ends the device's waits; DDL_TIMEOUT_MS is 20 s
+// here), and their next call names the dead rank.
+Test(device_streams, a_rank_killed_during_allreduces_on_the_device_is_named) {
+  RunOptions options = with_fake("1K");
+  options.comm_timeout_ms = 20000;
+  const std::string failures = run_ranks(
+      3,
+      [](ddl_comm_t comm, int rank, int) {
+        FakeCuda &cu = FakeCuda::get();
+        void *stream = nullptr;
+        RANK_CHECK(cu.stream_create(&stream, 0) == 0, "cuStreamCreate");
+        const size_t n = 4096;
+        DeviceBuffer buf(n * 4);
+        fill_inputs(DDL_FLOAT32, DDL_MAX, rank, buf.shadow(), n);
+        const Clock::time_point start = Clock::now();
+        for (int i = 0; i < 40; ++i) {
+          if (rank == 1 && i == 5) raise(SIGKILL);
+          const ddl_result_t r = ddl_allreduce_stream(buf.device(), buf.device(), n, DDL_FLOAT32,
+                                                      DDL_MAX, comm, stream);
+          if (r != DDL_SUCCESS) {
+            RANK_CHECK(contains(ddl_comm_last_error(comm), "rank 1 (pid") &&
+                           contains(ddl_comm_last_error(comm), "has died"),
+                       "%s", ddl_comm_last_error(comm));
+            return 0;
+          }
+          RANK_CHECK(cu.stream_synchronize(stream) == 0, "cuStreamSynchronize");
+          RANK_CHECK(seconds_since(start) < 10, "the stream was held %.1f s", seconds_since(start));
+        }
+        RANK_CHECK(false, "40 calls after rank 1 died succeeded");
+        return 0;
+      },
+      options);
+  for (int survivor : {0, 2})
+    cr_assert(failures.find("rank " + std::to_string(survivor) + " ") == std::string::npos, "%s",
+              failures.c_str());
+}
+
 // After a first call together, rank 1 stops joining: rank 0's next stream call passes its
 // deadline, the stream goes on, and the next call on the communicator says what happened. An
 // allreduce (over CUDA IPC on the device: its barrier's deadline) and a broadcast (staged:
