@@ -91,8 +91,8 @@ ddl_result_t start(ddl_comm_t comm, ddl::CollectiveCall call, ddl_request_t *req
   return DDL_SUCCESS;
 }
 
-// A stream-ordered call: host-synchronous (the default) or queued to the progress thread
-// behind a wait on the stream (DDL_CUDA_STREAM_ASYNC=1; lib/device/stream_calls.cc).
+// A stream-ordered call: host-synchronous, or queued (on the stream, and to the progress thread
+// unless it runs on the device alone): lib/device/stream_calls.cc says when and how.
 ddl_result_t start_on_stream(ddl_comm_t comm, const ddl::CollectiveCall &call, void *stream,
                              const char *what) {
   CommCall guard(comm, what);

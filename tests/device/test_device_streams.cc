@@ -1,12 +1,13 @@
 // Stream-ordered calls through the stand-in CUDA driver: the collective runs after a "kernel"
 // queued before it (which writes the input late) and before one queued after it (which reads
-// the output). Host-synchronous (the default): the call returns once the collective has
-// ended. Asynchronous (DDL_CUDA_STREAM_ASYNC=1, most tests here): the call returns before
-// either kernel ran; a collective that times out or is aborted still releases the stream, and
-// the next call reports it; the progress thread makes no driver call while a stream waits for
-// it (the stand-in driver models the lock that made such calls hang on a GPU). Also:
-// a rank killed during device allreduces is named by every survivor, and without a driver every
-// buffer is host memory.
+// the output). Host-synchronous (the default inside a host): the call returns once the
+// collective has ended. Asynchronous (DDL_CUDA_STREAM_ASYNC=1, most tests here, and the
+// default across hosts): the call returns before either kernel ran; a collective that times
+// out or is aborted still releases the stream, and the next call reports it; the progress
+// thread makes no driver call while a stream waits for it (the stand-in driver models the
+// lock that made such calls hang on a GPU); an allreduce among the ranks of one host runs on
+// the device alone (CUDA IPC, barriers on the device). Also: a rank killed during device
+// allreduces is named by every survivor, and without a driver every buffer is host memory.
 #include <criterion/criterion.h>
 #include <signal.h>
 #include <stdlib.h>
