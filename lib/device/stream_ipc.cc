@@ -96,12 +96,31 @@ void stop_watcher(StreamIpc *p) {
   p->watcher.join();
 }
 
-// Frees what was made (any part of it), with its context current.
-void release(const CudaDriver &cu, StreamIpc *p, int rank) {
-  stop_watcher(p);
+// Closes the peers' scratch opened here.
+void close_imports(const CudaDriver &cu, StreamIpc *p, int rank) {
   ScopedContext scope(cu, p->context);
   for (size_t q = 0; q < p->scratch_of.size(); ++q)
     if (static_cast<int>(q) != rank && p->scratch_of[q]) cu.ipc_close_mem_handle(p->scratch_of[q]);
+  p->scratch_of.clear();
+}
+
+// Freeing a scratch another process still has open is undefined: once every rank has closed
+// its imports (close_imports, then this host barrier; a failed communicator or a rank that
+// never comes skips it at the deadline).
+void wait_until_imports_closed(ddl_comm *comm) {
+  CollectiveCall barrier;
+  barrier.collective = Collective::kBarrier;
+  const Status s = run_blocking(comm, barrier);
+  if (!s.ok())
+    DDL_DEBUG("rank %d: the CUDA-IPC scratch freed without the last barrier: %s", comm->rank,
+              s.message().c_str());
+}
+
+// Frees what was made (any part of it), with its context current.
+void release(const CudaDriver &cu, StreamIpc *p, int rank) {
+  stop_watcher(p);
+  close_imports(cu, p, rank);
+  ScopedContext scope(cu, p->context);
   if (p->scratch) cu.mem_free(p->scratch);
   if (p->before) cu.event_destroy(p->before);
   if (p->after) cu.event_destroy(p->after);
@@ -196,6 +215,10 @@ Status set_up(ddl_comm *comm, DeviceState *st, CUcontext context) {
     return s.prefix("setting up the CUDA-IPC allreduce on streams: ");
   }
   if (!all_ok(all)) {
+    if (!p->scratch_of.empty()) {  // peers may have opened this rank's scratch
+      close_imports(cu, p, comm->rank);
+      wait_until_imports_closed(comm);
+    }
     release(cu, p, comm->rank);
     st->stream_ipc_refused = true;
     int refusing = 0;
@@ -354,20 +377,9 @@ void destroy_stream_ipc(ddl_comm *comm, DeviceState *st) {
           cu, p->after,
           std::chrono::steady_clock::now() + std::chrono::milliseconds(comm->config.timeout_ms),
           nullptr, "the last CUDA-IPC allreduces on the stream");
-    for (size_t q = 0; q < p->scratch_of.size(); ++q)
-      if (static_cast<int>(q) != comm->rank && p->scratch_of[q])
-        cu.ipc_close_mem_handle(p->scratch_of[q]);
-    p->scratch_of.clear();
   }
-  // No rank frees its scratch while another may still read it (freeing an allocation another
-  // process has open is undefined): a host barrier, every rank in its destroy with its calls
-  // ended. A communicator that failed, or a rank that never comes, skips it (deadline).
-  CollectiveCall barrier;
-  barrier.collective = Collective::kBarrier;
-  const Status s = run_collective(comm, barrier);
-  if (!s.ok())
-    DDL_DEBUG("rank %d: destroy: the CUDA-IPC scratch freed without the last barrier: %s",
-              comm->rank, s.message().c_str());
+  close_imports(cu, p, comm->rank);
+  wait_until_imports_closed(comm);
   release(cu, p, comm->rank);
 }
 
