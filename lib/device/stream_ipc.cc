@@ -158,10 +158,12 @@ Status make_local(const CudaDriver &cu, ddl_comm *comm, StreamIpc *p, CUipcMemHa
   return Status::Ok();
 }
 
-// Every rank's answer to one question (a blocking host allgather): whether all said yes.
+// Every rank's answer to one question (a blocking host allgather): whether all said yes. The
+// scratch's size too: it sets the chunks, and so the barriers' numbers, which must agree.
 struct SetupRecord {
   uint32_t ok = 0;
   uint32_t pad = 0;
+  uint64_t region_bytes = 0;
   CUipcMemHandle handle = {};
 };
 
@@ -178,7 +180,7 @@ Status allgather_records(ddl_comm *comm, const SetupRecord &mine, std::vector<Se
 
 bool all_ok(const std::vector<SetupRecord> &records) {
   for (const SetupRecord &r : records)
-    if (!r.ok) return false;
+    if (!r.ok || r.region_bytes != records[0].region_bytes) return false;
   return true;
 }
 
@@ -192,6 +194,7 @@ Status set_up(ddl_comm *comm, DeviceState *st, CUcontext context) {
   SetupRecord mine;
   Status local = make_local(cu, comm, p, &mine.handle);
   mine.ok = local.ok();
+  mine.region_bytes = p->region_bytes;
   std::vector<SetupRecord> all;
   Status s = allgather_records(comm, mine, &all);
   if (s.ok() && all_ok(all)) {
@@ -222,12 +225,20 @@ Status set_up(ddl_comm *comm, DeviceState *st, CUcontext context) {
     release(cu, p, comm->rank);
     st->stream_ipc_refused = true;
     int refusing = 0;
-    while (all[refusing].ok) ++refusing;
+    while (refusing + 1 < static_cast<int>(all.size()) && all[refusing].ok) ++refusing;
     // The rank that could not says why (a bad DDL_CUDA_IPC_SCRATCH among the reasons).
     if (!local.ok())
       DDL_WARN("allreduce of device buffers on streams: staged, not over CUDA IPC: %s",
                local.message().c_str());
-    else
+    else if (all[refusing].ok) {
+      size_t other = 1;
+      while (all[other].region_bytes == all[0].region_bytes) ++other;
+      DDL_WARN(
+          "allreduce of device buffers on streams: staged, not over CUDA IPC: "
+          "DDL_CUDA_IPC_SCRATCH differs between the ranks (rank 0: %llu B, rank %zu: %llu B)",
+          static_cast<unsigned long long>(all[0].region_bytes), other,
+          static_cast<unsigned long long>(all[other].region_bytes));
+    } else
       DDL_INFO(
           "allreduce of device buffers on streams: staged, not over CUDA IPC: rank %d could "
           "not set it up",

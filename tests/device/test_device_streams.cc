@@ -280,16 +280,18 @@ Test(device_streams, stream_calls_one_after_another_reuse_their_pinned_slots) {
 // The asynchronous mode's allreduce over CUDA IPC on the device (lib/device/stream_ipc.h):
 // chunks of a small scratch (DDL_CUDA_IPC_SCRATCH=4K), several datatypes and ops, in place and
 // not, calls alternating between two streams (the communicator's stream keeps them in call
-// order); then with one rank unable to export its scratch (FAKE_CUDA_IPC_REFUSE): every rank
-// refuses the path at its set-up and stages, with the same results.
+// order); then with one rank unable to export its scratch (FAKE_CUDA_IPC_REFUSE), and with
+// one whose scratch differs in size (its chunks, and so its barriers, would not match): every
+// rank refuses the path at its set-up and stages, with the same results.
 Test(device_streams, stream_allreduces_over_cuda_ipc_on_the_device) {
-  for (bool refuse : {false, true}) {
+  enum Setup { kOverIpc, kRankRefuses, kScratchDiffers };
+  for (Setup setup : {kOverIpc, kRankRefuses, kScratchDiffers}) {
     RunOptions options = with_fake("1K");
     auto before = options.before_init;
-    options.before_init = [before, refuse](int rank) {
+    options.before_init = [before, setup](int rank) {
       before(rank);
-      setenv("DDL_CUDA_IPC_SCRATCH", "4K", 1);
-      if (refuse && rank == 1) setenv("FAKE_CUDA_IPC_REFUSE", "1", 1);
+      setenv("DDL_CUDA_IPC_SCRATCH", setup == kScratchDiffers && rank == 2 ? "8K" : "4K", 1);
+      if (setup == kRankRefuses && rank == 1) setenv("FAKE_CUDA_IPC_REFUSE", "1", 1);
     };
     const std::string failures = run_ranks(
         3,
@@ -330,7 +332,7 @@ Test(device_streams, stream_allreduces_over_cuda_ipc_on_the_device) {
           return 0;
         },
         options);
-    cr_assert(failures.empty(), "%s: %s", refuse ? "refused" : "over CUDA IPC", failures.c_str());
+    cr_assert(failures.empty(), "set-up %d: %s", static_cast<int>(setup), failures.c_str());
   }
 }
 
