@@ -185,16 +185,19 @@ Test(device_streams, collectives_are_ordered_on_the_stream_4_ranks) {
 }
 
 // The stream held by a stream memory wait (cuStreamWaitValue32) instead of ddl's wait kernel:
-// the fallback where the kernels do not load, and DDL_CUDA_STREAM_WAIT=value.
-Test(device_streams, collectives_are_ordered_by_a_stream_memory_wait_2_ranks) {
-  RunOptions options = with_fake();
-  auto before = options.before_init;
-  options.before_init = [before](int rank) {
-    before(rank);
-    setenv("DDL_CUDA_STREAM_WAIT", "value", 1);
-  };
-  const std::string failures = run_ranks(2, ordered_on_the_stream, options);
-  cr_assert(failures.empty(), "%s", failures.c_str());
+// the fallback where the kernels do not load, and DDL_CUDA_STREAM_WAIT=value; and the stream's
+// writes made by host functions where the device refuses stream memory writes.
+Test(device_streams, collectives_are_ordered_by_the_fallback_waits_and_writes_2_ranks) {
+  for (const char *fallback : {"DDL_CUDA_STREAM_WAIT", "FAKE_CUDA_NO_STREAM_WRITES"}) {
+    RunOptions options = with_fake();
+    auto before = options.before_init;
+    options.before_init = [before, fallback](int rank) {
+      before(rank);
+      setenv(fallback, std::string(fallback) == "DDL_CUDA_STREAM_WAIT" ? "value" : "1", 1);
+    };
+    const std::string failures = run_ranks(2, ordered_on_the_stream, options);
+    cr_assert(failures.empty(), "%s: %s", fallback, failures.c_str());
+  }
 }
 
 // What deadlocked on an H200 (bench/gpu.md, 2026-11-28): while the default stream waits for

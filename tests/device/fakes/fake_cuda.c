@@ -604,7 +604,10 @@ static CUresult value_op(int kind, void *stream, CUdeviceptr addr, uint32_t valu
 CUresult cuStreamWaitValue32_v2(void *stream, CUdeviceptr addr, uint32_t value, unsigned flags) {
   return value_op(kWaitValue, stream, addr, value, flags);
 }
+/* FAKE_CUDA_NO_STREAM_WRITES=1: refused, as by a device without stream memory operations. */
 CUresult cuStreamWriteValue32_v2(void *stream, CUdeviceptr addr, uint32_t value, unsigned flags) {
+  const char *refuse = getenv("FAKE_CUDA_NO_STREAM_WRITES");
+  if (refuse && strcmp(refuse, "1") == 0) return kNotSupported;
   return value_op(kWriteValue, stream, addr, value, flags);
 }
 CUresult cuLaunchHostFunc(void *stream, void (*fn)(void *), void *arg) {

@@ -21,6 +21,7 @@ enum {
   kNotFound = 500,
   kNotReady = 600,
   kIllegalAddress = 700,
+  kNotSupported = 801,
   kUnknown = 999
 };
 enum { kTypeHost = 1, kTypeDevice = 2 };
