@@ -61,7 +61,6 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "fake_cuda_internal.h"
@@ -145,9 +144,6 @@ static char last_kernel[64];
 
 enum { kCopy, kRecord, kHostFn, kWaitValue, kWriteValue, kWaitEvent, kKernel };
 
-/* Queued 32-bit value waits not yet passed, and the device-synchronizing calls that waited for
- * them past FAKE_CUDA_SYNC_WAIT_MS. */
-static int value_waits, sync_hangs;
 struct op {
   int kind;
   char *dst;
@@ -190,7 +186,7 @@ static void run_op(struct op *op) {
       break;
     case kWaitValue: /* CU_STREAM_WAIT_VALUE_GEQ: a cyclic comparison */
       while ((int32_t)(__atomic_load_n(op->addr, __ATOMIC_ACQUIRE) - op->value) < 0) usleep(20);
-      __atomic_sub_fetch(&value_waits, 1, __ATOMIC_ACQ_REL);
+      __atomic_sub_fetch(&fake_value_waits, 1, __ATOMIC_ACQ_REL);
       break;
     case kWriteValue:
       __atomic_store_n((uint32_t *)(uintptr_t)op->addr, op->value, __ATOMIC_RELEASE);
@@ -207,7 +203,7 @@ static void run_op(struct op *op) {
       ++kernels_run;
       if (fault && kernel_faults++ == 0) strcpy(kernel_fault, why);
       pthread_mutex_unlock(&fake_kernels_mu);
-      if (fake_kernel_waits(op->kernel)) __atomic_sub_fetch(&value_waits, 1, __ATOMIC_ACQ_REL);
+      if (fake_kernel_waits(op->kernel)) __atomic_sub_fetch(&fake_value_waits, 1, __ATOMIC_ACQ_REL);
       free(op->args);
       break;
     }
@@ -284,73 +280,10 @@ static int sticky_fault(void) {
   return f;
 }
 
-/* The driver's lock (see the top): held by a call while it waits for the device. */
-static pthread_mutex_t driver_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t driver_cv = PTHREAD_COND_INITIALIZER;
-static int driver_held;
-static pthread_t driver_holder;
-
-static void hold_driver(void) {
-  pthread_mutex_lock(&driver_mu);
-  while (driver_held && !pthread_equal(driver_holder, pthread_self()))
-    pthread_cond_wait(&driver_cv, &driver_mu);
-  ++driver_held;
-  driver_holder = pthread_self();
-  pthread_mutex_unlock(&driver_mu);
-}
-static void release_driver(void) {
-  pthread_mutex_lock(&driver_mu);
-  if (--driver_held == 0) pthread_cond_broadcast(&driver_cv);
-  pthread_mutex_unlock(&driver_mu);
-}
-/* Every other call that needs the driver waits while another thread holds it. */
-static void pass_driver(void) {
-  pthread_mutex_lock(&driver_mu);
-  while (driver_held && !pthread_equal(driver_holder, pthread_self()))
-    pthread_cond_wait(&driver_cv, &driver_mu);
-  pthread_mutex_unlock(&driver_mu);
-}
-
-static long sync_wait_limit_us(void) {
-  const char *limit = getenv("FAKE_CUDA_SYNC_WAIT_MS");
-  return (limit ? atol(limit) : 3000) * 1000;
-}
-static CUresult sync_hang(const char *what, const char *waited_for) {
-  __atomic_add_fetch(&sync_hangs, 1, __ATOMIC_ACQ_REL);
-  fprintf(stderr, "fake_cuda: %s waited %ld ms for %s: on a GPU it would hang\n", what,
-          sync_wait_limit_us() / 1000, waited_for);
-  return kUnknown;
-}
-
-/* A device-synchronizing call: waits for the streams that wait on a value, holding the driver. */
-CUresult fake_device_sync(const char *what) {
-  hold_driver();
-  CUresult result = kOk;
-  const long wait_us = sync_wait_limit_us();
-  for (long waited = 0; __atomic_load_n(&value_waits, __ATOMIC_ACQUIRE) > 0; waited += 100) {
-    if (waited >= wait_us) {
-      result = sync_hang(what, "streams that wait on a value");
-      break;
-    }
-    usleep(100);
-  }
-  release_driver();
-  return result;
-}
-#define DEVICE_SYNC(what)                           \
-  do {                                              \
-    const CUresult synced = fake_device_sync(what); \
-    if (synced != kOk) return synced;               \
-  } while (0)
-
-int fake_cuda_sync_hangs(void) {
-  return __atomic_load_n(&sync_hangs, __ATOMIC_ACQUIRE);
-}
-
 /* A kernel that faulted leaves the context unusable, as on a GPU. */
 CUresult fake_need_context(void) {
   if (!fake_initialized) return kNotInitialized;
-  pass_driver();
+  fake_pass_driver();
   if (!current) return kInvalidContext;
   if (sticky_fault()) return kIllegalAddress;
   return kOk;
@@ -580,7 +513,7 @@ CUresult cuStreamWaitEvent(void *stream, void *event, unsigned flags) {
   return enqueue(stream, op);
 }
 CUresult cuEventQuery(void *handle) {
-  pass_driver();
+  fake_pass_driver();
   struct event *e = handle;
   const uint64_t recorded = __atomic_load_n(&e->recorded, __ATOMIC_ACQUIRE);
   return __atomic_load_n(&e->reached, __ATOMIC_ACQUIRE) >= recorded ? kOk : kNotReady;
@@ -598,7 +531,7 @@ static CUresult value_op(int kind, void *stream, CUdeviceptr addr, uint32_t valu
   struct op *op = new_op(kind);
   op->addr = (const uint32_t *)(uintptr_t)addr;
   op->value = value;
-  if (kind == kWaitValue) __atomic_add_fetch(&value_waits, 1, __ATOMIC_ACQ_REL);
+  if (kind == kWaitValue) __atomic_add_fetch(&fake_value_waits, 1, __ATOMIC_ACQ_REL);
   return enqueue(stream, op);
 }
 CUresult cuStreamWaitValue32_v2(void *stream, CUdeviceptr addr, uint32_t value, unsigned flags) {
@@ -673,7 +606,7 @@ CUresult cuLaunchKernel(void *function, unsigned gx, unsigned gy, unsigned gz, u
   memcpy(op->args, params[0], bytes); /* the driver copies the arguments at launch */
   op->grid = gx;
   op->block = bx;
-  if (fake_kernel_waits(function)) __atomic_add_fetch(&value_waits, 1, __ATOMIC_ACQ_REL);
+  if (fake_kernel_waits(function)) __atomic_add_fetch(&fake_value_waits, 1, __ATOMIC_ACQ_REL);
   pthread_mutex_lock(&fake_kernels_mu);
   last_grid = gx;
   last_block = bx;
@@ -691,27 +624,15 @@ CUresult cuCtxSynchronize(void) {
 
 /* Synchronous copies: ordered after the legacy default stream's work, as the driver's are, and
  * holding the driver while they wait for it (see the top). */
-static CUresult wait_default_stream_holding(const char *what) {
-  hold_driver();
-  struct stream *s = stream_of(NULL);
-  struct timespec limit;
-  clock_gettime(CLOCK_REALTIME, &limit);
-  const long wait_us = sync_wait_limit_us();
-  limit.tv_sec += wait_us / 1000000;
-  limit.tv_nsec += (wait_us % 1000000) * 1000;
-  if (limit.tv_nsec >= 1000000000) {
-    ++limit.tv_sec;
-    limit.tv_nsec -= 1000000000;
-  }
-  CUresult result = kOk;
+static int stream_busy(void *handle) {
+  struct stream *s = handle;
   pthread_mutex_lock(&s->mu);
-  while ((s->head || s->running) && result == kOk)
-    if (pthread_cond_timedwait(&s->cv, &s->mu, &limit) != 0 && (s->head || s->running))
-      result = kUnknown;
+  const int busy = s->head || s->running;
   pthread_mutex_unlock(&s->mu);
-  if (result != kOk) sync_hang(what, "the default stream");
-  release_driver();
-  return result;
+  return busy;
+}
+static CUresult wait_default_stream_holding(const char *what) {
+  return fake_wait_holding_driver(what, "the default stream", stream_busy, stream_of(NULL));
 }
 CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t bytes) {
   NEED_CONTEXT();

@@ -70,9 +70,23 @@ CUresult fake_need_context(void);
     if (need != kOk) return need;              \
   } while (0)
 
-/* Waits as a device-synchronizing call of the driver does (fake_cuda.c); kUnknown when it
- * would hang. */
+/* What waits for the device (fake_cuda_sync.c). Queued 32-bit value waits (and flag-waiting
+ * kernels) not yet passed, counted by fake_cuda.c's streams. */
+extern int fake_value_waits;
+/* Waits while another thread holds the driver (every call that needs a context, and event
+ * queries). */
+void fake_pass_driver(void);
+/* Holds the driver while busy(arg) is true, up to FAKE_CUDA_SYNC_WAIT_MS; past it, says on
+ * stderr that `what` waited for `waited_for`, counts a hang and returns kUnknown. */
+CUresult fake_wait_holding_driver(const char *what, const char *waited_for, int (*busy)(void *),
+                                  void *arg);
+/* Waits as a device-synchronizing call of the driver does; kUnknown when it would hang. */
 CUresult fake_device_sync(const char *what);
+#define DEVICE_SYNC(what)                           \
+  do {                                              \
+    const CUresult synced = fake_device_sync(what); \
+    if (synced != kOk) return synced;               \
+  } while (0)
 
 /* FAKE_CUDA_DIE_AT: the process kills itself at its N-th launch or device-to-device copy. */
 void fake_maybe_die(const char *what);
