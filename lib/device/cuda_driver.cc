@@ -149,6 +149,11 @@ std::string cuda_error_text(const CudaDriver &cu, CUresult result) {
   return strprintf("CUDA error %d", result);
 }
 
+Status cuda_failed(const CudaDriver &cu, const std::string &what, CUresult result) {
+  return Status(DDL_ERR_SYSTEM,
+                strprintf("CUDA %s: %s", what.c_str(), cuda_error_text(cu, result).c_str()));
+}
+
 bool has_ipc_entry_points(const CudaDriver &cu, const char **missing) {
   const std::pair<bool, const char *> needed[] = {
       {cu.ipc_get_mem_handle != nullptr, "cuIpcGetMemHandle"},

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "lib/common/call.h"
+#include "lib/common/status.h"
 
 namespace ddl {
 namespace device {
@@ -117,6 +118,17 @@ std::string current_gpu_bus_id();
 
 // "CUDA_ERROR_INVALID_VALUE (1)": a driver result in words.
 std::string cuda_error_text(const CudaDriver &cu, CUresult result);
+
+// A driver call that failed, as a DDL_ERR_SYSTEM: "CUDA <what>: <the result in words>".
+Status cuda_failed(const CudaDriver &cu, const std::string &what, CUresult result);
+
+// Returns cuda_failed(cu, what, r) from the enclosing function when cu.call returns r != 0.
+#define DDL_CU_TRY(cu, call, what)                                     \
+  do {                                                                 \
+    const ::ddl::device::CUresult ddl_cu_result_ = (cu).call;          \
+    if (ddl_cu_result_ != ::ddl::device::kCudaSuccess)                 \
+      return ::ddl::device::cuda_failed((cu), (what), ddl_cu_result_); \
+  } while (0)
 
 using MemoryKind = ddl::MemoryKind;  // lib/common/call.h
 struct PointerInfo {

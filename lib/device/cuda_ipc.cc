@@ -23,11 +23,6 @@ constexpr uint32_t kVoteTagOffset = 3u << 22;
 // Allocations waiting for a caller's thread to open them: beyond this, calls stay staged.
 constexpr size_t kMaxPending = 64;
 
-Status cuda_failed(const CudaDriver &cu, const std::string &what, CUresult r) {
-  return Status(DDL_ERR_SYSTEM,
-                strprintf("CUDA %s: %s", what.c_str(), cuda_error_text(cu, r).c_str()));
-}
-
 void close_opened(const CudaDriver &cu, IpcState *ipc, bool all, uint64_t keep_call) {
   for (auto it = ipc->opened.begin(); it != ipc->opened.end();) {
     if (all || it->second.last_call != keep_call) {

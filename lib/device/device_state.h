@@ -80,6 +80,9 @@ void destroy_ipc(DeviceState *st);
 // Frees the asynchronous stream mode's records (likewise).
 void destroy_stream_queue(DeviceState *st);
 
+// The communicator's deadline for a wait that starts now (DDL_TIMEOUT_MS).
+std::chrono::steady_clock::time_point deadline_of(const ddl_comm *comm);
+
 // Between two polls of a wait: an error once abort is raised or the deadline has passed (`what`
 // names the wait in it), else a pause that grows with the rounds (yields, then 50 us sleeps:
 // a long wait must not take a core from the ranks).

@@ -7,14 +7,6 @@
 
 namespace ddl {
 namespace device {
-namespace {
-
-Status copy_failed(const CudaDriver &cu, const char *what, CUresult r) {
-  return Status(DDL_ERR_SYSTEM, strprintf("CUDA %s: %s", what, cuda_error_text(cu, r).c_str()));
-}
-
-}  // namespace
-
 StagedChunks::StagedChunks(const ddl_comm *comm, size_t stage_bytes, const CollectiveCall &call)
     : call_(call) {
   elem_ = datatype_size(call.dtype);
@@ -44,7 +36,7 @@ Status StagedChunks::copy_in(const CudaDriver &cu, CUstream stream, size_t i) co
   auto to_host = [&](unsigned char *dst, const unsigned char *src) {
     const CUresult r =
         cu.memcpy_dtoh_async(dst, reinterpret_cast<CUdeviceptr>(src), count * elem_, stream);
-    return r == kCudaSuccess ? Status::Ok() : copy_failed(cu, "cuMemcpyDtoHAsync", r);
+    return r == kCudaSuccess ? Status::Ok() : cuda_failed(cu, "cuMemcpyDtoHAsync", r);
   };
   switch (call_.collective) {
     case Collective::kBroadcast:
@@ -69,7 +61,7 @@ Status StagedChunks::copy_out(const CudaDriver &cu, CUstream stream, size_t i) c
   auto to_device = [&](unsigned char *dst, const unsigned char *src) {
     const CUresult r =
         cu.memcpy_htod_async(reinterpret_cast<CUdeviceptr>(dst), src, count * elem_, stream);
-    return r == kCudaSuccess ? Status::Ok() : copy_failed(cu, "cuMemcpyHtoDAsync", r);
+    return r == kCudaSuccess ? Status::Ok() : cuda_failed(cu, "cuMemcpyHtoDAsync", r);
   };
   switch (call_.collective) {
     case Collective::kBroadcast:

@@ -21,17 +21,6 @@ constexpr uint64_t kMaxStageBytes = 1ull << 30;
 
 std::mutex g_state_mu;  // making a communicator's state (caller and progress threads)
 
-Status cuda_failed(const CudaDriver &cu, const char *what, CUresult r) {
-  return Status(DDL_ERR_SYSTEM, strprintf("%s: %s", what, cuda_error_text(cu, r).c_str()));
-}
-
-#define CU_TRY(cu, call)                                               \
-  do {                                                                 \
-    const CUresult cu_try_result_ = (cu).call;                         \
-    if (cu_try_result_ != kCudaSuccess)                                \
-      return cuda_failed((cu), #call, cu_try_result_).prefix("CUDA "); \
-  } while (0)
-
 // The copy stream and events belong to a context: made again when a call's buffers are in
 // another one (a process driving two GPUs through one communicator, rare). The slots grow to
 // slot_bytes; outgrown ones are retired, not freed, as a call may still be using them.
@@ -51,10 +40,11 @@ Status prepare_staging(ddl_comm *comm, DeviceState *st, CUcontext context, size_
         cu.stream_destroy(st->copy_stream);
         st->copy_stream = nullptr;
       }
-      CU_TRY(cu, stream_create(&st->copy_stream, kStreamNonBlocking));
+      DDL_CU_TRY(cu, stream_create(&st->copy_stream, kStreamNonBlocking), "cuStreamCreate");
       st->context = context;
-      for (CUevent &e : st->staged) CU_TRY(cu, event_create(&e, kEventDisableTiming));
-      CU_TRY(cu, event_create(&st->drained, kEventDisableTiming));
+      for (CUevent &e : st->staged)
+        DDL_CU_TRY(cu, event_create(&e, kEventDisableTiming), "cuEventCreate");
+      DDL_CU_TRY(cu, event_create(&st->drained, kEventDisableTiming), "cuEventCreate");
     }
     if (st->slot_bytes >= slot_bytes) return Status::Ok();
   }
@@ -67,7 +57,8 @@ Status prepare_staging(ddl_comm *comm, DeviceState *st, CUcontext context, size_
   // Not under the lock: the allocation may wait for streams that wait for the progress
   // thread, which takes the lock to start a staged call.
   void *p = nullptr;
-  CU_TRY(cu, mem_host_alloc(&p, 2 * slot_bytes, kMemHostAllocPortable));
+  DDL_CU_TRY(cu, mem_host_alloc(&p, 2 * slot_bytes, kMemHostAllocPortable),
+             "cuMemHostAlloc (staging slots)");
   {
     std::lock_guard<std::mutex> lock(st->staging_mu);
     if (st->slot_bytes < slot_bytes) {
@@ -81,10 +72,6 @@ Status prepare_staging(ddl_comm *comm, DeviceState *st, CUcontext context, size_
   return Status::Ok();
 }
 
-std::chrono::steady_clock::time_point deadline_of(const ddl_comm *comm) {
-  return std::chrono::steady_clock::now() + std::chrono::milliseconds(comm->config.timeout_ms);
-}
-
 // Chunk i's host collective runs while chunk i+1 comes in and chunk i-1 goes out. *current
 // is the chunk in its host collective (for the error's words).
 Status run_pipeline(ddl_comm *comm, DeviceState *st, const StagedChunks &p, bool from_stream,
@@ -96,7 +83,7 @@ Status run_pipeline(ddl_comm *comm, DeviceState *st, const StagedChunks &p, bool
     // copy stream (non-blocking) does not wait for: PyTorch queues its kernels there, and a
     // cuMemcpyHtoD from pageable memory returns before its DMA has ended (seen on an H200:
     // wrong elements at 8 B .. 32 KB without this wait).
-    CU_TRY(cu, event_record(st->drained, legacy_stream()));
+    DDL_CU_TRY(cu, event_record(st->drained, legacy_stream()), "cuEventRecord");
     DDL_RETURN_IF_ERROR(wait_event(cu, st->drained, deadline_of(comm), &comm->aborted,
                                    "waiting for the default stream's work before the call"));
   }
@@ -104,7 +91,7 @@ Status run_pipeline(ddl_comm *comm, DeviceState *st, const StagedChunks &p, bool
   // chunk's output out of it.
   auto stage_in = [&](size_t i) {
     DDL_RETURN_IF_ERROR(p.copy_in(cu, st->copy_stream, i));
-    CU_TRY(cu, event_record(st->staged[i % 2], st->copy_stream));
+    DDL_CU_TRY(cu, event_record(st->staged[i % 2], st->copy_stream), "cuEventRecord");
     return Status::Ok();
   };
   DDL_RETURN_IF_ERROR(stage_in(0));
@@ -118,7 +105,7 @@ Status run_pipeline(ddl_comm *comm, DeviceState *st, const StagedChunks &p, bool
     *local_failure = true;
     DDL_RETURN_IF_ERROR(p.copy_out(cu, st->copy_stream, i));
   }
-  CU_TRY(cu, event_record(st->drained, st->copy_stream));
+  DDL_CU_TRY(cu, event_record(st->drained, st->copy_stream), "cuEventRecord");
   return wait_event(cu, st->drained, deadline_of(comm), &comm->aborted,
                     "copying the results back to the device buffers");
 }
@@ -138,7 +125,7 @@ Status device_state(ddl_comm *comm, DeviceState **out) {
     // cuInit is cheap once the application has initialised CUDA, which it has: it holds
     // device memory or a stream.
     const CUresult r = cu->init(0);
-    if (r != kCudaSuccess) return cuda_failed(*cu, "CUDA cuInit", r);
+    if (r != kCudaSuccess) return cuda_failed(*cu, "cuInit", r);
     auto *st = new DeviceState();
     st->cu = cu;
     st->stage_bytes = stage;
@@ -153,6 +140,10 @@ Status device_state(ddl_comm *comm, DeviceState **out) {
   return Status::Ok();
 }
 
+std::chrono::steady_clock::time_point deadline_of(const ddl_comm *comm) {
+  return std::chrono::steady_clock::now() + std::chrono::milliseconds(comm->config.timeout_ms);
+}
+
 DeviceState *existing_device_state(ddl_comm *comm) {
   std::lock_guard<std::mutex> lock(g_state_mu);
   return comm->device;
@@ -164,7 +155,8 @@ Status wait_event(const CudaDriver &cu, CUevent event,
   for (uint64_t round = 0;; ++round) {  // small copies end within microseconds: poll at once
     const CUresult r = cu.event_query(event);
     if (r == kCudaSuccess) return Status::Ok();
-    if (r != kCudaErrorNotReady) return cuda_failed(cu, what, r).prefix("CUDA cuEventQuery while ");
+    if (r != kCudaErrorNotReady)
+      return cuda_failed(cu, std::string("cuEventQuery while ") + what, r);
     DDL_RETURN_IF_ERROR(pause_between_polls(round, deadline, abort, what));
   }
 }

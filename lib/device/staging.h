@@ -69,8 +69,7 @@ Status wait_for_stream(ddl_comm *comm, const CollectiveCall &call, void *stream)
 // the call's device part (staging copies, and the writes and waits that hand each chunk to
 // the host and back), and sets call->stream: the caller then queues the call to the progress
 // thread. Needs a CUDA driver.
-Status start_stream_call(ddl_comm *comm, CollectiveCall *call, void *stream,
-                         bool *on_device_only);
+Status start_stream_call(ddl_comm *comm, CollectiveCall *call, void *stream, bool *on_device_only);
 
 // On the progress thread, with no driver call: waits (deadline, abort) for the stream to hand
 // over each chunk, runs its host collective, and hands it back; releases the stream whatever

@@ -71,7 +71,6 @@ struct Record {
   CUdeviceptr words_device = 0;
   unsigned char *slots = nullptr;  // two slots of slot_bytes each
   size_t slot_bytes = 0;
-  bool used = false;
   uint64_t taken = 0;  // when it was last taken (the queue's count of calls)
 };
 
@@ -89,10 +88,6 @@ struct StreamCall {
 };
 
 namespace {
-
-Status cuda_failed(const CudaDriver &cu, const char *what, CUresult r) {
-  return Status(DDL_ERR_SYSTEM, strprintf("CUDA %s: %s", what, cuda_error_text(cu, r).c_str()));
-}
 
 uint32_t load_word(const Record &r, Word w) {
   return __atomic_load_n(&r.words[w], __ATOMIC_ACQUIRE);
@@ -171,10 +166,6 @@ Status queue_write(const CudaDriver &cu, CUstream stream, Record *r, Word w, uin
   return res == kCudaSuccess ? Status::Ok() : cuda_failed(cu, "cuLaunchHostFunc", res);
 }
 
-std::chrono::steady_clock::time_point deadline_of(const ddl_comm *comm) {
-  return std::chrono::steady_clock::now() + std::chrono::milliseconds(comm->config.timeout_ms);
-}
-
 // A record for the next call, on the caller's thread (the words made on first use): a free
 // one whose slots are large enough, else any free one, else the one taken longest ago once its
 // stream has drained it. Reusing the same few records keeps their slots: making slots is a
@@ -196,16 +187,18 @@ Status take_record(ddl_comm *comm, DeviceState *st, CUcontext ctx, size_t slot_b
       return cuda_failed(cu, "cuMemHostGetDevicePointer (the stream calls' words)", r);
     }
     for (size_t i = 0; i < kRecords; ++i) {
-      queue->records[i].words = reinterpret_cast<uint32_t *>(
-          static_cast<unsigned char *>(queue->words) + i * kRecordBytes);
-      queue->records[i].words_device = device + i * kRecordBytes;
+      Record &record = queue->records[i];
+      record.words = reinterpret_cast<uint32_t *>(static_cast<unsigned char *>(queue->words) +
+                                                  i * kRecordBytes);
+      record.words_device = device + i * kRecordBytes;
+      store_word(&record, kDrained, 1);  // free: a record is in use from its taking to its drain
     }
     queue->context = ctx;
     st->queue = queue.release();
   }
   Record *fit = nullptr, *free = nullptr, *oldest = nullptr;
   for (Record &r : st->queue->records) {
-    if (r.used && load_word(r, kDrained) == 0) {
+    if (load_word(r, kDrained) == 0) {
       if (!oldest || r.taken < oldest->taken) oldest = &r;
       continue;
     }
@@ -224,7 +217,6 @@ Status take_record(ddl_comm *comm, DeviceState *st, CUcontext ctx, size_t slot_b
     r = oldest;
   }
   r->taken = ++st->queue->calls;
-  r->used = true;
   store_word(r, kDrained, 0);  // in use from here (another caller's thread may look)
   *out = r;
   return Status::Ok();
@@ -361,7 +353,7 @@ Status start_stream_call(ddl_comm *comm, CollectiveCall *call, void *stream_hand
   const CudaDriver &cu = *t.cu;
   DeviceState *st = t.state;
   ScopedContext scope(cu, t.context);
-  if (t.where.kind == MemoryKind::kDevice && stream_ipc_applies(comm, *call)) {
+  if (t.where.kind == MemoryKind::kDevice && stream_ipc_applies(comm, *st, *call)) {
     // Queued whole on the device, with no host collective to check the communicator: here.
     DDL_RETURN_IF_ERROR(check_usable(comm, context()));
     Status s = queue_stream_ipc(comm, *call, static_cast<CUstream>(stream_handle), t.context,

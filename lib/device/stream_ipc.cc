@@ -54,16 +54,6 @@ constexpr size_t kFlagLine = 256;  // the scratch's first bytes: this rank's fla
 constexpr uint64_t kDefaultRegionBytes = 32ull << 20;
 constexpr int kMaxRanks = kernels::kMaxBarrierRanks;
 
-Status cuda_failed(const CudaDriver &cu, const char *what, CUresult r) {
-  return Status(DDL_ERR_SYSTEM, strprintf("CUDA %s: %s", what, cuda_error_text(cu, r).c_str()));
-}
-
-#define CU_TRY(cu, call, what)                                                          \
-  do {                                                                                  \
-    const CUresult cu_try_result_ = (cu).call;                                          \
-    if (cu_try_result_ != kCudaSuccess) return cuda_failed((cu), what, cu_try_result_); \
-  } while (0)
-
 uint32_t *words_of(const StreamIpc &p) {
   return static_cast<uint32_t *>(p.words);
 }
@@ -138,23 +128,21 @@ Status make_local(const CudaDriver &cu, ddl_comm *comm, StreamIpc *p, CUipcMemHa
     return invalid_argument("DDL_CUDA_IPC_SCRATCH=%s: expected bytes in 4K..4G (e.g. 32M)",
                             text.c_str());
   p->region_bytes = region;
-  CU_TRY(cu, stream_create(&p->stream, kStreamNonBlocking), "cuStreamCreate");
-  CU_TRY(cu, event_create(&p->before, kEventDisableTiming), "cuEventCreate");
-  CU_TRY(cu, event_create(&p->after, kEventDisableTiming), "cuEventCreate");
-  CU_TRY(cu, mem_host_alloc(&p->words, 64, kMemHostAllocPortable | kMemHostAllocDeviceMap),
-         "cuMemHostAlloc (the device barriers' words)");
+  DDL_CU_TRY(cu, stream_create(&p->stream, kStreamNonBlocking), "cuStreamCreate");
+  DDL_CU_TRY(cu, event_create(&p->before, kEventDisableTiming), "cuEventCreate");
+  DDL_CU_TRY(cu, event_create(&p->after, kEventDisableTiming), "cuEventCreate");
+  DDL_CU_TRY(cu, mem_host_alloc(&p->words, 64, kMemHostAllocPortable | kMemHostAllocDeviceMap),
+             "cuMemHostAlloc (the device barriers' words)");
   std::memset(p->words, 0, 64);
-  CU_TRY(cu, mem_host_get_device_pointer(&p->words_device, p->words, 0),
-         "cuMemHostGetDevicePointer");
-  CU_TRY(cu, mem_alloc(&p->scratch, kFlagLine + 2 * region), "cuMemAlloc (CUDA-IPC scratch)");
+  DDL_CU_TRY(cu, mem_host_get_device_pointer(&p->words_device, p->words, 0),
+             "cuMemHostGetDevicePointer");
+  DDL_CU_TRY(cu, mem_alloc(&p->scratch, kFlagLine + 2 * region), "cuMemAlloc (CUDA-IPC scratch)");
   static const unsigned char zeros[kFlagLine] = {};
-  CU_TRY(cu, memcpy_htod_async(p->scratch, zeros, kFlagLine, p->stream), "cuMemcpyHtoDAsync");
-  CU_TRY(cu, event_record(p->after, p->stream), "cuEventRecord");
-  DDL_RETURN_IF_ERROR(wait_event(
-      cu, p->after,
-      std::chrono::steady_clock::now() + std::chrono::milliseconds(comm->config.timeout_ms),
-      &comm->aborted, "zeroing the CUDA-IPC scratch's flag"));
-  CU_TRY(cu, ipc_get_mem_handle(handle, p->scratch), "cuIpcGetMemHandle (CUDA-IPC scratch)");
+  DDL_CU_TRY(cu, memcpy_htod_async(p->scratch, zeros, kFlagLine, p->stream), "cuMemcpyHtoDAsync");
+  DDL_CU_TRY(cu, event_record(p->after, p->stream), "cuEventRecord");
+  DDL_RETURN_IF_ERROR(wait_event(cu, p->after, deadline_of(comm), &comm->aborted,
+                                 "zeroing the CUDA-IPC scratch's flag"));
+  DDL_CU_TRY(cu, ipc_get_mem_handle(handle, p->scratch), "cuIpcGetMemHandle (CUDA-IPC scratch)");
   return Status::Ok();
 }
 
@@ -282,8 +270,8 @@ Status queue_chunk(const CudaDriver &cu, ddl_comm *comm, StreamIpc *p, const Col
   const CUdeviceptr in_region = kFlagLine, out_region = kFlagLine + p->region_bytes;
   const auto send = reinterpret_cast<CUdeviceptr>(call.sendbuf) + first * elem;
   const auto recv = reinterpret_cast<CUdeviceptr>(call.recvbuf) + first * elem;
-  CU_TRY(cu, memcpy_dtod_async(p->scratch + in_region, send, n * elem, p->stream),
-         "cuMemcpyDtoDAsync (into the CUDA-IPC scratch)");
+  DDL_CU_TRY(cu, memcpy_dtod_async(p->scratch + in_region, send, n * elem, p->stream),
+             "cuMemcpyDtoDAsync (into the CUDA-IPC scratch)");
   DDL_RETURN_IF_ERROR(queue_barrier(cu, p, comm->config.timeout_ms));
   const size_t begin = block_begin(n, me, nranks), end = block_begin(n, me + 1, nranks);
   if (end > begin) {
@@ -300,20 +288,19 @@ Status queue_chunk(const CudaDriver &cu, ddl_comm *comm, StreamIpc *p, const Col
     const int q = (me + k) % nranks;  // from the next rank on: not every rank reads one at once
     const size_t b = block_begin(n, q, nranks), e = block_begin(n, q + 1, nranks);
     if (e > b)
-      CU_TRY(cu,
-             memcpy_dtod_async(recv + b * elem, p->scratch_of[q] + out_region + b * elem,
-                               (e - b) * elem, p->stream),
-             "cuMemcpyDtoDAsync (out of a CUDA-IPC scratch)");
+      DDL_CU_TRY(cu,
+                 memcpy_dtod_async(recv + b * elem, p->scratch_of[q] + out_region + b * elem,
+                                   (e - b) * elem, p->stream),
+                 "cuMemcpyDtoDAsync (out of a CUDA-IPC scratch)");
   }
   return Status::Ok();
 }
 
 }  // namespace
 
-bool stream_ipc_applies(ddl_comm *comm, const CollectiveCall &call) {
-  DeviceState *st = nullptr;
-  if (!device_state(comm, &st).ok() || st->stream_ipc_refused) return false;
-  const CudaDriver &cu = *st->cu;
+bool stream_ipc_applies(const ddl_comm *comm, const DeviceState &st, const CollectiveCall &call) {
+  if (st.stream_ipc_refused) return false;
+  const CudaDriver &cu = *st.cu;
   return comm->nranks <= kMaxRanks && cu.mem_alloc && cu.mem_free && cu.stream_wait_event &&
          cuda_ipc_possible(comm, call, nullptr);
 }
@@ -335,14 +322,15 @@ Status queue_stream_ipc(ddl_comm *comm, const CollectiveCall &call, CUstream str
         "the stream's CUDA context is not the one of the communicator's first stream-ordered "
         "allreduce (one context per communicator on this path)");
   ScopedContext scope(cu, context);
-  CU_TRY(cu, event_record(p->before, stream), "cuEventRecord on the caller's stream");
-  CU_TRY(cu, stream_wait_event(p->stream, p->before, 0), "cuStreamWaitEvent");
+  DDL_CU_TRY(cu, event_record(p->before, stream), "cuEventRecord on the caller's stream");
+  DDL_CU_TRY(cu, stream_wait_event(p->stream, p->before, 0), "cuStreamWaitEvent");
   const size_t per_chunk = p->region_bytes / datatype_size(call.dtype);
   for (size_t first = 0; first < call.count; first += per_chunk)
     DDL_RETURN_IF_ERROR(
         queue_chunk(cu, comm, p, call, first, std::min(per_chunk, call.count - first)));
-  CU_TRY(cu, event_record(p->after, p->stream), "cuEventRecord");
-  CU_TRY(cu, stream_wait_event(stream, p->after, 0), "cuStreamWaitEvent on the caller's stream");
+  DDL_CU_TRY(cu, event_record(p->after, p->stream), "cuEventRecord");
+  DDL_CU_TRY(cu, stream_wait_event(stream, p->after, 0),
+             "cuStreamWaitEvent on the caller's stream");
   *queued = true;
   return Status::Ok();
 }
@@ -384,10 +372,8 @@ void destroy_stream_ipc(ddl_comm *comm, DeviceState *st) {
     // rank's calls end first (its reads of the peers' scratch), then it closes what it opened.
     ScopedContext scope(cu, p->context);
     if (cu.event_record(p->after, p->stream) == kCudaSuccess)
-      wait_event(
-          cu, p->after,
-          std::chrono::steady_clock::now() + std::chrono::milliseconds(comm->config.timeout_ms),
-          nullptr, "the last CUDA-IPC allreduces on the stream");
+      wait_event(cu, p->after, deadline_of(comm), nullptr,
+                 "the last CUDA-IPC allreduces on the stream");
   }
   close_imports(cu, p, comm->rank);
   wait_until_imports_closed(comm);

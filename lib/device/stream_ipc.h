@@ -42,7 +42,7 @@ struct DeviceState;
 // device: an allreduce among 2 to 8 ranks all on this host, the IPC entry points, the kernels,
 // cuStreamWaitEvent and cuMemAlloc, DDL_CUDA_IPC not 0, and the path not refused by a rank at
 // its set-up. The same answer on every rank.
-bool stream_ipc_applies(ddl_comm *comm, const CollectiveCall &call);
+bool stream_ipc_applies(const ddl_comm *comm, const DeviceState &st, const CollectiveCall &call);
 
 // On the caller's thread: queues the whole allreduce on `stream` (in `context`). The first
 // call sets the path up with every rank (its scratch made and opened by the others: two host
