@@ -123,6 +123,36 @@ Test(sim, messages_on_one_link_share_it) {
   }
 }
 
+Test(sim, a_fairly_shared_link_lets_a_small_message_past_a_large_one) {
+  // Rank 0 sends 4 MB and rank 1 sends 16 KB over one NIC, both at time 0. First come, first
+  // served, the small one waits for the large; shared fairly (link_sharing = fair), each gets
+  // half the link while both are on it, so the small one is through after twice its own time.
+  // Either way the link is busy for all the bytes, and the large one ends then.
+  const double rate = 1e9, alpha = 5e-6;
+  const size_t large = 1 << 20, small = 1 << 12;  // elements of 4 bytes
+  std::vector<Schedule> by_rank(8);
+  for (int i = 0; i < 2; ++i) {
+    const size_t count = i == 0 ? large : small;
+    add_step(&by_rank[static_cast<size_t>(i)], send_step(4 + i, 1, input_at(0), count, {}));
+    add_step(&by_rank[static_cast<size_t>(4 + i)], recv_step(i, 1, output_at(0), count, {}));
+  }
+  const double both = 4.0 * (large + small) / rate;
+  for (bool fair : {false, true}) {
+    Cluster c = flat_cluster(2, 4, rate, alpha);
+    c.fair_links = fair;
+    SimResult r;
+    Status s = simulate_schedules(c, by_rank, 4, &r, 8);
+    cr_assert(s.ok(), "%s", s.message().c_str());
+    double small_in = -1;
+    for (const TracedStep &t : r.trace)
+      if (t.rank == 5) small_in = t.done;
+    const double want_small = fair ? 2 * 4.0 * small / rate + alpha : both + alpha;
+    expect_near(small_in, want_small, 1e-6, fair ? "small message, fair" : "small message, fifo");
+    expect_near(r.seconds, both + alpha, 1e-6, "the call");
+    expect_near(r.tiers[static_cast<int>(Tier::kNic)].busiest_seconds, both, 1e-6, "busy NIC");
+  }
+}
+
 Test(sim, pipelined_hier_overlaps_equal_tiers) {
   // H hosts x 2 GPUs, single copy inside the hosts, a NIC per GPU at half the port's rate:
   // each GPU's port takes N bytes in (its peer's half read for the reduce-scatter, the

@@ -163,6 +163,14 @@ const std::map<std::string, Key> &keys() {
           return true;
         },
         [](const Cluster &c) { return std::string(c.fat_tree ? "fat_tree" : "switch"); }}},
+      {"link_sharing",
+       {"fifo or fair",
+        [](const std::string &v, Cluster *c) {
+          if (v != "fifo" && v != "fair") return false;
+          c->fair_links = v == "fair";
+          return true;
+        },
+        [](const Cluster &c) { return std::string(c.fair_links ? "fair" : "fifo"); }}},
       {"hosts_per_leaf", DDL_SIM_COUNT(hosts_per_leaf)},
       {"oversubscription",
        {"a ratio >= 1 (2 for 2:1)",

@@ -14,7 +14,8 @@
 //               NIC's rate a stream reaches (protocol headers, the TCP stack)
 //   fabric      `fabric = switch` (one non-blocking switch) or `fat_tree`: leaves of
 //               `hosts_per_leaf` hosts whose uplinks carry 1/`oversubscription` of their
-//               hosts' NIC rate, one plane per rail (rail-optimized)
+//               hosts' NIC rate, one plane per rail (rail-optimized); `link_sharing = fifo`
+//               (a link serves its messages in turn) or `fair` (all at once, rate / n each)
 //   ranks' CPU  `reduce_rate` bytes per second reduced (one operand's bytes), `copy_rate` for
 //   or GPU      local copies, `message_overhead` per message handled, `call_overhead` per call,
 //               `net_cpu_rate` bytes per second through the network stack (TCP); `gpu = yes`:
@@ -49,6 +50,9 @@ struct Cluster {
   double net_efficiency = 1.0;
   // Fabric.
   bool fat_tree = false;
+  // How a link serves the messages on it: first come, first served (false), or shared fairly
+  // among them, each at rate / n (true; NICs arbitrate among queue pairs packet by packet).
+  bool fair_links = false;
   int hosts_per_leaf = 1;
   double oversubscription = 1.0;
   // Each rank.

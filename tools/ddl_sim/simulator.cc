@@ -56,12 +56,21 @@ RankSteps compact(const ddl::Schedule &schedule, size_t elem_size) {
   return out;
 }
 
+// Served before served after: the message a fairly shared link lets through first.
+using Finishing = std::pair<double, uint32_t>;  // (bytes served per message at its end, flow)
+
 struct Link {
   double rate = 0;
-  double free_at = 0;
+  double free_at = 0;  // first come, first served: when the bytes queued so far are through
   double busy = 0;
   double bytes = 0;
   Tier tier = Tier::kLocal;
+  // Shared fairly: the bytes each message on the link has been served since the start (all
+  // alike, as each gets rate / n), when that was brought up to date, the messages on it by
+  // the count they are through at, and the version of its next "through" event.
+  double served = 0, updated = 0;
+  uint32_t version = 0;
+  std::priority_queue<Finishing, std::vector<Finishing>, std::greater<Finishing>> on_it;
 };
 
 // The cluster's links, numbered.
@@ -129,6 +138,34 @@ class Fabric {
     return finish;
   }
 
+  // Fair sharing: message `flow` of `bytes` joins link l at time t. Returns when the link's
+  // next message is through (it may be an earlier one, now later) under `*version`.
+  double join(size_t l, double bytes, double t, uint32_t flow, uint32_t *version) {
+    Link &link = links_[l];
+    bring_up_to(link, t);
+    link.on_it.push({link.served + bytes, flow});
+    link.bytes += bytes;
+    return next_through(link, t, version);
+  }
+
+  // Fair sharing: link l's "through" event of `version` at time t. Unless a later join has
+  // replaced it (false), moves the messages now through to *through and says when the next
+  // one will be (*next, under *next_version; -1: none left).
+  bool pass(size_t l, uint32_t version, double t, std::vector<uint32_t> *through, double *next,
+            uint32_t *next_version) {
+    Link &link = links_[l];
+    if (version != link.version) return false;
+    bring_up_to(link, t);
+    through->clear();
+    // The message the event was for, and any that end within rounding of it.
+    do {
+      through->push_back(link.on_it.top().second);
+      link.on_it.pop();
+    } while (!link.on_it.empty() && link.on_it.top().first <= link.served * (1 + 1e-12) + 1e-6);
+    *next = link.on_it.empty() ? -1 : next_through(link, t, next_version);
+    return true;
+  }
+
   void account(SimResult *result) const {
     for (const Link &link : links_) {
       TierUse &use = result->tiers[static_cast<int>(link.tier)];
@@ -138,6 +175,20 @@ class Fabric {
   }
 
  private:
+  static void bring_up_to(Link &link, double t) {
+    if (!link.on_it.empty() && t > link.updated) {
+      link.served += (t - link.updated) * link.rate / static_cast<double>(link.on_it.size());
+      link.busy += t - link.updated;
+    }
+    link.updated = std::max(link.updated, t);
+  }
+
+  static double next_through(Link &link, double t, uint32_t *version) {
+    *version = ++link.version;
+    const double left = std::max(0.0, link.on_it.top().first - link.served);
+    return t + left * static_cast<double>(link.on_it.size()) / link.rate;
+  }
+
   void add(double rate, Tier tier) {
     Link link;
     link.rate = rate;
@@ -152,9 +203,20 @@ class Fabric {
 
 // What happens to a step at an event's time.
 enum class Happens : uint8_t {
-  kDone,     // the step is done
-  kArrived,  // a receive's message is in and the receive was posted
-  kOnWire,   // a send's or peer copy's bytes start onto their links (queued there from now on)
+  kDone,      // the step is done
+  kArrived,   // a receive's message is in and the receive was posted
+  kOnWire,    // a send's or peer copy's bytes start onto their links (queued there from now on)
+  kLinkPass,  // fair sharing: a link's next message is through it (Event: rank = the link,
+              // step = the event's version, stale once another message joined the link)
+};
+
+// A message (or peer copy) on its way through its links.
+struct Flow {
+  int32_t rank = 0;
+  uint32_t step = 0;
+  uint32_t links_left = 0;  // fair sharing: links it is not through yet
+  double earliest = 0;      // its stack copy's end: it is not sent before
+  double latency = 0;       // of its path
 };
 
 struct Event {
@@ -202,6 +264,9 @@ class Simulation {
           break;
         case Happens::kDone:
           finish(e.rank, e.step, e.time);
+          break;
+        case Happens::kLinkPass:
+          pass_link(static_cast<size_t>(e.rank), e.step, e.time);
           break;
       }
     }
@@ -320,7 +385,7 @@ class Simulation {
   // Rank r's step i (a send or a peer copy) starts its bytes onto their links at time t.
   void onto_links(int r, uint32_t i, double t) {
     const SimStep &s = ranks_[static_cast<size_t>(r)].steps[i];
-    double latency = 0;
+    double latency = 0, earliest = t;
     if (s.kind == StepKind::kSend) {
       fabric_.path(r, s.peer, &path_, &latency);
       // The stack copies the bytes out as the link takes them: the later of the two. A send
@@ -331,19 +396,63 @@ class Simulation {
       // hosts x 8 took 164 us at 4 KB; the emulated clusters moved by at most 2.4 %, 2 x 4 at
       // 10 Gbit/s, broadcast 64 MB).
       const double stack = stack_seconds(r, s.peer, s.bytes);
-      const double copied = stack > 0 ? compute(r, t, stack) : t;
-      const double sent = std::max(copied, fabric_.transfer(path_, s.bytes, t));
-      ++messages_;
-      SimStep &receive = ranks_[static_cast<size_t>(s.peer)].steps[s.matched];
-      receive.arrival = sent + latency;
-      if (receive.ready >= 0)
-        push(std::max(receive.arrival, receive.ready), s.peer, s.matched, Happens::kArrived);
-      push(sent, r, i, Happens::kDone);
+      if (stack > 0) earliest = compute(r, t, stack);
+    } else {
+      const bool read = s.kind == StepKind::kPeerRead;
+      fabric_.path(read ? s.peer : r, read ? r : s.peer, &path_, &latency);
+    }
+    const uint32_t flow =
+        new_flow(Flow{r, i, static_cast<uint32_t>(path_.size()), earliest, latency});
+    if (!c_.fair_links || path_.empty()) {
+      through(flow, fabric_.transfer(path_, s.bytes, t));
       return;
     }
-    const bool read = s.kind == StepKind::kPeerRead;
-    fabric_.path(read ? s.peer : r, read ? r : s.peer, &path_, &latency);
-    push(std::max(s.ready, fabric_.transfer(path_, s.bytes, t)), r, i, Happens::kDone);
+    for (size_t l : path_) {
+      uint32_t version = 0;
+      const double when = fabric_.join(l, s.bytes, t, flow, &version);
+      push(when, static_cast<int32_t>(l), version, Happens::kLinkPass);
+    }
+  }
+
+  // Fair sharing: link l's event of `version` at time t (stale ones do nothing).
+  void pass_link(size_t l, uint32_t version, double t) {
+    double next = -1;
+    uint32_t next_version = 0;
+    if (!fabric_.pass(l, version, t, &passed_, &next, &next_version)) return;
+    if (next >= 0) push(next, static_cast<int32_t>(l), next_version, Happens::kLinkPass);
+    for (uint32_t flow : passed_)
+      if (--flows_[flow].links_left == 0) through(flow, t);
+  }
+
+  uint32_t new_flow(const Flow &flow) {
+    if (free_flows_.empty()) {
+      flows_.push_back(flow);
+      return static_cast<uint32_t>(flows_.size() - 1);
+    }
+    const uint32_t id = free_flows_.back();
+    free_flows_.pop_back();
+    flows_[id] = flow;
+    return id;
+  }
+
+  // A message's last byte is through its last link at time t: the send is done and the
+  // receive's message arrives a latency later; a peer copy is done when its rank's share of
+  // the work is too.
+  void through(uint32_t id, double t) {
+    const Flow flow = flows_[id];
+    free_flows_.push_back(id);
+    const SimStep &s = ranks_[static_cast<size_t>(flow.rank)].steps[flow.step];
+    if (s.kind != StepKind::kSend) {
+      push(std::max(s.ready, t), flow.rank, flow.step, Happens::kDone);
+      return;
+    }
+    const double sent = std::max(flow.earliest, t);
+    ++messages_;
+    SimStep &receive = ranks_[static_cast<size_t>(s.peer)].steps[s.matched];
+    receive.arrival = sent + flow.latency;
+    if (receive.ready >= 0)
+      push(std::max(receive.arrival, receive.ready), s.peer, s.matched, Happens::kArrived);
+    push(sent, flow.rank, flow.step, Happens::kDone);
   }
 
   // A receive whose message is in: the rank completes it (and reduces) when its CPU is free.
@@ -382,6 +491,8 @@ class Simulation {
   std::vector<TracedStep> trace_;
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
   std::vector<size_t> path_;
+  std::vector<Flow> flows_;
+  std::vector<uint32_t> free_flows_, passed_;
   uint64_t order_ = 0;
   size_t messages_ = 0;
   double compute_bytes_ = 0;

@@ -7,7 +7,9 @@
 // and the receiver's NIC between hosts. Each link serves the messages that reach it in turn
 // (first come, first served), each for bytes / rate, so two messages on one link take twice
 // as long as one, and a message moves at its slowest link's rate; it arrives one latency of
-// its path after its last byte left. A rank's CPU (or GPU) is one more resource: every
+// its path after its last byte left. With `link_sharing = fair` a link serves the messages on
+// it at once instead, each at rate / n (processor sharing), so a small message is not held
+// behind a large one. A rank's CPU (or GPU) is one more resource: every
 // message it posts or completes costs message_overhead, every reduction bytes / reduce_rate,
 // every local copy bytes / copy_rate, and single copies (kPeerRead/kPeerWrite) hold it while
 // the copy crosses the host. The call takes the slowest rank's last step plus call_overhead.
