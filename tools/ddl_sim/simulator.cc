@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <limits>
 #include <queue>
+#include <unordered_map>
 
 #include "lib/algorithms/every_rank.h"
 #include "lib/algorithms/hier.h"
@@ -56,8 +57,14 @@ RankSteps compact(const ddl::Schedule &schedule, size_t elem_size) {
   return out;
 }
 
-// Served before served after: the message a fairly shared link lets through first.
-using Finishing = std::pair<double, uint32_t>;  // (bytes served per message at its end, flow)
+// A message on a fairly shared link: the bytes served per message at its end, its flow and
+// which link of the flow's path this is.
+struct OnLink {
+  double ends_at = 0;
+  uint32_t flow = 0;
+  uint32_t hop = 0;
+  bool operator>(const OnLink &other) const { return ends_at > other.ends_at; }
+};
 
 struct Link {
   double rate = 0;
@@ -65,12 +72,12 @@ struct Link {
   double busy = 0;
   double bytes = 0;
   Tier tier = Tier::kLocal;
-  // Shared fairly: the bytes each message on the link has been served since the start (all
-  // alike, as each gets rate / n), when that was brought up to date, the messages on it by
-  // the count they are through at, and the version of its next "through" event.
+  // Shared fairly: the bytes each message being served has been served since the start (all
+  // alike, each getting rate / n), when that was brought up to date, the messages being
+  // served (by the count they end at), and the version of the link's next "through" event.
   double served = 0, updated = 0;
   uint32_t version = 0;
-  std::priority_queue<Finishing, std::vector<Finishing>, std::greater<Finishing>> on_it;
+  std::priority_queue<OnLink, std::vector<OnLink>, std::greater<OnLink>> serving;
 };
 
 // The cluster's links, numbered.
@@ -138,32 +145,39 @@ class Fabric {
     return finish;
   }
 
-  // Fair sharing: message `flow` of `bytes` joins link l at time t. Returns when the link's
-  // next message is through (it may be an earlier one, now later) under `*version`.
-  double join(size_t l, double bytes, double t, uint32_t flow, uint32_t *version) {
+  // Fair sharing: link l serves hop `hop` of message `flow` (`bytes`) from time t on. The
+  // caller then asks when the link's next message is through (next_through).
+  void serve(size_t l, double bytes, double t, uint32_t flow, uint32_t hop) {
     Link &link = links_[l];
     bring_up_to(link, t);
-    link.on_it.push({link.served + bytes, flow});
     link.bytes += bytes;
-    return next_through(link, t, version);
+    link.serving.push(OnLink{link.served + bytes, flow, hop});
   }
 
-  // Fair sharing: link l's "through" event of `version` at time t. Unless a later join has
-  // replaced it (false), moves the messages now through to *through and says when the next
-  // one will be (*next, under *next_version; -1: none left).
-  bool pass(size_t l, uint32_t version, double t, std::vector<uint32_t> *through, double *next,
-            uint32_t *next_version) {
+  // Fair sharing: link l's "through" event of `version` at time t. Unless a later change has
+  // replaced it (false), moves the messages now through to *through.
+  bool pass(size_t l, uint32_t version, double t, std::vector<OnLink> *through) {
     Link &link = links_[l];
     if (version != link.version) return false;
     bring_up_to(link, t);
     through->clear();
     // The message the event was for, and any that end within rounding of it.
     do {
-      through->push_back(link.on_it.top().second);
-      link.on_it.pop();
-    } while (!link.on_it.empty() && link.on_it.top().first <= link.served * (1 + 1e-12) + 1e-6);
-    *next = link.on_it.empty() ? -1 : next_through(link, t, next_version);
+      through->push_back(link.serving.top());
+      link.serving.pop();
+    } while (!link.serving.empty() &&
+             link.serving.top().ends_at <= link.served * (1 + 1e-12) + 1e-6);
     return true;
+  }
+
+  // Fair sharing: when link l's next message will be through as things stand at time t, the
+  // event's version in *version; -1 when it serves none.
+  double next_through(size_t l, double t, uint32_t *version) {
+    Link &link = links_[l];
+    *version = ++link.version;
+    if (link.serving.empty()) return -1;
+    const double left = std::max(0.0, link.serving.top().ends_at - link.served);
+    return t + left * static_cast<double>(link.serving.size()) / link.rate;
   }
 
   void account(SimResult *result) const {
@@ -176,17 +190,11 @@ class Fabric {
 
  private:
   static void bring_up_to(Link &link, double t) {
-    if (!link.on_it.empty() && t > link.updated) {
-      link.served += (t - link.updated) * link.rate / static_cast<double>(link.on_it.size());
+    if (!link.serving.empty() && t > link.updated) {
+      link.served += (t - link.updated) * link.rate / static_cast<double>(link.serving.size());
       link.busy += t - link.updated;
     }
     link.updated = std::max(link.updated, t);
-  }
-
-  static double next_through(Link &link, double t, uint32_t *version) {
-    *version = ++link.version;
-    const double left = std::max(0.0, link.on_it.top().first - link.served);
-    return t + left * static_cast<double>(link.on_it.size()) / link.rate;
   }
 
   void add(double rate, Tier tier) {
@@ -211,12 +219,24 @@ enum class Happens : uint8_t {
 };
 
 // A message (or peer copy) on its way through its links.
+// Fair sharing is among connections (a sender and a receiver: a NIC's queue pair, a TCP
+// connection); a connection's messages cross each link in turn, each once the one before it
+// is through that link.
+constexpr uint32_t kNoFlow = UINT32_MAX;
+constexpr int kMaxHops = 4;  // a path's links: NIC, leaf up, leaf down, NIC
+
 struct Flow {
   int32_t rank = 0;
   uint32_t step = 0;
-  uint32_t links_left = 0;  // fair sharing: links it is not through yet
-  double earliest = 0;      // its stack copy's end: it is not sent before
-  double latency = 0;       // of its path
+  double earliest = 0;  // its stack copy's end: it is not sent before
+  double latency = 0;   // of its path
+  // Fair sharing only:
+  double bytes = 0;
+  uint64_t connection = 0;
+  uint32_t next = kNoFlow;  // the connection's next message
+  uint32_t hops = 0, links_left = 0;
+  uint32_t through_hops = 0, waiting_hops = 0;  // bit k: through / waiting at link k
+  uint32_t links[kMaxHops] = {};
 };
 
 struct Event {
@@ -401,27 +421,55 @@ class Simulation {
       const bool read = s.kind == StepKind::kPeerRead;
       fabric_.path(read ? s.peer : r, read ? r : s.peer, &path_, &latency);
     }
-    const uint32_t flow =
-        new_flow(Flow{r, i, static_cast<uint32_t>(path_.size()), earliest, latency});
+    const uint32_t id = new_flow(Flow{r, i, earliest, latency});
     if (!c_.fair_links || path_.empty()) {
-      through(flow, fabric_.transfer(path_, s.bytes, t));
+      through(id, fabric_.transfer(path_, s.bytes, t));
       return;
     }
-    for (size_t l : path_) {
-      uint32_t version = 0;
-      const double when = fabric_.join(l, s.bytes, t, flow, &version);
-      push(when, static_cast<int32_t>(l), version, Happens::kLinkPass);
+    const int from = s.kind == StepKind::kPeerRead ? s.peer : r;
+    const int to = s.kind == StepKind::kPeerRead ? r : s.peer;
+    Flow &flow = flows_[id];
+    flow.bytes = s.bytes;
+    flow.connection = static_cast<uint64_t>(from) * ranks_.size() + static_cast<uint64_t>(to);
+    flow.hops = flow.links_left = static_cast<uint32_t>(path_.size());
+    std::copy(path_.begin(), path_.end(), flow.links);
+    // On each link, behind the connection's last message if that is not through it yet.
+    auto [last, first] = last_of_connection_.try_emplace(flow.connection, id);
+    const uint32_t before = first ? kNoFlow : last->second;
+    last->second = id;
+    if (before != kNoFlow) flows_[before].next = id;
+    for (uint32_t k = 0; k < flow.hops; ++k) {
+      if (before != kNoFlow && !(flows_[before].through_hops & (1u << k))) {
+        flow.waiting_hops |= 1u << k;
+        continue;
+      }
+      fabric_.serve(flow.links[k], flow.bytes, t, id, k);
+      schedule_pass(flow.links[k], t);
     }
   }
 
-  // Fair sharing: link l's event of `version` at time t (stale ones do nothing).
+  void schedule_pass(size_t l, double t) {
+    uint32_t version = 0;
+    const double when = fabric_.next_through(l, t, &version);
+    if (when >= 0) push(when, static_cast<int32_t>(l), version, Happens::kLinkPass);
+  }
+
+  // Fair sharing: link l's event of `version` at time t (stale ones do nothing). The messages
+  // through it let their connections' next ones onto it.
   void pass_link(size_t l, uint32_t version, double t) {
-    double next = -1;
-    uint32_t next_version = 0;
-    if (!fabric_.pass(l, version, t, &passed_, &next, &next_version)) return;
-    if (next >= 0) push(next, static_cast<int32_t>(l), next_version, Happens::kLinkPass);
-    for (uint32_t flow : passed_)
-      if (--flows_[flow].links_left == 0) through(flow, t);
+    if (!fabric_.pass(l, version, t, &passed_)) return;
+    for (const OnLink &o : passed_) {
+      Flow &flow = flows_[o.flow];
+      flow.through_hops |= 1u << o.hop;
+      if (flow.next == kNoFlow) continue;
+      Flow &next = flows_[flow.next];
+      if (!(next.waiting_hops & (1u << o.hop))) continue;
+      next.waiting_hops &= ~(1u << o.hop);
+      fabric_.serve(l, next.bytes, t, flow.next, o.hop);
+    }
+    schedule_pass(l, t);
+    for (const OnLink &o : passed_)
+      if (--flows_[o.flow].links_left == 0) through(o.flow, t);
   }
 
   uint32_t new_flow(const Flow &flow) {
@@ -441,6 +489,10 @@ class Simulation {
   void through(uint32_t id, double t) {
     const Flow flow = flows_[id];
     free_flows_.push_back(id);
+    if (flow.hops > 0) {
+      auto last = last_of_connection_.find(flow.connection);
+      if (last->second == id) last_of_connection_.erase(last);
+    }
     const SimStep &s = ranks_[static_cast<size_t>(flow.rank)].steps[flow.step];
     if (s.kind != StepKind::kSend) {
       push(std::max(s.ready, t), flow.rank, flow.step, Happens::kDone);
@@ -492,7 +544,9 @@ class Simulation {
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
   std::vector<size_t> path_;
   std::vector<Flow> flows_;
-  std::vector<uint32_t> free_flows_, passed_;
+  std::vector<uint32_t> free_flows_;
+  std::vector<OnLink> passed_;
+  std::unordered_map<uint64_t, uint32_t> last_of_connection_;  // fair sharing
   uint64_t order_ = 0;
   size_t messages_ = 0;
   double compute_bytes_ = 0;
