@@ -30,9 +30,10 @@ void build_pairwise_alltoall(const CollectiveArgs &args, Schedule *schedule) {
   auto recv_at = [&](int j) { return BlockLayout::at(recv_counts, layout->recv_displs, j); };
   if (!args.in_place && recv_counts[r] > 0)
     add_step(schedule, copy_step(input_at(send_at(r)), output_at(recv_at(r)), recv_counts[r], {}));
+  NetworkSendWindow window(args);
   for (int k = 1; k < n; ++k) {
     const int to = ring_index(r + k, n), from = ring_index(r - k, n);
-    add_step(schedule, send_step(to, 0, source(send_at(to)), send_counts[to], after_copy));
+    window.add(schedule, send_step(to, 0, source(send_at(to)), send_counts[to], after_copy));
     add_step(schedule, recv_step(from, 0, output_at(recv_at(from)), recv_counts[from], after_copy));
   }
 }
@@ -49,9 +50,10 @@ void build_pairwise_allgatherv(const CollectiveArgs &args, Schedule *schedule) {
   schedule->in_place_offset = at(r);
   if (!args.in_place && args.count > 0)
     add_step(schedule, copy_step(input_at(0), output_at(at(r)), args.count, {}));
+  NetworkSendWindow window(args);
   for (int k = 1; k < n; ++k) {
     const int to = ring_index(r + k, n), from = ring_index(r - k, n);
-    add_step(schedule, send_step(to, 0, input_at(0), args.count, {}));
+    window.add(schedule, send_step(to, 0, input_at(0), args.count, {}));
     add_step(schedule, recv_step(from, 0, output_at(at(from)), counts[from], {}));
   }
 }
@@ -74,9 +76,10 @@ void build_pairwise_reduce_scatterv(const CollectiveArgs &args, Schedule *schedu
       add_step(schedule, copy_step(input_at(at(r)), output_at(0), mine, {}));
     return;
   }
+  NetworkSendWindow window(args);
   for (int k = 1; k < n; ++k) {
     const int to = ring_index(r + k, n);
-    add_step(schedule, send_step(to, 0, input_at(at(to)), counts[to], {}));
+    window.add(schedule, send_step(to, 0, input_at(at(to)), counts[to], {}));
   }
   const int slots = std::min(n - 1, kSlots);
   schedule->scratch_count = static_cast<size_t>(slots) * mine;

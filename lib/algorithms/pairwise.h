@@ -1,7 +1,8 @@
 // Alltoall by pairwise exchange: at round k = 1..n-1 rank r sends its block for rank r+k and
-// receives the block of rank r-k. Every round's messages are posted at once (the transports
-// overlap them; the rounds' order only spreads the load, so that no rank is every other
-// rank's first destination). Each pair exchanges exactly one message, even an empty one:
+// receives the block of rank r-k. Every round's receives are posted at once, and its sends
+// too, except that at most two sends to other hosts are on the way at once
+// (NetworkSendWindow, schedule.h); the rounds' order spreads the load, so that no rank is
+// every other rank's first destination. Each pair exchanges exactly one message, even an empty one:
 // a count that one side thinks is zero and the other does not is then a size error naming
 // both ranks, not a wait until the deadline.
 //
@@ -9,7 +10,7 @@
 // place (MPI_IN_PLACE) the blocks to send are read from a copy of the buffer taken first, as
 // the receives overwrite it.
 //
-// Cost: n-1 messages in and out per rank, all in flight together: the bytes leave through the
+// Cost: n-1 messages in and out per rank, in flight together: the bytes leave through the
 // rank's link at its rate; across hosts each host's link carries what its ranks send to other
 // hosts, which no algorithm can lower (only the message count, by aggregating per host).
 #pragma once

@@ -221,6 +221,15 @@ void add_single_rank_copy(const CollectiveArgs &args, size_t count, size_t outpu
     add_step(schedule, copy_step(input_at(0), output_at(output_offset), count, {}));
 }
 
+uint32_t NetworkSendWindow::add(Schedule *schedule, Step send) {
+  const bool across = !args_.tiers.empty() && args_.tiers[0][static_cast<size_t>(send.peer)] !=
+                                                  args_.tiers[0][static_cast<size_t>(args_.rank)];
+  if (across && sent_.size() >= kInFlight) send.deps.push_back(sent_[sent_.size() - kInFlight]);
+  const uint32_t step = add_step(schedule, std::move(send));
+  if (across) sent_.push_back(step);
+  return step;
+}
+
 int power_of_two_below(int n, int *rounds) {
   int p = 1;
   *rounds = 0;

@@ -217,6 +217,73 @@ Test(rooted_schedules, reduce_scatterv_uneven) {
     }
 }
 
+// The pairwise exchanges across hosts, where each rank has at most two sends to other hosts
+// on the way (NetworkSendWindow): alltoall, alltoallv, allgatherv and reduce_scatterv on one
+// rank per host and on hosts of several ranks, numbered round robin, with no deadlock (the
+// verifier completes a send only once its receive is posted).
+Test(rooted_schedules, pairwise_exchanges_over_hosts) {
+  std::mt19937 rng(17);
+  for (int n = 2; n <= 13; ++n)
+    for (int hosts : {n, 2, 3}) {
+      if (hosts > n) continue;
+      std::vector<int> host_of;
+      for (int r = 0; r < n; ++r) host_of.push_back(r % hosts);
+      auto over_hosts = [&](std::vector<CollectiveArgs> all) {
+        for (CollectiveArgs &a : all) a.tiers = {host_of}, a.hosts = hosts;
+        return all;
+      };
+      for (bool in_place : {false, true}) {
+        check(over_hosts(uniform(Collective::kAlltoall, n, 2, 0, in_place, 0, "pairwise")),
+              "alltoall");
+        std::vector<std::vector<size_t>> pairs = random_counts(n, 3, rng());
+        for (int i = 0; in_place && i < n; ++i)  // in place: symmetric, as above
+          for (int j = 0; j < i; ++j) pairs[i][j] = pairs[j][i];
+        check(over_hosts(alltoallv(pairs, 1, in_place)), "alltoallv");
+        std::vector<size_t> counts(n);
+        for (size_t &k : counts) k = rng() % 4;
+        std::vector<CollectiveArgs> all = rooted_v(Collective::kGatherv, counts, 0, false);
+        for (CollectiveArgs &a : all) {
+          a.collective = Collective::kAllgatherv;
+          a.layout = all[0].layout;
+          a.in_place = in_place;
+        }
+        check(over_hosts(all), "allgatherv");
+        auto layout = std::make_shared<BlockLayout>();
+        for (int j = 0; j < n; ++j) {
+          layout->send_displs.push_back(j == 0 ? 0 : layout->send_displs.back() + counts[j - 1]);
+          layout->send_counts.push_back(counts[j]);
+        }
+        all.clear();
+        for (int r = 0; r < n; ++r) {
+          CollectiveArgs a = make_args(Collective::kReduceScatterv, n, r, counts[r]);
+          a.layout = layout;
+          a.in_place = in_place;
+          all.push_back(a);
+        }
+        check(over_hosts(all), "reduce_scatterv");
+      }
+    }
+  // The window itself: rank 0 of 6 ranks on 6 hosts sends to 1..5; its third send waits for
+  // its first, its fourth for its second. On one host nothing waits.
+  for (bool across : {true, false}) {
+    CollectiveArgs a = make_args(Collective::kAlltoall, 6, 0, 1);
+    a.algorithm = "pairwise";
+    if (across) a.tiers = {{0, 1, 2, 3, 4, 5}}, a.hosts = 6;
+    Schedule s;
+    cr_assert(build_schedule(a, &s).ok());
+    std::vector<uint32_t> sends;
+    for (uint32_t i = 0; i < s.steps.size(); ++i)
+      if (s.steps[i].kind == StepKind::kSend) sends.push_back(i);
+    cr_assert_eq(sends.size(), 5u);
+    for (size_t k = 0; k < sends.size(); ++k) {
+      const std::vector<uint32_t> &deps = s.steps[sends[k]].deps;
+      const bool waits =
+          std::find(deps.begin(), deps.end(), k >= 2 ? sends[k - 2] : ~0u) != deps.end();
+      cr_assert_eq(waits, across && k >= 2, "send %zu (across hosts: %d)", k, across);
+    }
+  }
+}
+
 Test(rooted_schedules, reduce_tree_and_ring) {
   for (const char *algo : {"tree", "ring"})
     for (int n = 1; n <= 19; ++n)
