@@ -86,6 +86,7 @@ SETUPS = {
                 "broadcast"),
     "4x2rs": (4, 2, 1, [M, 8 * M, 64 * M], 3, 1, "reduce-scatter, 4 hosts x 2 ranks, 1 NIC",
               "reduce_scatter"),
+    "4x2ag": (4, 2, 1, [M, 8 * M, 64 * M], 3, 1, "allgather, 4 hosts x 2 ranks, 1 NIC", "allgather"),
     "4x2r2bc": (4, 2, 2, [16 * M, 64 * M], 3, 1, "broadcast, 4 hosts x 2 ranks x 2 rails",
                 "broadcast"),
 }

@@ -302,7 +302,7 @@ void build_hier_allgather(const CollectiveArgs &args, Schedule *schedule) {
   };
 
   // 1. This rank's block to its agent on every other host, the next host first (l.shifted).
-  //    At most two on the way at once (NetworkSendWindow): the agents forward each as it
+  //    To at most two hosts at once (NetworkSendWindow): the agents forward each block as it
   //    arrives, while the next crosses the network.
   NetworkSendWindow window(args);
   for (int k = 1; k < l.hosts.count(); ++k) {

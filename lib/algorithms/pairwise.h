@@ -1,6 +1,6 @@
 // Alltoall by pairwise exchange: at round k = 1..n-1 rank r sends its block for rank r+k and
 // receives the block of rank r-k. Every round's receives are posted at once, and its sends
-// too, except that at most two sends to other hosts are on the way at once
+// too, except that sends to other hosts go to at most two of them at once
 // (NetworkSendWindow, schedule.h); the rounds' order spreads the load, so that no rank is
 // every other rank's first destination. Each pair exchanges exactly one message, even an empty one:
 // a count that one side thinks is zero and the other does not is then a size error naming

@@ -224,10 +224,12 @@ void add_single_rank_copy(const CollectiveArgs &args, size_t count, size_t outpu
 uint32_t NetworkSendWindow::add(Schedule *schedule, Step send) {
   const bool across = !args_.tiers.empty() && args_.tiers[0][static_cast<size_t>(send.peer)] !=
                                                   args_.tiers[0][static_cast<size_t>(args_.rank)];
-  if (across && sent_.size() >= kInFlight) send.deps.push_back(sent_[sent_.size() - kInFlight]);
-  const uint32_t step = add_step(schedule, std::move(send));
-  if (across) sent_.push_back(step);
-  return step;
+  if (!across) return add_step(schedule, std::move(send));
+  if (peers_.empty() || peers_.back().rank != send.peer) peers_.push_back(Peer{send.peer, 0});
+  if (peers_.size() > kPeersAtOnce)
+    send.deps.push_back(peers_[peers_.size() - 1 - kPeersAtOnce].last_send);
+  peers_.back().last_send = add_step(schedule, std::move(send));
+  return peers_.back().last_send;
 }
 
 int power_of_two_below(int n, int *rounds) {

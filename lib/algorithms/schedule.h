@@ -208,26 +208,32 @@ struct TierGroups {
 };
 TierGroups fastest_tier_groups(const CollectiveArgs &args);
 
-// A rank's sends to other hosts, at most two on the way at once: each waits for the one two
-// before it (none of its sends inside the host counts). Posted all at once, a rank's messages
-// to many hosts share its NIC and their receivers' (TCP connections share a link, and a NIC
-// serves its queue pairs in turn), so all of them arrive near the end: what the receivers do
-// with each (forward it inside their host, copy it out of the stack) cannot overlap the
-// others' transfer. Two keep the link busy (one on the wire, the next queued behind it). On
-// 4 emulated hosts x 1 rank, a 64 MB alltoall went from 72 to 91 % of the link bound.
-// Only where every receive is posted without waiting on this rank's sends (the pairwise
-// exchanges), or a window could hold a send whose receiver waits for it.
+// A rank's sends to other hosts go to at most two peers at once: the sends to a peer wait
+// for the last send to the peer two before it (sends inside the host do not count; several
+// sends in a row to one peer, a message's chunks, count as one). Posted all at once, a rank's
+// messages to many hosts share its NIC and their receivers' (TCP connections share a link,
+// and a NIC serves its queue pairs in turn), so all of them arrive near the end, and what the
+// receivers do with each (forward it inside their host, copy it out of the stack) cannot
+// overlap the others' transfer. Two keep the link busy (one on the wire, the next queued
+// behind it). On 4 emulated hosts x 1 rank, a 64 MB alltoall went from 78 to 92 % of the
+// link bound (bench/across-hosts.md). Only for schedules whose receives never wait for this
+// rank's later sends (the pairwise exchanges, hier's allgather), or a send held back could
+// hold up its own receiver.
 class NetworkSendWindow {
  public:
   explicit NetworkSendWindow(const CollectiveArgs &args) : args_(args) {}
-  // Adds `send` to the schedule, waiting for this rank's send to another host two before it
-  // when it goes to another host too; returns its index.
+  // Adds `send` to the schedule (after the window's step, when it goes to another host);
+  // returns its index.
   uint32_t add(Schedule *schedule, Step send);
 
  private:
-  static constexpr size_t kInFlight = 2;
+  static constexpr size_t kPeersAtOnce = 2;
+  struct Peer {
+    int rank;
+    uint32_t last_send;
+  };
   const CollectiveArgs &args_;
-  std::vector<uint32_t> sent_;  // this rank's sends to other hosts so far
+  std::vector<Peer> peers_;  // on other hosts, in the order this rank sends to them
 };
 
 // The largest power of two <= n (n >= 1), and its log2 in *rounds: the ranks that take part

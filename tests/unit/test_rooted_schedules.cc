@@ -217,8 +217,8 @@ Test(rooted_schedules, reduce_scatterv_uneven) {
     }
 }
 
-// The pairwise exchanges across hosts, where each rank has at most two sends to other hosts
-// on the way (NetworkSendWindow): alltoall, alltoallv, allgatherv and reduce_scatterv on one
+// The pairwise exchanges across hosts, where each rank sends to at most two other hosts at
+// once (NetworkSendWindow): alltoall, alltoallv, allgatherv and reduce_scatterv on one
 // rank per host and on hosts of several ranks, numbered round robin, with no deadlock (the
 // verifier completes a send only once its receive is posted).
 Test(rooted_schedules, pairwise_exchanges_over_hosts) {
