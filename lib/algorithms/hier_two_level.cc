@@ -302,14 +302,11 @@ void build_hier_allgather(const CollectiveArgs &args, Schedule *schedule) {
   };
 
   // 1. This rank's block to its agent on every other host, the next host first (l.shifted).
-  //    To at most two hosts at once (NetworkSendWindow): the agents forward each block as it
-  //    arrives, while the next crosses the network.
-  NetworkSendWindow window(args);
   for (int k = 1; k < l.hosts.count(); ++k) {
     const int g = l.shifted(k);
     for (int c = 0; c < l.C; ++c)
-      window.add(schedule, send_step(l.hosts.agent(g, l.me), tag_of(l.me, c, l.C),
-                                     input_at(l.part(c).offset), l.part(c).count, {}));
+      add_step(schedule, send_step(l.hosts.agent(g, l.me), tag_of(l.me, c, l.C),
+                                   input_at(l.part(c).offset), l.part(c).count, {}));
   }
   // 2. The blocks this rank is its host's agent for, from their owners.
   const std::vector<int> held = held_by(l.me);

@@ -215,10 +215,13 @@ TierGroups fastest_tier_groups(const CollectiveArgs &args);
 // and a NIC serves its queue pairs in turn), so all of them arrive near the end, and what the
 // receivers do with each (forward it inside their host, copy it out of the stack) cannot
 // overlap the others' transfer. Two keep the link busy (one on the wire, the next queued
-// behind it). On 4 emulated hosts x 1 rank, a 64 MB alltoall went from 78 to 92 % of the
-// link bound (bench/across-hosts.md). Only for schedules whose receives never wait for this
-// rank's later sends (the pairwise exchanges, hier's allgather), or a send held back could
-// hold up its own receiver.
+// behind it). On 4 emulated hosts x 1 rank, a 64 MB alltoall went from 71-78 to 90-92 % of
+// the link bound (bench/across-hosts.md). Only for schedules whose receives never wait for this
+// rank's later sends (the pairwise exchanges), or a send held back could hold up its own
+// receiver. Not in hier's allgather: there the window cost 6 % on 4 emulated hosts x 2 (each
+// rank's block goes out in 64 KB chunks, and the host's other ranks keep its NIC busy), though
+// ddl_sim with fairly shared links found a window of two sends 35 points faster among 64
+// hosts x 8 at 256 MB.
 class NetworkSendWindow {
  public:
   explicit NetworkSendWindow(const CollectiveArgs &args) : args_(args) {}
