@@ -11,6 +11,7 @@
 #include "lib/algorithms/hier_two_level.h"
 #include "lib/algorithms/linear.h"
 #include "lib/algorithms/pairwise.h"
+#include "lib/algorithms/rail_alltoall.h"
 #include "lib/algorithms/rail_broadcast.h"
 #include "lib/algorithms/recursive_doubling.h"
 #include "lib/algorithms/rhd.h"
@@ -127,12 +128,18 @@ const std::vector<AlgorithmInfo> &algorithm_table() {
        build_rail_broadcast, rail_broadcast_cost},
       {"dissemination", Collective::kBarrier, "ceil(log2 n) rounds of signals at distance 2^k",
        build_dissemination_barrier, no_cost},
-      {"pairwise", Collective::kAlltoall, "n-1 exchanges with rank r+k / r-k, all in flight",
+      {"pairwise", Collective::kAlltoall,
+       "n-1 exchanges with rank r+k / r-k, in flight together (two hosts at a time)",
        build_pairwise_alltoall, pairwise_alltoall_cost},
+      {"rails", Collective::kAlltoall,
+       "the pairwise exchange, each block across on its receiver's rail (handed on inside "
+       "the host)",
+       build_rail_alltoall, rail_alltoall_cost},
       {"hier", Collective::kAlltoall,
        "two levels: each host's blocks for another host in one message between agents",
        build_hier_alltoall, hier_alltoall_cost},
-      {"pairwise", Collective::kAlltoallv, "n-1 exchanges with rank r+k / r-k, all in flight",
+      {"pairwise", Collective::kAlltoallv,
+       "n-1 exchanges with rank r+k / r-k, in flight together (two hosts at a time)",
        build_pairwise_alltoall, no_cost},
       {"pairwise", Collective::kReduceScatterv,
        "its operand of rank r+k's block to it, rank r-k's of its own from it, added in turn",

@@ -395,6 +395,43 @@ Test(rooted_schedules, hier_alltoall_over_hosts) {
   check(all, "hier 16 x 8");
 }
 
+// The rails' alltoall over hosts of every shape, 1 to 4 rails, in place and not; and on 2
+// hosts x 4 ranks x 2 rails every message between hosts joins two ranks of one rail.
+Test(rooted_schedules, rail_alltoall_over_hosts) {
+  const std::vector<std::vector<int>> shapes = {{2, 2}, {4, 4}, {3, 1, 2}, {2, 2, 2, 2}, {1, 3}};
+  for (const std::vector<int> &shape : shapes)
+    for (int rails : {1, 2, 3, 4})
+      for (size_t count : {size_t{0}, size_t{1}, size_t{3}})
+        for (bool in_place : {false, true})
+          for (bool cyclic : {false, true}) {
+            std::vector<int> tier;
+            for (size_t h = 0; h < shape.size(); ++h)
+              for (int k = 0; k < shape[h]; ++k) tier.push_back(static_cast<int>(h));
+            if (cyclic) std::rotate(tier.begin(), tier.begin() + 1, tier.end());
+            const int n = static_cast<int>(tier.size());
+            std::vector<CollectiveArgs> all =
+                uniform(Collective::kAlltoall, n, count, 0, in_place, 0, "rails");
+            for (CollectiveArgs &a : all) {
+              a.tiers = {tier};
+              a.hosts = static_cast<int>(shape.size());
+              a.rails = rails;
+            }
+            check(all, "rails");
+          }
+  for (int r = 0; r < 8; ++r) {
+    CollectiveArgs a = make_args(Collective::kAlltoall, 8, r, 2);
+    a.algorithm = "rails";
+    a.tiers = {{0, 0, 0, 0, 1, 1, 1, 1}};
+    a.hosts = 2;
+    a.rails = 2;
+    Schedule s;
+    cr_assert(build_schedule(a, &s).ok());
+    for (const Step &step : s.steps)
+      if (step.kind == StepKind::kSend && step.peer / 4 != r / 4)
+        cr_assert_eq(step.peer % 2, r % 2, "rank %d sends to rank %d across hosts", r, step.peer);
+  }
+}
+
 Test(rooted_schedules, alltoall_models_take_hier_for_small_blocks_across_hosts) {
   std::vector<int> tier;
   for (int h = 0; h < 4; ++h)
@@ -407,6 +444,10 @@ Test(rooted_schedules, alltoall_models_take_hier_for_small_blocks_across_hosts) 
   cr_assert_str_eq(choose_algorithm(a, &why).name, "hier", "%s", why.c_str());
   a.count = 1 << 20;
   cr_assert_str_eq(choose_algorithm(a, &why).name, "pairwise", "%s", why.c_str());
+  // With a rail per local rank, large blocks go by the rails.
+  a.rails = 4;
+  cr_assert_str_eq(choose_algorithm(a, &why).name, "rails", "%s", why.c_str());
+  a.rails = 1;
   a.tiers.clear();
   a.hosts = 1;
   a.count = 2;
