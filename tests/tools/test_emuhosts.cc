@@ -329,6 +329,30 @@ Test(emuhosts, the_models_send_a_broadcast_over_every_rail) {
   }
 }
 
+// A large alltoall goes over every rail too (lib/algorithms/rail_alltoall.h): each block
+// crosses on its receiver's rail, so each of a host's NICs carries half of what the host
+// sends, where the pairwise exchange sent three quarters through one (the main transport's).
+Test(emuhosts, the_models_send_a_large_alltoall_over_every_rail) {
+  up_or_skip({"--hosts", "2", "--rails", "2"});
+  const auto before = nic_tx_bytes("h0");
+  RunResult r =
+      ddl_perf_on("h0:2,h1:2", {"DDL_LOG_LEVEL=info"},
+                  {"-C", "alltoall", "-b", "16M", "-e", "16M", "-n", "2", "-w", "0", "-c", "1"});
+  cr_assert_eq(r.exit_status, 0, "stdout:\n%s\nstderr:\n%s", r.out.c_str(), r.err.c_str());
+  cr_assert(contains(r.out, "# Out of bounds values : 0 OK"), "%s", r.out.c_str());
+  cr_assert(contains(r.out + r.err, ": rails (models:"),
+            "no rank says the alltoall went over the rails:\n%s", r.err.c_str());
+  const auto after = nic_tx_bytes("h0");
+  cr_assert_eq(after.size(), 2u, "h0 has %zu NICs", after.size());
+  // Each rank sends 4 MB to each of the 2 ranks of h1: 16 MB a call leave h0, 8 MB over each
+  // NIC (the pairwise exchange: 12 MB over one, 4 MB over the other).
+  const long long sent[2] = {after[0].second - before[0].second,
+                             after[1].second - before[1].second};
+  for (int nic = 0; nic < 2; ++nic)
+    cr_assert(sent[nic] > 0.4 * static_cast<double>(sent[0] + sent[1]), "h0 %s sent %lld B of %lld",
+              after[nic].first.c_str(), sent[nic], sent[0] + sent[1]);
+}
+
 // DDL_RAILS=auto takes the NICs the topology finds. Here the topology is a file describing 8
 // InfiniBand NICs these emulated hosts do not have: the rails cannot connect, and the job
 // must go on without them on every rank, saying why, rather than fail.
