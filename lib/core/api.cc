@@ -101,6 +101,9 @@ ddl_result_t start_on_stream(ddl_comm_t comm, const ddl::CollectiveCall &call, v
     return guard.finish(ddl::invalid_usage(
         "rank %d: %s: stream-ordered calls cannot be grouped; call it after ddl_group_end",
         comm->rank, what));
+  bool alone = false;
+  Status queued_alone = ddl::device::queue_alone(comm, call, stream, &alone);
+  if (!queued_alone.ok() || alone) return guard.finish(queued_alone);
   if (!ddl::device::stream_calls_async(comm)) {
     Status s = ddl::device::wait_for_stream(comm, call, stream);
     return guard.finish(s.ok() ? ddl::run_blocking(comm, call) : s);

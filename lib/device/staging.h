@@ -58,6 +58,11 @@ Status prepare_queued_call(ddl_comm *comm, const CollectiveCall &call);
 Status reserve_staging(ddl_comm *comm, const CollectiveCall &call, const PointerInfo &where);
 Status prepare_ipc_call(ddl_comm *comm, const CollectiveCall &call, const PointerInfo &where);
 
+// Either mode, on the caller's thread: a communicator of one rank queues a call on device
+// buffers on `stream` alone (*queued): its result is its input, so one device copy (none in
+// place, none for a broadcast), with no host step, as NCCL does. Nothing else is queued.
+Status queue_alone(ddl_comm *comm, const CollectiveCall &call, void *stream, bool *queued);
+
 // Host-synchronous mode, on the caller's thread: checks the call, records an event on
 // `stream` and waits for it (the work queued before the call) with the deadline and abort;
 // the caller then runs the call as a blocking one. Needs a CUDA driver.

@@ -40,6 +40,7 @@
 #include <memory>
 #include <thread>
 
+#include "lib/common/datatype.h"
 #include "lib/common/log.h"
 #include "lib/common/params.h"
 #include "lib/core/collectives.h"
@@ -292,6 +293,31 @@ Status stream_target(ddl_comm *comm, const CollectiveCall &call, void *stream_ha
 }
 
 }  // namespace
+
+Status queue_alone(ddl_comm *comm, const CollectiveCall &call, void *stream_handle, bool *queued) {
+  *queued = false;
+  if (comm->nranks != 1) return Status::Ok();
+  StreamTarget t;
+  DDL_RETURN_IF_ERROR(stream_target(comm, call, stream_handle, &t));
+  if (t.where.kind != MemoryKind::kDevice || !t.cu->memcpy_dtod_async) return Status::Ok();
+  const std::string context =
+      strprintf("rank %d: %s: ", comm->rank, collective_name(call.collective));
+  DDL_RETURN_IF_ERROR(check_usable(comm, context));
+  // An allreduce, allgather or reduce-scatter of one rank copies its count; a broadcast's
+  // buffer is its input and output.
+  const size_t bytes =
+      call.collective == Collective::kBroadcast ? 0 : call.count * datatype_size(call.dtype);
+  if (bytes > 0 && call.sendbuf != call.recvbuf) {
+    const CudaDriver &cu = *t.cu;
+    ScopedContext scope(cu, t.context);
+    const CUresult r = cu.memcpy_dtod_async(reinterpret_cast<CUdeviceptr>(call.recvbuf),
+                                            reinterpret_cast<CUdeviceptr>(call.sendbuf), bytes,
+                                            static_cast<CUstream>(stream_handle));
+    if (r != kCudaSuccess) return cuda_failed(cu, "cuMemcpyDtoDAsync", r).prefix(context);
+  }
+  *queued = true;
+  return Status::Ok();
+}
 
 bool stream_calls_async(ddl_comm *comm) {
   // DDL_CUDA_STREAM_ASYNC=1 or 0 forces a mode; unset, a communicator that spans hosts is

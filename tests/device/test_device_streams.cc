@@ -6,7 +6,8 @@
 // out or is aborted still releases the stream, and the next call reports it; the progress
 // thread makes no driver call while a stream waits for it (the stand-in driver models the
 // lock that made such calls hang on a GPU); an allreduce among the ranks of one host runs on
-// the device alone (CUDA IPC, barriers on the device). Also: a rank killed during device
+// the device alone (CUDA IPC, barriers on the device), and a call of a one-rank communicator
+// is a copy on the stream. Also: a rank killed during device
 // allreduces is named by every survivor, and without a driver every buffer is host memory.
 #include <criterion/criterion.h>
 #include <signal.h>
@@ -88,7 +89,8 @@ int ordered_on_the_stream(ddl_comm_t comm, int rank, int nranks) {
       rs_out(n * 4);
   for (DeviceBuffer *b : {&ar_out, &bc, &ag_out, &rs_out}) memset(b->shadow(), 0xee, b->bytes());
   Writer w_ar{ar_in.shadow(), DDL_FLOAT32, rank, n, 300};
-  Writer w_bc{bc.shadow(), DDL_FLOAT64, rank, rank == 1 ? n : 0, 50};
+  const int root = nranks > 1 ? 1 : 0;
+  Writer w_bc{bc.shadow(), DDL_FLOAT64, rank, rank == root ? n : 0, 50};
   Writer w_ag{ag_in.shadow(), DDL_INT32, rank, n, 50};
   Writer w_rs{rs_in.shadow(), DDL_FLOAT32, rank, N, 50};
   Reader r_ar{ar_out.shadow(), n * 4, {}}, r_bc{bc.shadow(), n * 8, {}},
@@ -109,7 +111,7 @@ int ordered_on_the_stream(ddl_comm_t comm, int rank, int nranks) {
                seconds_since(start));
   RANK_CHECK(cu.launch_host_func(stream, read_kernel, &r_ar) == 0, "launch");
   RANK_CHECK(cu.launch_host_func(stream, write_kernel, &w_bc) == 0, "launch");
-  RANK_OK(ddl_broadcast_stream(bc.device(), n, DDL_FLOAT64, 1, comm, stream));
+  RANK_OK(ddl_broadcast_stream(bc.device(), n, DDL_FLOAT64, root, comm, stream));
   RANK_CHECK(cu.launch_host_func(stream, read_kernel, &r_bc) == 0, "launch");
   RANK_CHECK(cu.launch_host_func(stream, write_kernel, &w_ag) == 0, "launch");
   RANK_OK(ddl_allgather_stream(ag_in.device(), ag_out.device(), n, DDL_INT32, comm, stream));
@@ -131,7 +133,7 @@ int ordered_on_the_stream(ddl_comm_t comm, int rank, int nranks) {
                    expected_value(DDL_FLOAT32, DDL_SUM, nranks, i),
                "allreduce_stream [%zu]: %g", i, load_value(DDL_FLOAT32, r_ar.seen.data(), i));
     RANK_CHECK(
-        load_value(DDL_FLOAT64, r_bc.seen.data(), i) == input_value(DDL_FLOAT64, DDL_SUM, 1, i),
+        load_value(DDL_FLOAT64, r_bc.seen.data(), i) == input_value(DDL_FLOAT64, DDL_SUM, root, i),
         "broadcast_stream [%zu]", i);
     for (int q = 0; q < nranks; ++q)
       RANK_CHECK(load_value(DDL_INT32, r_ag.seen.data(), q * n + i) ==
@@ -155,6 +157,15 @@ int ordered_on_the_stream(ddl_comm_t comm, int rank, int nranks) {
 
 Test(device_streams, collectives_are_ordered_on_the_stream_2_ranks) {
   const std::string failures = run_ranks(2, ordered_on_the_stream, with_fake());
+  cr_assert(failures.empty(), "%s", failures.c_str());
+}
+
+// A communicator of one rank queues its calls on device buffers on the stream alone (a device
+// copy, or nothing): the call returns before the stream's earlier work ran, in the default
+// (host-synchronous) mode too, and its result still follows that work.
+Test(device_streams, one_rank_calls_are_queued_on_the_stream_alone) {
+  const std::string failures =
+      run_ranks(1, ordered_on_the_stream, with_fake("256", /*async=*/false, /*expect_async=*/true));
   cr_assert(failures.empty(), "%s", failures.c_str());
 }
 
