@@ -226,8 +226,8 @@ uint32_t NetworkSendWindow::add(Schedule *schedule, Step send) {
                                                   args_.tiers[0][static_cast<size_t>(args_.rank)];
   if (!across) return add_step(schedule, std::move(send));
   if (peers_.empty() || peers_.back().rank != send.peer) peers_.push_back(Peer{send.peer, 0});
-  if (peers_.size() > kPeersAtOnce)
-    send.deps.push_back(peers_[peers_.size() - 1 - kPeersAtOnce].last_send);
+  if (peers_.size() > peers_at_once_)
+    send.deps.push_back(peers_[peers_.size() - 1 - peers_at_once_].last_send);
   peers_.back().last_send = add_step(schedule, std::move(send));
   return peers_.back().last_send;
 }

@@ -208,34 +208,32 @@ struct TierGroups {
 };
 TierGroups fastest_tier_groups(const CollectiveArgs &args);
 
-// A rank's sends to other hosts go to at most two peers at once: the sends to a peer wait
-// for the last send to the peer two before it (sends inside the host do not count; several
-// sends in a row to one peer, a message's chunks, count as one). Posted all at once, a rank's
-// messages to many hosts share its NIC and their receivers' (TCP connections share a link,
-// and a NIC serves its queue pairs in turn), so all of them arrive near the end, and what the
-// receivers do with each (forward it inside their host, copy it out of the stack) cannot
-// overlap the others' transfer. Two keep the link busy (one on the wire, the next queued
-// behind it). On 4 emulated hosts x 1 rank, a 64 MB alltoall went from 71-78 to 90-92 % of
-// the link bound (bench/across-hosts.md). Only for schedules whose receives never wait for this
-// rank's later sends (the pairwise exchanges), or a send held back could hold up its own
-// receiver. Not in hier's allgather: there the window cost 6 % on 4 emulated hosts x 2 (each
-// rank's block goes out in 64 KB chunks, and the host's other ranks keep its NIC busy), though
-// ddl_sim with fairly shared links found a window of two sends 35 points faster among 64
-// hosts x 8 at 256 MB.
+// A rank's sends to other hosts go to at most a few peers at once (two by default): the sends
+// to a peer wait for the last send to the peer that many before it (sends inside the host do
+// not count; several sends in a row to one peer, a message's chunks, count as one). Posted all
+// at once, a rank's messages to many hosts share its NIC and their receivers' (TCP
+// connections share a link, and a NIC serves its queue pairs in turn), so all of them arrive
+// near the end, and what the receivers do with each (forward it inside their host, copy it
+// out of the stack) cannot overlap the others' transfer. Two keep the link busy (one on the
+// wire, the next queued behind it). On 4 emulated hosts x 1 rank, a 64 MB alltoall went from
+// 71-78 to 90-92 % of the link bound (bench/across-hosts.md). Only for schedules whose
+// receives never wait for this rank's later sends (the pairwise exchanges, hier's
+// allgather), or a send held back could hold up its own receiver.
 class NetworkSendWindow {
  public:
-  explicit NetworkSendWindow(const CollectiveArgs &args) : args_(args) {}
+  explicit NetworkSendWindow(const CollectiveArgs &args, size_t peers_at_once = 2)
+      : args_(args), peers_at_once_(peers_at_once) {}
   // Adds `send` to the schedule (after the window's step, when it goes to another host);
   // returns its index.
   uint32_t add(Schedule *schedule, Step send);
 
  private:
-  static constexpr size_t kPeersAtOnce = 2;
   struct Peer {
     int rank;
     uint32_t last_send;
   };
   const CollectiveArgs &args_;
+  const size_t peers_at_once_;
   std::vector<Peer> peers_;  // on other hosts, in the order this rank sends to them
 };
 
