@@ -307,50 +307,47 @@ Test(emuhosts, rails_drive_every_nic_of_a_host) {
   }
 }
 
+// Runs ddl_perf -C `collective` of 16 MB on 2 hosts x 2 ranks with 2 rails, checks that
+// every result is right and that the models sent it over the rails, and returns what each
+// NIC of h0 sent meanwhile (in bytes, by NIC).
+std::vector<std::pair<std::string, long long>> sent_by_h0_over_the_rails(const char *collective) {
+  up_or_skip({"--hosts", "2", "--rails", "2"});
+  auto sent = nic_tx_bytes("h0");
+  RunResult r =
+      ddl_perf_on("h0:2,h1:2", {"DDL_LOG_LEVEL=info"},
+                  {"-C", collective, "-b", "16M", "-e", "16M", "-n", "2", "-w", "0", "-c", "1"});
+  cr_assert_eq(r.exit_status, 0, "stdout:\n%s\nstderr:\n%s", r.out.c_str(), r.err.c_str());
+  cr_assert(contains(r.out, "# Out of bounds values : 0 OK"), "%s", r.out.c_str());
+  cr_assert(contains(r.out + r.err, std::string(collective) + " of ") &&
+                contains(r.out + r.err, ": rails (models:"),
+            "no rank says the %s went over the rails:\n%s", collective, r.err.c_str());
+  const auto after = nic_tx_bytes("h0");
+  cr_assert_eq(after.size(), 2u, "h0 has %zu NICs", after.size());
+  for (size_t nic = 0; nic < after.size(); ++nic)
+    sent[nic].second = after[nic].second - sent[nic].second;
+  return sent;
+}
+
 // The models are told the rails every rank drives: a large broadcast goes over every rail
 // (lib/algorithms/rail_broadcast.h), half of it over each of the root's host's NICs, where
 // the chain sent it all through one.
 Test(emuhosts, the_models_send_a_broadcast_over_every_rail) {
-  up_or_skip({"--hosts", "2", "--rails", "2"});
-  const auto before = nic_tx_bytes("h0");
-  RunResult r =
-      ddl_perf_on("h0:2,h1:2", {"DDL_LOG_LEVEL=info"},
-                  {"-C", "broadcast", "-b", "16M", "-e", "16M", "-n", "2", "-w", "0", "-c", "1"});
-  cr_assert_eq(r.exit_status, 0, "stdout:\n%s\nstderr:\n%s", r.out.c_str(), r.err.c_str());
-  cr_assert(contains(r.out, "# Out of bounds values : 0 OK"), "%s", r.out.c_str());
-  cr_assert(contains(r.out + r.err, "broadcast of 16777216 B: rails (models:"),
-            "no rank says the broadcast went over the rails:\n%s", r.err.c_str());
-  const auto after = nic_tx_bytes("h0");
-  cr_assert_eq(after.size(), 2u, "h0 has %zu NICs", after.size());
-  for (size_t nic = 0; nic < after.size(); ++nic) {
-    const long long sent = after[nic].second - before[nic].second;
+  for (const auto &[nic, sent] : sent_by_h0_over_the_rails("broadcast")) {
     // Root 0 on h0: each NIC carries half of every broadcast (8 MB); at least 2 ran.
-    cr_assert(sent > 12ll << 20, "h0 %s sent only %lld B", after[nic].first.c_str(), sent);
+    cr_assert(sent > 12ll << 20, "h0 %s sent only %lld B", nic.c_str(), sent);
   }
 }
 
 // A large alltoall goes over every rail too (lib/algorithms/rail_alltoall.h): each block
-// crosses on its receiver's rail, so each of a host's NICs carries half of what the host
-// sends, where the pairwise exchange sent three quarters through one (the main transport's).
+// crosses on its receiver's rail. Each rank sends 4 MB to each of the 2 ranks of h1: 16 MB a
+// call leave h0, 8 MB over each NIC, where the pairwise exchange sent 12 MB through one (the
+// main transport's) and 4 MB through the other.
 Test(emuhosts, the_models_send_a_large_alltoall_over_every_rail) {
-  up_or_skip({"--hosts", "2", "--rails", "2"});
-  const auto before = nic_tx_bytes("h0");
-  RunResult r =
-      ddl_perf_on("h0:2,h1:2", {"DDL_LOG_LEVEL=info"},
-                  {"-C", "alltoall", "-b", "16M", "-e", "16M", "-n", "2", "-w", "0", "-c", "1"});
-  cr_assert_eq(r.exit_status, 0, "stdout:\n%s\nstderr:\n%s", r.out.c_str(), r.err.c_str());
-  cr_assert(contains(r.out, "# Out of bounds values : 0 OK"), "%s", r.out.c_str());
-  cr_assert(contains(r.out + r.err, ": rails (models:"),
-            "no rank says the alltoall went over the rails:\n%s", r.err.c_str());
-  const auto after = nic_tx_bytes("h0");
-  cr_assert_eq(after.size(), 2u, "h0 has %zu NICs", after.size());
-  // Each rank sends 4 MB to each of the 2 ranks of h1: 16 MB a call leave h0, 8 MB over each
-  // NIC (the pairwise exchange: 12 MB over one, 4 MB over the other).
-  const long long sent[2] = {after[0].second - before[0].second,
-                             after[1].second - before[1].second};
-  for (int nic = 0; nic < 2; ++nic)
-    cr_assert(sent[nic] > 0.4 * static_cast<double>(sent[0] + sent[1]), "h0 %s sent %lld B of %lld",
-              after[nic].first.c_str(), sent[nic], sent[0] + sent[1]);
+  const auto sent = sent_by_h0_over_the_rails("alltoall");
+  const long long all = sent[0].second + sent[1].second;
+  for (const auto &[nic, bytes] : sent)
+    cr_assert(bytes > 0.4 * static_cast<double>(all), "h0 %s sent %lld B of %lld", nic.c_str(),
+              bytes, all);
 }
 
 // DDL_RAILS=auto takes the NICs the topology finds. Here the topology is a file describing 8
