@@ -222,8 +222,10 @@ void add_single_rank_copy(const CollectiveArgs &args, size_t count, size_t outpu
 }
 
 uint32_t NetworkSendWindow::add(Schedule *schedule, Step send) {
-  const bool across = !args_.tiers.empty() && args_.tiers[0][static_cast<size_t>(send.peer)] !=
-                                                  args_.tiers[0][static_cast<size_t>(args_.rank)];
+  // tiers[0] are the hosts when the ranks span several (DDL_TIERS may make them sockets).
+  const bool across = args_.hosts > 1 && !args_.tiers.empty() &&
+                      args_.tiers[0][static_cast<size_t>(send.peer)] !=
+                          args_.tiers[0][static_cast<size_t>(args_.rank)];
   if (!across) return add_step(schedule, std::move(send));
   if (peers_.empty() || peers_.back().rank != send.peer) peers_.push_back(Peer{send.peer, 0});
   if (peers_.size() > peers_at_once_)
