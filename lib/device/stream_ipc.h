@@ -8,11 +8,12 @@
 //
 // Per chunk of up to DDL_CUDA_IPC_SCRATCH bytes (default 32 MiB), on the communicator's own
 // stream, made to follow the caller's stream at the call and the caller's stream to follow it:
-//  1. copy the chunk of this rank's input into its scratch's input region;
+//  1. copy the chunk of this rank's input, but for its own block, into its scratch's input
+//     region (only the peers read it, for their blocks);
 //  2. barrier: every rank's input is in (and, of the previous chunk, every rank has reduced
 //     out of this rank's input region and gathered out of its output region);
-//  3. reduce this rank's block of the chunk out of every rank's input region into its own
-//     output region (the reduction kernels, up to 8 ranks);
+//  3. reduce this rank's block of the chunk out of its own input and every peer's input
+//     region into its own output region (the reduction kernels, up to 8 ranks);
 //  4. barrier: every block is reduced;
 //  5. copy every block out of its owner's output region into the caller's output buffer.
 // One stream of the communicator's carries every such call in call order, so that the ranks'
