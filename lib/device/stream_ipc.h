@@ -25,10 +25,11 @@
 // fails with the words of it (stream_ipc_failure); ddl_comm_abort ends the waits at once.
 //
 // Checked through the stand-in driver (tests/device/fakes), whose kernels run on the host, and
-// on an H200 with 2 ranks sharing it (bench/gpu.md, run 6): correct, as fast as the
-// host-synchronous path up to 8 MB under MPS, half its bandwidth from 32 MB (each chunk
-// crosses device memory three times), and 10x slower without MPS (the barriers spin while
-// the other process waits for its time slice).
+// on an H200 with 2 ranks sharing it (bench/gpu.md, runs 6 and 8): correct, as fast as the
+// host-synchronous path up to 8 MB under MPS, 54 % of its bandwidth at 128 MB (the copies
+// into and out of the scratch, which the host-synchronous path does without: it reads the
+// peers' buffers in place), and 10x slower without MPS (the barriers spin while the other
+// process waits for its time slice).
 #pragma once
 
 #include "lib/common/status.h"
