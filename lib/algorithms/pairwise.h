@@ -24,8 +24,8 @@ void build_pairwise_alltoall(const CollectiveArgs &args, Schedule *schedule);
 // Allgatherv (MPI_Allgatherv, torch's all_gather of tensors of different sizes) the same
 // way: at round k rank r sends its one block (CollectiveArgs::count elements) to rank r+k and
 // receives rank r-k's (recv_counts[r-k] at recv_displs[r-k]); the same bytes per rank as a
-// ring, all in flight at once. In place (MPI_IN_PLACE) the block is already at
-// recv_displs[r] of the output, where no receive writes.
+// ring, in flight together (to at most two other hosts at a time). In place (MPI_IN_PLACE)
+// the block is already at recv_displs[r] of the output, where no receive writes.
 void build_pairwise_allgatherv(const CollectiveArgs &args, Schedule *schedule);
 
 // Reduce_scatterv (MPI_Reduce_scatter, torch's reduce_scatter of blocks of different sizes):
