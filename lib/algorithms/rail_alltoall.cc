@@ -9,15 +9,13 @@
 namespace ddl {
 namespace {
 
-// Tags, unique per pair of ranks: a block straight from its sender; a block for rank y handed
-// to the rank that sends it on (between ranks of one host); a block of rank x sent on (between
-// ranks of different hosts).
+// Tags, unique per pair of ranks: 0 for a block straight from its sender; 1 + r for a block
+// handed on, r the rank at its far end: its receiver when handed inside the host to the rank
+// that sends it across, its sender when sent across (pairs of one host and of two hosts never
+// share a tag space).
 constexpr uint32_t kDirectTag = 0;
-uint32_t handed_tag(int y) {
-  return 1 + static_cast<uint32_t>(y);
-}
-uint32_t sent_on_tag(int x) {
-  return 1 + static_cast<uint32_t>(x);
+uint32_t handed_on_tag(int far_end) {
+  return 1 + static_cast<uint32_t>(far_end);
 }
 
 }  // namespace
@@ -58,11 +56,11 @@ void build_rail_alltoall(const CollectiveArgs &args, Schedule *schedule) {
     if (via == me)
       window.add(schedule, send_step(y, kDirectTag, source(of(y)), block, after_copy));
     else
-      add_step(schedule, send_step(via, handed_tag(y), source(of(y)), block, after_copy));
+      add_step(schedule, send_step(via, handed_on_tag(y), source(of(y)), block, after_copy));
   }
   for (int k = 1; k < n; ++k) {
     const int x = ring_index(me - k, n), via = sender_of(x, me);
-    add_step(schedule, recv_step(via, via == x ? kDirectTag : sent_on_tag(x), output_at(of(x)),
+    add_step(schedule, recv_step(via, via == x ? kDirectTag : handed_on_tag(x), output_at(of(x)),
                                  block, after_copy));
   }
   // Sending on: the blocks of this host's ranks for the ranks of other hosts that this rank
@@ -74,8 +72,8 @@ void build_rail_alltoall(const CollectiveArgs &args, Schedule *schedule) {
         if (x == me || sender_of(x, y) != me) continue;
         const Range slot = scratch_at(scratch);
         scratch += block;
-        const uint32_t in = add_step(schedule, recv_step(x, handed_tag(y), slot, block, {}));
-        window.add(schedule, send_step(y, sent_on_tag(x), slot, block, {in}));
+        const uint32_t in = add_step(schedule, recv_step(x, handed_on_tag(y), slot, block, {}));
+        window.add(schedule, send_step(y, handed_on_tag(x), slot, block, {in}));
       }
   }
   schedule->scratch_count = scratch;

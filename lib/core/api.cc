@@ -30,9 +30,7 @@ ddl_result_t run(ddl_comm_t comm, ddl::CollectiveCall call, const CountArrays *a
   if (!guard.ok()) return guard.fail();
   if (arrays) {
     Status s = ddl::read_counts(comm, *arrays, &call);
-    if (!s.ok())
-      return guard.finish(s.prefix(
-          ddl::strprintf("rank %d: %s: ", comm->rank, ddl::collective_name(call.collective))));
+    if (!s.ok()) return guard.finish(s.prefix(ddl::call_words(comm, call)));
   }
   if (ddl::in_group()) {
     Status s = ddl::check_collective(comm, call);
@@ -77,10 +75,7 @@ ddl_result_t start(ddl_comm_t comm, ddl::CollectiveCall call, ddl_request_t *req
   } else if (ddl::is_point_to_point(call.collective)) {
     ddl::start_point_to_point(comm, call, state);
   } else {
-    ddl::Job job;
-    job.calls.push_back(call);
-    job.requests.push_back(state);
-    ddl::progress_of(comm).submit(std::move(job));
+    ddl::progress_of(comm).submit(ddl::job_of(call, state));
   }
   auto *handle = new ddl_request{std::move(state)};
   {
@@ -112,10 +107,8 @@ ddl_result_t start_on_stream(ddl_comm_t comm, const ddl::CollectiveCall &call, v
   bool on_device_only = false;
   Status s = ddl::device::start_stream_call(comm, &queued, stream, &on_device_only);
   if (!s.ok() || on_device_only) return guard.finish(s);
-  ddl::Job job;
-  job.calls.push_back(queued);
-  job.requests.push_back(ddl::new_request(comm, call));  // nobody waits on it but drain()
-  ddl::progress_of(comm).submit(std::move(job));
+  // Nobody waits on its request but drain().
+  ddl::progress_of(comm).submit(ddl::job_of(queued, ddl::new_request(comm, call)));
   return DDL_SUCCESS;
 }
 

@@ -179,8 +179,12 @@ Status check_collective(const ddl_comm *comm, const CollectiveCall &call) {
   Status s = check_call(comm, call, &in_place);
   device::PointerInfo where;
   if (s.ok()) s = locate_buffers(call, &where);
-  if (!s.ok()) s.prefix(strprintf("rank %d: %s: ", comm->rank, collective_name(call.collective)));
+  if (!s.ok()) s.prefix(call_words(comm, call));
   return s;
+}
+
+std::string call_words(const ddl_comm *comm, const CollectiveCall &call) {
+  return strprintf("rank %d: %s: ", comm->rank, collective_name(call.collective));
 }
 
 std::string describe_call(const ddl_comm *comm, const CollectiveCall &call, uint32_t seq) {

@@ -74,6 +74,9 @@ Status explain_peer_failure(ddl_comm *comm, const ExecArgs &exec, int peer, cons
 // What every rank must agree on for this call (checked around the ring).
 CallSignature signature_of(const CollectiveCall &call, uint32_t seq);
 
+// "rank 3: allreduce: ": how errors start about a call before (or outside) its sequence.
+std::string call_words(const ddl_comm *comm, const CollectiveCall &call);
+
 // "rank 3: allreduce #12 (count 1024, float32, sum)": how errors name a call.
 std::string describe_call(const ddl_comm *comm, const CollectiveCall &call, uint32_t seq);
 

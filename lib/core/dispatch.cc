@@ -130,7 +130,7 @@ Status dispatch(ddl_comm *comm, const CollectiveCall &call, const CallPlace &pla
     // words name its sequence number; a send or receive is outside the sequence.
     const std::string context =
         is_point_to_point(call.collective)
-            ? strprintf("rank %d: %s: ", comm->rank, collective_name(call.collective))
+            ? call_words(comm, call)
             : describe_call(comm, call, static_cast<uint32_t>(comm->calls)) + ": ";
     return checked.prefix(context);
   }

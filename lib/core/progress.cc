@@ -12,17 +12,16 @@
 #include "lib/exec/executor.h"
 
 namespace ddl {
-namespace {
-
-// The job of one send or receive (already posted on the caller's thread, or not).
 Job job_of(const CollectiveCall &call, std::shared_ptr<RequestState> request,
-           std::unique_ptr<PointToPointBatch> posted = nullptr) {
+           std::unique_ptr<PointToPointBatch> posted) {
   Job job;
   job.calls.push_back(call);
   job.requests.push_back(std::move(request));
   job.posted = std::move(posted);
   return job;
 }
+
+namespace {
 
 // Beyond its own deadline, how long a job may take to return from the executor (cancelling
 // transfers, sending notices) before a waiter calls the progress thread stuck.
@@ -253,10 +252,7 @@ Status run_blocking(ddl_comm *comm, const CollectiveCall &call) {
     Status s = check_collective(comm, call);
     if (!s.ok()) return s;
     std::shared_ptr<RequestState> request = new_request(comm, call);
-    Job job;
-    job.calls.push_back(call);
-    job.requests.push_back(request);
-    comm->progress->submit(std::move(job));
+    comm->progress->submit(job_of(call, request));
     return request->wait();
   }
   return run_collective(comm, call);

@@ -79,6 +79,10 @@ struct Job {
   std::unique_ptr<PointToPointBatch> posted;
 };
 
+// The job of one call and its request (a send or receive may come already posted).
+Job job_of(const CollectiveCall &call, std::shared_ptr<RequestState> request,
+           std::unique_ptr<PointToPointBatch> posted = nullptr);
+
 class ProgressQueue {
  public:
   explicit ProgressQueue(ddl_comm *comm);

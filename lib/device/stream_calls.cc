@@ -271,16 +271,13 @@ struct StreamTarget {
 Status stream_target(ddl_comm *comm, const CollectiveCall &call, void *stream_handle,
                      StreamTarget *t) {
   DDL_RETURN_IF_ERROR(check_collective(comm, call));
-  auto context = [&] {
-    return strprintf("rank %d: %s: ", comm->rank, collective_name(call.collective));
-  };
   t->cu = cuda_driver();
   if (!t->cu)
     return unsupported("%sstream-ordered calls need the CUDA driver, and there is none (%s)",
-                       context().c_str(), cuda_absent_reason().c_str());
+                       call_words(comm, call).c_str(), cuda_absent_reason().c_str());
   DDL_RETURN_IF_ERROR(classify_call(call, &t->where));  // checked above; for the context
   Status s = device_state(comm, &t->state);
-  if (!s.ok()) return s.prefix(context());
+  if (!s.ok()) return s.prefix(call_words(comm, call));
   auto stream = static_cast<CUstream>(stream_handle);
   // The stream's context (the default stream: the current one) is where events live.
   if (t->cu->stream_get_ctx) t->cu->stream_get_ctx(stream, &t->context);
@@ -288,7 +285,7 @@ Status stream_target(ddl_comm *comm, const CollectiveCall &call, void *stream_ha
   if (!t->context) t->cu->ctx_get_current(&t->context);
   if (!t->context)
     return invalid_usage("%sno CUDA context is current and the stream names none",
-                         context().c_str());
+                         call_words(comm, call).c_str());
   return Status::Ok();
 }
 
@@ -300,8 +297,7 @@ Status queue_alone(ddl_comm *comm, const CollectiveCall &call, void *stream_hand
   StreamTarget t;
   DDL_RETURN_IF_ERROR(stream_target(comm, call, stream_handle, &t));
   if (t.where.kind != MemoryKind::kDevice || !t.cu->memcpy_dtod_async) return Status::Ok();
-  const std::string context =
-      strprintf("rank %d: %s: ", comm->rank, collective_name(call.collective));
+  const std::string context = call_words(comm, call);
   DDL_RETURN_IF_ERROR(check_usable(comm, context));
   // An allreduce, allgather or reduce-scatter of one rank copies its count; a broadcast's
   // buffer is its input and output.
@@ -365,15 +361,13 @@ Status wait_for_stream(ddl_comm *comm, const CollectiveCall &call, void *stream_
   }
   if (ready) cu.event_destroy(ready);
   if (s.ok()) return s;
-  return s.prefix(strprintf("rank %d: %s: ", comm->rank, collective_name(call.collective)));
+  return s.prefix(call_words(comm, call));
 }
 
 Status start_stream_call(ddl_comm *comm, CollectiveCall *call, void *stream_handle,
                          bool *on_device_only) {
   *on_device_only = false;
-  auto context = [&] {
-    return strprintf("rank %d: %s: ", comm->rank, collective_name(call->collective));
-  };
+  auto context = [&] { return call_words(comm, *call); };
   StreamTarget t;
   DDL_RETURN_IF_ERROR(stream_target(comm, *call, stream_handle, &t));
   const CudaDriver &cu = *t.cu;
