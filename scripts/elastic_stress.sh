@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Repeats every failure kind of tests/multiproc/test_elastic (ranks killed mid-allreduce,
-# mid-alltoall and mid-shrink (the agreement's leader too), two at once, a rank stopped, agree, grow), as root
+# mid-alltoall and mid-shrink (rank 0 too), two at once, a rank stopped, agree, grow), as root
 # test_host_failure's lost host and downed link, and under torch examples/elastic_train.py
 # losing rank 2 or rank 0 (DDP over the "ddl" backend under ddlrun --keep-going; rank 0 with
 # torch's store in ddlrun, --torch-store), COUNT times each: how many runs passed, failed or
@@ -31,7 +31,7 @@ kinds=(
   "$elastic elastic/a_rank_killed_mid_alltoall_is_shrunk_away"
   "$elastic elastic/two_ranks_killed_at_once_are_shrunk_away"
   "$elastic elastic/a_rank_that_dies_during_the_shrink_is_agreed_away"
-  "$elastic elastic/the_leader_dying_during_the_shrink_is_agreed_away"
+  "$elastic elastic/rank_0_dying_during_the_shrink_is_agreed_away"
   "$elastic elastic/a_stopped_rank_is_left_out_and_told_so_when_it_continues"
   "$elastic elastic/agree_combines_the_live_ranks_values_and_names_the_failed"
   "$elastic elastic/a_shrunk_job_grows_back_with_a_new_process"

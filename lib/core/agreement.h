@@ -5,34 +5,31 @@
 // ranks it covers) and the set of ranks it declares failed. No rank coordinates alone, so any
 // rank, rank 0 included, may die during the agreement.
 //
-// How (the hierarchical uniform consensus of Cachin, Guerraoui and Rodrigues, "Introduction to
-// Reliable and Secure Distributed Programming", with ddl's failure detectors for its perfect
-// one; below): leaders take turns in rank order. Rank r leads once it has found every lower rank
-// failed; every rank waits for the proposal of the lowest rank it has not found failed.
-//  1. The leader proposes to every rank: its decision (the ranks it finds failed, its value,
-//     and for a shrink the rendezvous of the new communicator, which it will serve as rank
-//     0), or, when a failed leader's proposal reached it, that proposal unchanged.
-//  2. Each rank keeps every proposal that reaches it and acknowledges those of leaders it has
-//     not passed over (found failed). Passing a failed leader over, it carries that leader's
-//     proposal on, if it came.
-//  3. Acknowledged by every rank it does not find failed, the leader decides and tells every
-//     rank that its proposal is decided; every rank that hears it decides too, and passes the
-//     word on to every rank before it returns.
-// Why every rank that decides decides the same, any rank dying anywhere: a leader decides
-// only when every live rank holds its proposal, so every later leader carries that
-// proposal on; and a rank that decided passed the word on before returning, so a rank still
-// waiting (for a leader that died after deciding, say) hears it and never waits for a rank
-// that has returned. A rank that decided and then died changes nothing for the others.
+// How (hierarchical consensus with a failure detector, as in Cachin, Guerraoui and Rodrigues,
+// "Introduction to Reliable and Secure Distributed Programming", 5.1): ranks take turns in
+// rank order. Rank j waits for the lower ranks from j-1 down, each until its decision arrives
+// or it is known failed, and adopts the decision of the first (the highest) that spoke, or,
+// when every lower rank failed, makes its own (the ranks it finds failed, its value, and for
+// a shrink the rendezvous of the new communicator, which it will serve as its rank 0). Then it
+// sends that decision to every rank, rank j+1 first, and keeps it. The lowest rank that stays
+// alive makes or passes on a decision that every higher rank adopts, so all survivors keep
+// the same one; a rank that decided and then died changes nothing for the others. No round
+// trips: the decision travels up the ranks, one message per pair.
 //
-// Cost without failures: three message latencies (proposal, acknowledgement, decided), every
-// rank's work O(n): the leader sends n-1 proposals and n-1 words and takes n-1
-// acknowledgements, every other rank sends one acknowledgement and n-1 words, 16-24 bytes
-// each (a proposal carries n bits of failed ranks and the rendezvous). Among 4,096 ranks at 2
-// us a latency and 0.5 us a send, ~6 us of latencies and ~4 ms of the leader's sends and
-// receives, where the chain that came before (each rank deciding after every lower one, n-1
-// latencies in a row) took ~10 ms, and on ranks that share cores each of its hops waited for
-// the next rank's turn on a core (16 ranks on 2 cores: up to 45 ms). Each failed leader adds a
-// detection and a round.
+// Cost: without failures rank j waits for rank j-1 alone, so the last rank decides after n-1
+// message latencies and sends (a chain: ~10 ms among 4,096 ranks at 2 us a latency and 0.5 us
+// a send), and every rank sends n-1 messages. A tree would take log2 n latencies, but then a
+// rank returns before it knows that every other got the decision, and must answer the ranks
+// that did not, later, wherever its program is (ULFM's early-returning agreement does it in
+// MPI's progress engine); ddl has no such responder.
+// Tried (2026-11-28, bench/recovery.md): hierarchical uniform consensus (Cachin, Guerraoui
+// and Rodrigues), leaders in rank order proposing, every live rank acknowledging, the
+// decided word passed on by every rank before it returns: three latencies whatever n, the
+// same O(n) work per rank. Correct under every kill tried (the stress script's kinds, rank 0
+// killed at a random moment of the shrink), but it doubles the messages of a call and adds
+// two phases: on this host ddl_comm_agree took 25-28 us against 15-16 on 2 ranks and 1.3-1.5x
+// the chain's time on 16 ranks sharing 2 cores, kill -> next collective the same; it would
+// gain only among thousands of ranks, each on its own core (~1.4x by the counts above).
 //
 // Failed means: the transport says so (a closed connection, a silent remote host: UCX
 // heartbeats, a dead pid on this host), the caller excludes it, or the process is stopped on

@@ -232,9 +232,9 @@ Test(elastic, a_rank_that_dies_during_the_shrink_is_agreed_away) {
   expect_death_during_shrink(1);
 }
 
-// Rank 0 leads the agreement (agreement.h): killed while it proposes, waits for the
-// acknowledgements or passes the decision on, the next rank carries its proposal on.
-Test(elastic, the_leader_dying_during_the_shrink_is_agreed_away) {
+// Rank 0 makes the agreement's decision when it lives (agreement.h): killed before it decides,
+// while it sends the decision, or after, the others end in one communicator all the same.
+Test(elastic, rank_0_dying_during_the_shrink_is_agreed_away) {
   expect_death_during_shrink(0);
 }
 
