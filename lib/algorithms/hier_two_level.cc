@@ -267,33 +267,25 @@ std::vector<uint32_t> steps_of(const std::vector<std::vector<uint32_t>> &written
 // Both hier forms cost the same shape: the other hosts' blocks over the host's links (its L
 // ranks share min(rails, L) of them: each drives its own NIC), one round of messages; then
 // L-1 local peers each get every host's block, by message or (peer memory) by single copy,
-// where each byte moves once instead of twice. Priced one tier after the other, or
-// (`overlapped`, for hier_rs_ag's halves) the slower tier plus both latencies: chunk by chunk
-// each tier passes work on to the other, and in ddl_sim the halves take little more than
-// their slower tier (dgx-h100 16 x 8, 64 MB: reduce-scatter 198 us, network 165, inside 79).
-double hier_two_level_cost(const CollectiveArgs &args, bool reducing, bool overlapped = false) {
+// where each byte moves once instead of twice.
+double hier_two_level_cost(const CollectiveArgs &args, bool reducing) {
   const TierGroups tier = fastest_tier_groups(args);
   const int groups = tier.groups, local = tier.largest;
   if (groups < 2 || local < 2) return std::numeric_limits<double>::infinity();
   const double block = count_bytes(args);
-  // Rails are used from a call of 64 KB (rails_for). hier_rs_ag's halves are its parts of an
-  // allreduce of 4 MB or more: its every block crosses the rails, however small one is.
-  CollectiveArgs whole = args;
-  if (overlapped) whole.count *= static_cast<size_t>(args.nranks);
-  const int links = rails_for(whole, local);
-  const double network = (groups - 1) * local * block * args.net.beta / links;
+  const int links = rails_for(args, local);
+  const double network = args.net.alpha + (groups - 1) * local * block * args.net.beta / links;
   const double local_beta = args.peer_memory ? args.local.beta / 2 : args.local.beta;
   const double local_byte_cost = reducing ? std::max(local_beta, args.local.gamma) : local_beta;
-  const double inside = (local - 1) * groups * block * local_byte_cost;
-  const double latencies = args.net.alpha + args.local.alpha;
-  return latencies + (overlapped ? std::max(network, inside) : network + inside);
+  const double inside = args.local.alpha + (local - 1) * groups * block * local_byte_cost;
+  return network + inside;
 }
 
 // The Bruck forms move the same bytes as hier's and the same inside hosts; they differ in
 // the messages between hosts (fewer, packed) and the rounds (ceil(log2 H) after one another),
 // and an allgather's blocks pass through scratch (one more copy of each).
-double hier_bruck_cost(const CollectiveArgs &args, bool reducing, bool overlapped = false) {
-  const double direct = hier_two_level_cost(args, reducing, overlapped);
+double hier_bruck_cost(const CollectiveArgs &args, bool reducing) {
+  const double direct = hier_two_level_cost(args, reducing);
   const TierGroups tier = fastest_tier_groups(args);
   const int H = tier.groups;
   const double inf = std::numeric_limits<double>::infinity();
@@ -635,14 +627,6 @@ double hier_bruck_allgather_cost(const CollectiveArgs &args) {
 
 double hier_bruck_reduce_scatter_cost(const CollectiveArgs &args) {
   return hier_bruck_cost(args, true);
-}
-
-double hier_overlapped_cost(const CollectiveArgs &args, bool *bruck) {
-  const bool reducing = args.collective == Collective::kReduceScatter;
-  const double plain = hier_two_level_cost(args, reducing, true);
-  const double packed = hier_bruck_cost(args, reducing, true);
-  if (bruck) *bruck = packed < plain;
-  return std::min(plain, packed);
 }
 
 double hier_broadcast_cost(const CollectiveArgs &args) {

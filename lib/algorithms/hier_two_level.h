@@ -60,10 +60,6 @@ double hier_reduce_scatter_cost(const CollectiveArgs &args);
 // Infinite unless hosts are even, 3 or more, and a network chunk holds 2 or more blocks.
 double hier_bruck_allgather_cost(const CollectiveArgs &args);
 double hier_bruck_reduce_scatter_cost(const CollectiveArgs &args);
-// The cheaper form of args.collective (reduce-scatter or allgather) priced with its tiers
-// overlapped, as they run when nothing else is priced beside them (hier_rs_ag.h's halves);
-// *bruck (if given): whether that is the Bruck form.
-double hier_overlapped_cost(const CollectiveArgs &args, bool *bruck = nullptr);
 // Infinite unless the ranks span several hosts. (The ring's and the chain's models, which
 // these are compared with, are beside their builders: ring.h, chain.h.)
 double hier_broadcast_cost(const CollectiveArgs &args);

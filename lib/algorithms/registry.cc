@@ -8,7 +8,6 @@
 #include "lib/algorithms/dissemination.h"
 #include "lib/algorithms/hier.h"
 #include "lib/algorithms/hier_alltoall.h"
-#include "lib/algorithms/hier_rs_ag.h"
 #include "lib/algorithms/hier_two_level.h"
 #include "lib/algorithms/linear.h"
 #include "lib/algorithms/pairwise.h"
@@ -103,9 +102,6 @@ const std::vector<AlgorithmInfo> &algorithm_table() {
       {"hier", Collective::kAllreduce,
        "multi-tier: reduce-scatter in each host, allreduce each shard across hosts, allgather",
        build_hier_allreduce, hier_allreduce_cost},
-      {"hier_rs_ag", Collective::kAllreduce,
-       "hier's reduce-scatter then hier's allgather (plain or Bruck), each tier busy in one pass",
-       build_hier_rs_ag_allreduce, hier_rs_ag_allreduce_cost},
       {"ring", Collective::kReduceScatter, "n-1 ring steps, each reducing one block",
        build_ring_reduce_scatter, ring_reduce_scatter_cost},
       {"hier", Collective::kReduceScatter,

@@ -524,24 +524,6 @@ Test(hier_schedules, bruck_forms) {
     }
 }
 
-// hier_rs_ag (hier's reduce-scatter then its allgather, plain or Bruck as their models
-// choose): 2-9 hosts of 1-3 ranks, blocks of 1, 7 and 64 elements and a count that does not
-// divide (hier's allreduce then), in and out of place, with and without peer memory; in place
-// the allgather must not overwrite a block that the reduce-scatter, here or on a peer that
-// reads this rank's input, still reads.
-Test(hier_schedules, reduce_scatter_then_allgather) {
-  for (bool peer_memory : {false, true})
-    for (int hosts = 2; hosts <= 9; ++hosts)
-      for (int local = 1; local <= 3; ++local) {
-        const int n = hosts * local;
-        const std::vector<size_t> counts = {static_cast<size_t>(n), static_cast<size_t>(7 * n),
-                                            static_cast<size_t>(64 * n),
-                                            static_cast<size_t>(64 * n + 1)};
-        verify_hier(hosts_of_sizes(std::vector<int>(static_cast<size_t>(hosts), local)), n, counts,
-                    {0, 3, 20}, Collective::kAllreduce, peer_memory, 0, "hier_rs_ag");
-      }
-}
-
 // Where the models take hier_bruck: never with the library's own network constants on the
 // few hosts of the emulated setups (3-8 hosts x 2-4: a round costs a network latency, ~15 us,
 // and saves a few messages of ~2 us), so what was measured there keeps hier; with a GPU

@@ -198,8 +198,8 @@ Test(schedules, forced_algorithm_is_honoured) {
   const std::string names = algorithm_names();
   cr_assert_str_eq(
       names.c_str(),
-      "ring, rd, rhd, tree, dbtree, hier, hier_rs_ag, hier_bruck, chain, rails, dissemination, "
-      "pairwise, linear");
+      "ring, rd, rhd, tree, dbtree, hier, hier_bruck, chain, rails, dissemination, pairwise, "
+      "linear");
   for (const char *name : {"ring", "rd", "rhd", "tree"})
     for (size_t count : {size_t{1}, size_t{1000}, size_t{64} << 20})
       for (int n : {2, 3, 8}) {

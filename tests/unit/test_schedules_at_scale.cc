@@ -113,14 +113,6 @@ Test(schedules_at_scale, hier_over_uneven_hosts_at_4096_ranks, .timeout = 300) {
     uneven_hosts(&bruck, 8, 9);
     expect_ok(bruck, "uneven hosts");
   }
-  // hier_rs_ag (an allreduce as both of those, one after the other) at 1024 ranks, for the
-  // same reason; its count divides by the ranks, or it is hier (in place: the verifier's).
-  CollectiveArgs rs_ag = call(Collective::kAllreduce, "hier_rs_ag", 1024);
-  rs_ag.count = 3 * 1024;
-  even_hosts(&rs_ag, 8);
-  expect_ok(rs_ag, "128 hosts x 8");
-  even_hosts(&rs_ag, 2);
-  expect_ok(rs_ag, "512 hosts x 2");
   CollectiveArgs b = call(Collective::kBroadcast, "hier", 4096);
   uneven_hosts(&b, 16, 3);
   expect_ok(b, "uneven hosts");
