@@ -163,6 +163,31 @@ Test(sim, a_fairly_shared_link_lets_a_small_message_past_a_large_one) {
   }
 }
 
+Test(sim, every_local_step_pays_the_step_overhead) {
+  // One rank: a copy, then a reduction after it, then ten more copies of a tenth of the
+  // bytes each. With step_overhead the eleven copies and the reduction each pay it once more
+  // than without (the call: 12 x the overhead more), whatever their bytes.
+  const size_t count = 1 << 20;  // elements of 4 bytes
+  Schedule one;
+  uint32_t last = add_step(&one, copy_step(input_at(0), output_at(0), count, {}));
+  last = add_step(&one, reduce_step(input_at(0), output_at(0), output_at(0), count, false, {last}));
+  for (int i = 0; i < 10; ++i)
+    last = add_step(&one, copy_step(input_at(0), output_at(0), count / 10, {last}));
+  std::vector<Schedule> by_rank = {one};
+  double seconds[2];
+  for (int i = 0; i < 2; ++i) {
+    Cluster c = flat_cluster(1, 1, 1e9, 1e-6);
+    c.copy_rate = c.reduce_rate = 1e9;
+    c.step_overhead = i == 0 ? 0 : 2e-6;
+    SimResult r;
+    const Status s = simulate_schedules(c, by_rank, 4, &r, 1);
+    cr_assert(s.ok(), "%s", s.message().c_str());
+    seconds[i] = r.seconds;
+  }
+  expect_near(seconds[0], 4.0 * (2 * count + 10 * (count / 10)) / 1e9, 1e-6, "no overhead");
+  expect_near(seconds[1] - seconds[0], 12 * 2e-6, 1e-6, "12 steps' overhead");
+}
+
 Test(sim, pipelined_hier_overlaps_equal_tiers) {
   // H hosts x 2 GPUs, single copy inside the hosts, a NIC per GPU at half the port's rate:
   // each GPU's port takes N bytes in (its peer's half read for the reduce-scatter, the

@@ -181,6 +181,7 @@ const std::map<std::string, Key> &keys() {
       {"reduce_rate", DDL_SIM_RATE(reduce_rate)},
       {"copy_rate", DDL_SIM_RATE(copy_rate)},
       {"message_overhead", DDL_SIM_TIME(message_overhead)},
+      {"step_overhead", DDL_SIM_TIME(step_overhead)},
       {"call_overhead", DDL_SIM_TIME(call_overhead)},
       {"net_cpu_rate",
        {"a rate like 2GB, or 0 for none",

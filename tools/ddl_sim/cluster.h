@@ -17,7 +17,9 @@
 //               hosts' NIC rate, one plane per rail (rail-optimized); `link_sharing = fifo`
 //               (a link serves its messages in turn) or `fair` (all at once, rate / n each)
 //   ranks' CPU  `reduce_rate` bytes per second reduced (one operand's bytes), `copy_rate` for
-//   or GPU      local copies, `message_overhead` per message handled, `call_overhead` per call,
+//   or GPU      local copies, `message_overhead` per message handled, `step_overhead` per
+//               copy, reduction or copy across the host started (a GPU's launch; default 0),
+//               `call_overhead` per call,
 //               `net_cpu_rate` bytes per second through the network stack (TCP); `gpu = yes`:
 //               reductions and copies on the GPU, beside the CPU's messages; and, for
 //               emulated hosts on one machine, `machine_cores` cores that every rank shares
@@ -62,6 +64,11 @@ struct Cluster {
   // completes messages (else one CPU does both, one thing at a time).
   bool gpu = false;
   double message_overhead = 0.2e-6;
+  // Per copy, reduction or copy across the host a rank starts, on whatever does it: the
+  // launch of a GPU's copy or kernel, a CPU's call. 0 (the default): schedules that cut the
+  // same bytes into many small steps cost no more, which holds only for an executor that
+  // fuses them.
+  double step_overhead = 0;
   double call_overhead = 0;
   // Bytes per second a rank's CPU copies through the network stack, on each side of a message
   // between hosts (TCP's copies into and out of the kernel; 0: none, as with RDMA).

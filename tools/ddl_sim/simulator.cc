@@ -381,11 +381,13 @@ class Simulation {
         return;
       case StepKind::kCopy:
         compute_bytes_ += s.bytes;
-        push(compute(r, t, s.bytes / c_.copy_rate, kDevice), r, i, Happens::kDone);
+        push(compute(r, t, c_.step_overhead + s.bytes / c_.copy_rate, kDevice), r, i,
+             Happens::kDone);
         return;
       case StepKind::kReduce:
         compute_bytes_ += s.bytes;
-        push(compute(r, t, s.bytes / c_.reduce_rate, kDevice), r, i, Happens::kDone);
+        push(compute(r, t, c_.step_overhead + s.bytes / c_.reduce_rate, kDevice), r, i,
+             Happens::kDone);
         return;
       case StepKind::kPeerRead:
       case StepKind::kPeerWrite: {
@@ -395,7 +397,7 @@ class Simulation {
         // pace: a GPU reads from its peers and writes into them at once, as NVLink is full
         // duplex, where a CPU core does one copy after the other.
         const double rate = c_.gpu ? c_.copy_rate : c_.local_rate;
-        s.ready = compute(r, t, s.bytes / rate, kDevice);
+        s.ready = compute(r, t, c_.step_overhead + s.bytes / rate, kDevice);
         push(s.ready - s.bytes / rate, r, i, Happens::kOnWire);
         return;
       }
@@ -512,7 +514,7 @@ class Simulation {
     const SimStep &s = ranks_[static_cast<size_t>(r)].steps[i];
     double done = compute(r, t, c_.message_overhead + stack_seconds(s.peer, r, s.bytes));
     if (s.kind == StepKind::kRecvReduce) {
-      done = compute(r, done, s.bytes / c_.reduce_rate, kDevice);
+      done = compute(r, done, c_.step_overhead + s.bytes / c_.reduce_rate, kDevice);
       compute_bytes_ += s.bytes;
     }
     push(done, r, i, Happens::kDone);
