@@ -177,9 +177,6 @@ void expect_paths_pass(int nranks, const char *variable, const char *value) {
 
 }  // namespace
 
-// hier_bruck's allgather and reduce-scatter (ceil(log2 H) rounds between hosts) for real:
-// 3 emulated hosts of 2 ranks (each its own DDL_HOST_ID: shared memory or single copies
-// inside a host, UCX between), with and without single copies (DDL_CMA=0).
 // Broadcast over every rail (lib/algorithms/rail_broadcast.h) for real: emulated hosts (each
 // its own DDL_HOST_ID), by single copy inside hosts and through the cells (DDL_CMA=0), every
 // root, counts that leave parts empty and one over several chunks.
@@ -217,6 +214,9 @@ Test(collectives, rails_broadcast_on_hosts) {
     }
 }
 
+// hier_bruck's allgather and reduce-scatter (ceil(log2 H) rounds between hosts) for real:
+// 3 emulated hosts of 2 ranks (each its own DDL_HOST_ID: shared memory or single copies
+// inside a host, UCX between), with and without single copies (DDL_CMA=0).
 Test(collectives, hier_bruck_on_three_hosts) {
   for (bool single_copy : {true, false}) {
     RunOptions options;
