@@ -34,6 +34,7 @@ def worker(calls):
         times.append(time.perf_counter() - start)
     if comm.rank == 0:
         print(f"median_us {statistics.median(times) * 1e6:.1f}", flush=True)
+    comm.destroy()
 
 
 def one_run(ddlrun, ranks, calls, library, timeout):

@@ -184,6 +184,24 @@ int blocks_per_message(const CollectiveArgs &args, size_t block, int hosts) {
   return static_cast<int>(std::min<size_t>(static_cast<size_t>(hosts), chunk / block));
 }
 
+// A round's messages carry at most half the round's blocks, so that the next round starts
+// when the first half is here: a reduce-scatter's rounds run backwards, its round d/2 passing
+// on what the first half of round d brings (the allgather's halves were measured, not
+// reasoned: its round 2d needs its round d whole). Not where the halves would be smaller
+// than `least` blocks, 1/8 of a network chunk: their count costs more than the overlap gains
+// (ddl_sim, dgx-h100 16 and 64 hosts x 8, 8 MB: reduce_scatter 62.5 -> 48.0 and 72.9 -> 58.3
+// us, allgather 64.4 -> 48.5 and 75.4 -> 59.4; 1 MB, split without the floor: 34.1 -> 35.2
+// and 44.1 -> 47.1).
+int least_split(const CollectiveArgs &args, size_t block) {
+  if (block == 0) return 1;
+  const size_t least = network_chunk_elems(args) / 8;
+  return static_cast<int>(std::max<size_t>(1, (least + block - 1) / block));
+}
+int round_message_blocks(int per_message, int least, int d) {
+  const int half = std::max(1, d / 2);
+  return half < per_message && half >= least ? half : per_message;
+}
+
 // The Bruck forms (hier_two_level.h): the ranks of one local index, one per host (a rail),
 // pass their blocks around in rounds at distances 1, 2, 4, ... hosts. Each rank keeps them in
 // scratch by host, its own host's first (position j: host h+j's), so that what it passes on
@@ -194,7 +212,7 @@ class BruckRail {
       : l_(l),
         H_(l.hosts.count()),
         per_message_(blocks_per_message(args, l.block, H_)),
-        least_split_(least_split(network_chunk_elems(args), l.block)),
+        least_split_(least_split(args, l.block)),
         base_(schedule->scratch_count) {
     schedule->scratch_count += static_cast<size_t>(H_) * l.block;
   }
@@ -235,20 +253,7 @@ class BruckRail {
  private:
   const Layout &l_;
   const int H_;
-  // How many blocks a message of round d carries: at most d/2, so that the next round (which
-  // passes on what one half of this one brings) starts when that half is here, unless the
-  // halves would be smaller than least_split_ blocks, 1/8 of a network chunk, where their
-  // count costs more than the overlap gains (ddl_sim, dgx-h100 16 and 64 hosts x 8, 8 MB:
-  // reduce_scatter 62.5 -> 48.0 and 72.9 -> 58.3 us, allgather 64.4 -> 48.5 and 75.4 ->
-  // 59.4; 1 MB, split without the floor: 34.1 -> 35.2 and 44.1 -> 47.1).
-  int per_message(int d) const {
-    const int half = std::max(1, d / 2);
-    return half < per_message_ && half >= least_split_ ? half : per_message_;
-  }
-  static int least_split(size_t chunk_elems, size_t block) {
-    if (block == 0) return 1;
-    return static_cast<int>(std::max<size_t>(1, (chunk_elems / 8 + block - 1) / block));
-  }
+  int per_message(int d) const { return round_message_blocks(per_message_, least_split_, d); }
 
   const int per_message_, least_split_;
   const size_t base_;
@@ -294,9 +299,11 @@ double hier_bruck_cost(const CollectiveArgs &args, bool reducing) {
   if (per_message < 2) return inf;  // nothing to pack: hier's messages, later
   int rounds = 0;
   double messages = 0;
+  const int least = least_split(args, args.count);
   for (int d = 1; d < H; d *= 2) {
     ++rounds;
-    messages += std::ceil(static_cast<double>(std::min(d, H - d)) / per_message);
+    messages += std::ceil(static_cast<double>(std::min(d, H - d)) /
+                          round_message_blocks(per_message, least, d));
   }
   // Fewer messages to post and complete, more rounds; an allgather's blocks once more
   // through scratch (a reduce-scatter's partial sums are made there anyway).
@@ -532,7 +539,7 @@ void build_hier_bruck_reduce_scatter(const CollectiveArgs &args, Schedule *sched
     }
   }
   // 3. allgather's rounds backwards: round d sends positions [d, d + n) to the rail's rank d
-  //    hosts on and adds what d hosts back sends into [0, n). Position 0 (this rank's block)
+  //    hosts on and adds what d hosts back sends for [0, n). Position 0 (this rank's block)
   //    takes a sum in every round; the last one lands in the output. Last positions first:
   //    round d/2 passes on [d/2, d), which then arrives first in round d, so that each round
   //    starts while the one before is still on the wire (in allgather's order it would wait
@@ -543,8 +550,11 @@ void build_hier_bruck_reduce_scatter(const CollectiveArgs &args, Schedule *sched
   //    receives waited for them, slots full, the senders' links idle (ddl_sim, dgx-h100 512 x
   //    8, reduce_scatter 256 MB: 84.7 % of the bound; apart 89.6 %, and with the rounds'
   //    messages split, BruckRail::per_message, 90.9 %).
-  int receiving = 0;  // the positions that receive in some round: [0, receiving)
-  for (int d : rail.distances()) receiving = std::max(receiving, rail.passed(d));
+  // The positions that receive before the last round, [0, receiving) (the last one, d = 1,
+  // lands in the output).
+  int receiving = 0;
+  for (int d : rail.distances())
+    if (d > 1) receiving = std::max(receiving, rail.passed(d));
   const size_t arrived_base = schedule->scratch_count;
   schedule->scratch_count += rail.elems(receiving);
   auto arrived_at = [&](int j) { return scratch_at(arrived_base + rail.elems(j)); };
@@ -602,7 +612,8 @@ void build_hier_bruck_reduce_scatter(const CollectiveArgs &args, Schedule *sched
       uint32_t got;
       if (fresh) {
         got = add_step(schedule, recv_step(from, tag, arrived_at(first), rail.elems(blocks), {}));
-      } else {  // some positions received before, some not (hosts not a power of two)
+      } else {  // positions that received before add to their sums; any that did not
+                // (hosts not a power of two) take the host's sum first
         for (int j = first; j < first + blocks; ++j)
           if (arrived[static_cast<size_t>(j)].empty()) fold(j);
         got =

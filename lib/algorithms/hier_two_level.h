@@ -36,8 +36,10 @@
 // 512 hosts x 8: 64 KB), so each rank's H-1 messages to other hosts cost as much host work as
 // wire time. Here the ranks of one local index, one per host (a rail), pass blocks in
 // ceil(log2 H) rounds at distances 1, 2, 4, ... hosts (Bruck et al., 1997): in round d a rank
-// passes on the min(d, H-d) blocks it holds, packed into messages of a network chunk. A
-// reduce-scatter runs the rounds backwards, adding what arrives. Inside hosts as hier's.
+// passes on the min(d, H-d) blocks it holds, packed into messages of up to a network chunk
+// and half the round. A reduce-scatter runs the rounds backwards, adding what arrives (apart
+// from the host's sums, in up to H/2 blocks of scratch beside the H of the rail's positions).
+// Inside hosts as hier's.
 // Every host must have as many ranks (else hier's forms are built); the models take them
 // where packing saves more per-message work than the rounds add in latency.
 #pragma once

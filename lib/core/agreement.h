@@ -22,6 +22,7 @@
 // rank returns before it knows that every other got the decision, and must answer the ranks
 // that did not, later, wherever its program is (ULFM's early-returning agreement does it in
 // MPI's progress engine); ddl has no such responder.
+//
 // Tried (2026-11-28, bench/recovery.md): hierarchical uniform consensus (Cachin, Guerraoui
 // and Rodrigues), leaders in rank order proposing, every live rank acknowledging, the
 // decided word passed on by every rank before it returns: three latencies whatever n, the

@@ -5,9 +5,11 @@
 namespace ddl_sim {
 namespace {
 
-// Nanoseconds, at least 1 so that LogGOPSim keeps the operation.
-long long calc_ns(double bytes, double rate) {
-  return std::max(1LL, static_cast<long long>(std::llround(bytes / rate * 1e9)));
+// A local step's nanoseconds (its bytes at `rate`, plus the cluster's step_overhead), at least
+// 1 so that LogGOPSim keeps the operation.
+long long calc_ns(const Cluster &cluster, double bytes, double rate) {
+  const double seconds = cluster.step_overhead + bytes / rate;
+  return std::max(1LL, static_cast<long long>(std::llround(seconds * 1e9)));
 }
 
 }  // namespace
@@ -40,19 +42,20 @@ void write_goal(const Cluster &cluster, const std::vector<ddl::Schedule> &by_ran
               << "\n";
           if (step.kind == ddl::StepKind::kRecvReduce) {
             done_label[i] = ++extra;
-            out << "l" << extra << ": calc " << calc_ns(bytes, cluster.reduce_rate) << "\n";
+            out << "l" << extra << ": calc " << calc_ns(cluster, bytes, cluster.reduce_rate)
+                << "\n";
             out << "l" << extra << " requires l" << label << "\n";
           }
           break;
         case ddl::StepKind::kCopy:
-          out << "l" << label << ": calc " << calc_ns(bytes, cluster.copy_rate) << "\n";
+          out << "l" << label << ": calc " << calc_ns(cluster, bytes, cluster.copy_rate) << "\n";
           break;
         case ddl::StepKind::kReduce:
-          out << "l" << label << ": calc " << calc_ns(bytes, cluster.reduce_rate) << "\n";
+          out << "l" << label << ": calc " << calc_ns(cluster, bytes, cluster.reduce_rate) << "\n";
           break;
         case ddl::StepKind::kPeerRead:
         case ddl::StepKind::kPeerWrite:
-          out << "l" << label << ": calc " << calc_ns(bytes, cluster.local_rate) << "\n";
+          out << "l" << label << ": calc " << calc_ns(cluster, bytes, cluster.local_rate) << "\n";
           break;
       }
       for (uint32_t d : step.deps) out << "l" << label << " requires l" << done_label[d] << "\n";

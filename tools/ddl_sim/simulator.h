@@ -12,7 +12,8 @@
 // behind a large one. A rank's CPU (or GPU) is one more resource: every
 // message it posts or completes costs message_overhead, every reduction bytes / reduce_rate,
 // every local copy bytes / copy_rate, and single copies (kPeerRead/kPeerWrite) hold it while
-// the copy crosses the host. The call takes the slowest rank's last step plus call_overhead.
+// the copy crosses the host; each reduction, copy and single copy costs step_overhead more. The
+// call takes the slowest rank's last step plus call_overhead.
 #pragma once
 
 #include <string>
