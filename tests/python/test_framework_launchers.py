@@ -114,7 +114,9 @@ def test_init_process_group_under_ddlrun_without_importing_ddl(plugin_env):
               "t = torch.full((4,), float(dist.get_rank() + 1))\n"
               "dist.all_reduce(t)\n"
               "assert t.tolist() == [3.0] * 4, t\n"
-              "print('rank', dist.get_rank(), 'over', dist.get_backend(), 'ok')\n"
+              # One string: print writes its arguments apart when Python runs unbuffered,
+              # and two ranks' words then interleave on ddlrun's output.
+              "print(f'rank {dist.get_rank()} over {dist.get_backend()} ok')\n"
               "dist.destroy_process_group()\n")
     out = run([DDLRUN, "-n", "2", "--", sys.executable, "-c", script], plugin_env, timeout=120)
     assert out.count("over ddl ok") == 2, out
