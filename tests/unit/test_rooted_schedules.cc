@@ -114,6 +114,16 @@ std::vector<CollectiveArgs> rooted_v(Collective c, const std::vector<size_t> &co
 
 const std::vector<int> kLarge = {100, 256, 1024};
 
+// tiers[0] for hosts of shape[h] ranks each: numbered host by host, or (cyclic) shifted by
+// one rank so that no host's ranks are consecutive from 0.
+std::vector<int> host_tier(const std::vector<int> &shape, bool cyclic) {
+  std::vector<int> tier;
+  for (size_t h = 0; h < shape.size(); ++h)
+    for (int k = 0; k < shape[h]; ++k) tier.push_back(static_cast<int>(h));
+  if (cyclic) std::rotate(tier.begin(), tier.begin() + 1, tier.end());
+  return tier;
+}
+
 }  // namespace
 
 Test(rooted_schedules, alltoall_every_size) {
@@ -370,13 +380,9 @@ Test(rooted_schedules, hier_alltoall_over_hosts) {
   for (const std::vector<int> &shape : shapes)
     for (size_t count : {size_t{0}, size_t{1}, size_t{3}})
       for (bool in_place : {false, true}) {
-        std::vector<int> host_of;
-        for (size_t h = 0; h < shape.size(); ++h)
-          for (int k = 0; k < shape[h]; ++k) host_of.push_back(static_cast<int>(h));
         // Round-robin numbering as well as host by host.
         for (bool cyclic : {false, true}) {
-          std::vector<int> tier = host_of;
-          if (cyclic) std::rotate(tier.begin(), tier.begin() + 1, tier.end());
+          const std::vector<int> tier = host_tier(shape, cyclic);
           const int n = static_cast<int>(tier.size());
           std::vector<CollectiveArgs> all =
               uniform(Collective::kAlltoall, n, count, 0, in_place, 0, "hier");
@@ -404,10 +410,7 @@ Test(rooted_schedules, rail_alltoall_over_hosts) {
       for (size_t count : {size_t{0}, size_t{1}, size_t{3}})
         for (bool in_place : {false, true})
           for (bool cyclic : {false, true}) {
-            std::vector<int> tier;
-            for (size_t h = 0; h < shape.size(); ++h)
-              for (int k = 0; k < shape[h]; ++k) tier.push_back(static_cast<int>(h));
-            if (cyclic) std::rotate(tier.begin(), tier.begin() + 1, tier.end());
+            const std::vector<int> tier = host_tier(shape, cyclic);
             const int n = static_cast<int>(tier.size());
             std::vector<CollectiveArgs> all =
                 uniform(Collective::kAlltoall, n, count, 0, in_place, 0, "rails");

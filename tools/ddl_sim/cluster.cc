@@ -116,6 +116,17 @@ std::string time_text(double seconds) {
         },                                                       \
         [](const Cluster &c) { return std::to_string(c.field); } \
   }
+// One of two words, `off` or `on`, setting a flag.
+#define DDL_SIM_CHOICE(field, off, on)                                   \
+  Key {                                                                  \
+    off " or " on,                                                       \
+        [](const std::string &v, Cluster *c) {                           \
+          if (v != off && v != on) return false;                         \
+          c->field = v == on;                                            \
+          return true;                                                   \
+        },                                                               \
+        [](const Cluster &c) { return std::string(c.field ? on : off); } \
+  }
 #define DDL_SIM_COUNT(field)                                                        \
   Key {                                                                             \
     "a whole number >= 1",                                                          \
@@ -155,22 +166,8 @@ const std::map<std::string, Key> &keys() {
           return parse_ratio(v, &c->net_efficiency, 1e-3, 1.0);
         },
         [](const Cluster &c) { return ddl::strprintf("%g", c.net_efficiency); }}},
-      {"fabric",
-       {"switch or fat_tree",
-        [](const std::string &v, Cluster *c) {
-          if (v != "switch" && v != "fat_tree") return false;
-          c->fat_tree = v == "fat_tree";
-          return true;
-        },
-        [](const Cluster &c) { return std::string(c.fat_tree ? "fat_tree" : "switch"); }}},
-      {"link_sharing",
-       {"fifo or fair",
-        [](const std::string &v, Cluster *c) {
-          if (v != "fifo" && v != "fair") return false;
-          c->fair_links = v == "fair";
-          return true;
-        },
-        [](const Cluster &c) { return std::string(c.fair_links ? "fair" : "fifo"); }}},
+      {"fabric", DDL_SIM_CHOICE(fat_tree, "switch", "fat_tree")},
+      {"link_sharing", DDL_SIM_CHOICE(fair_links, "fifo", "fair")},
       {"hosts_per_leaf", DDL_SIM_COUNT(hosts_per_leaf)},
       {"oversubscription",
        {"a ratio >= 1 (2 for 2:1)",
