@@ -16,6 +16,7 @@
 #include "lib/bootstrap/token.h"
 #include "lib/bootstrap/wire.h"
 #include "lib/common/log.h"
+#include "lib/common/params.h"
 
 namespace ddl {
 
@@ -70,6 +71,18 @@ Status validate(const BootstrapOptions &o) {
         "bootstrap: rank %d: neither a root address nor a rendezvous file nor PMIx", o.rank);
   }
   return Status::Ok();
+}
+
+// BootstrapOptions::relay_fanout, resolved.
+int relay_fanout(const BootstrapOptions &o) {
+  int64_t fanout = o.relay_fanout;
+  const std::string text = env_string("DDL_BOOTSTRAP_FANOUT");
+  if (fanout <= 0 && !text.empty() && !parse_int(text, 1, wire::kMaxRanks, &fanout)) {
+    DDL_WARN("ignoring DDL_BOOTSTRAP_FANOUT=%s: expected a number of ranks from 1", text.c_str());
+    fanout = 0;
+  }
+  if (fanout > 0) return static_cast<int>(fanout);
+  return o.nranks <= bootstrap::kStarRanks ? std::max(1, o.nranks - 1) : bootstrap::kRelayFanout;
 }
 
 // How rank 0's address reaches the others.
@@ -165,8 +178,10 @@ Status Bootstrap::create(const BootstrapOptions &opts, std::unique_ptr<Bootstrap
     BootstrapOptions peer = opts;
     if (mode == Publish::kPmix) DDL_RETURN_IF_ERROR(root_from_pmix(&peer, deadline));
     int fd = -1;
-    DDL_RETURN_IF_ERROR(bootstrap::connect_to_root(peer, deadline, &fd, &b->root_addr_));
+    DDL_RETURN_IF_ERROR(
+        bootstrap::connect_to_root(peer, deadline, &fd, &b->root_addr_, &b->opts_.job_token));
     b->peers_.assign(1, fd);
+    if (!b->tree_.star()) DDL_RETURN_IF_ERROR(b->connect_relays(deadline));
     *out = std::move(b);
     return Status::Ok();
   }
@@ -204,7 +219,10 @@ Status Bootstrap::create(const BootstrapOptions &opts, std::unique_ptr<Bootstrap
              opts.rendezvous_file.c_str(), secret);
   }
   if (b->opts_.job_token.empty()) warn_open_rendezvous(b->root_addr_);
-  Status st = bootstrap::accept_peers(b->listen_fd_, b->opts_, deadline, &b->peers_, b->root_addr_);
+  std::vector<int> everyone;
+  for (int r = 1; r < opts.nranks; ++r) everyone.push_back(r);
+  Status st = bootstrap::accept_peers(b->listen_fd_, b->opts_, deadline, everyone, &b->peers_,
+                                      b->root_addr_);
   // Every rank is in (or the job is off): neither the port nor the published address is
   // needed any more. Removing the file now, not at destruction, leaves no stale file behind
   // if this process dies later.
@@ -217,12 +235,18 @@ Status Bootstrap::create(const BootstrapOptions &opts, std::unique_ptr<Bootstrap
     b->abort_peers(st.message());
     return st;  // ~Bootstrap closes the sockets
   }
+  if (!b->tree_.star()) DDL_RETURN_IF_ERROR(b->connect_relays(deadline));
   *out = std::move(b);
   return Status::Ok();
 }
 
+Bootstrap::Bootstrap(const BootstrapOptions &opts)
+    : opts_(opts), tree_(opts.nranks, relay_fanout(opts)) {}
+
 Bootstrap::~Bootstrap() {
   for (int &fd : peers_) bootstrap::close_fd(&fd);
+  for (int &fd : children_) bootstrap::close_fd(&fd);
+  bootstrap::close_fd(&parent_fd_);
   bootstrap::close_fd(&listen_fd_);
   if (!published_file_.empty()) bootstrap::unpublish_address(published_file_, published_addr_);
 }
@@ -272,7 +296,8 @@ Status Bootstrap::exchange(uint32_t op, const std::string &mine, std::vector<std
     all->assign(1, mine);
     return Status::Ok();
   }
-  uint32_t seq = ++seq_;
+  // The relays' setup is numbered apart: messages count the caller's exchanges.
+  uint32_t seq = op == wire::kRelays ? 0 : ++seq_;
   Status st =
       opts_.rank == 0 ? root_exchange(op, seq, mine, all) : peer_exchange(op, seq, mine, all);
   if (st.ok()) return st;
@@ -280,8 +305,11 @@ Status Bootstrap::exchange(uint32_t op, const std::string &mine, std::vector<std
   if (opts_.rank == 0) {
     abort_peers(st.message());
   } else {
-    // Rank 0 then sees this rank leave and tells the others, rather than them timing out.
+    // Rank 0 then sees this rank leave and tells the others, rather than them timing out; the
+    // ranks it relays to learn at once that no answer will come through it.
     shutdown(peers_[0], SHUT_RDWR);
+    for (int fd : children_) shutdown(fd, SHUT_RDWR);
+    if (parent_fd_ >= 0) shutdown(parent_fd_, SHUT_RDWR);
   }
   return st;
 }
@@ -365,17 +393,24 @@ Status Bootstrap::root_exchange(uint32_t op, uint32_t seq, const std::string &mi
       }
     }
   }
-  // One answer for everybody: the header, then each rank's blob with its length.
+  auto entry = [](const std::string &blob) {
+    uint8_t len[4];
+    bootstrap::put_u32(len, static_cast<uint32_t>(blob.size()));
+    return std::string(reinterpret_cast<const char *>(len), 4) + blob;
+  };
+  // One answer for everybody: the header, then each rank's blob with its length; rank 0 sends
+  // it to its children in the relay tree (every rank in a star). The relays' setup answers
+  // every rank itself, with its parent's address ("" for rank 0's children).
   std::string reply = wire::encode_frame(op, seq, op == wire::kAllgather ? n : 0);
-  if (op == wire::kAllgather) {
-    for (const Incoming &c : in) {
-      uint8_t len[4];
-      bootstrap::put_u32(len, static_cast<uint32_t>(c.data.size()));
-      reply.append(reinterpret_cast<const char *>(len), 4);
-      reply += c.data;
+  if (op == wire::kAllgather)
+    for (const Incoming &c : in) reply += entry(c.data);
+  const int first = op == wire::kRelays ? 1 : tree_.first_child(0);
+  const int last = op == wire::kRelays ? n - 1 : first + tree_.child_count(0) - 1;
+  for (int r = first; r <= last; ++r) {
+    if (op == wire::kRelays) {
+      const int parent = tree_.parent(r);
+      reply = wire::encode_frame(op, seq, 1) + entry(parent == 0 ? "" : in[parent].data);
     }
-  }
-  for (int r = 1; r < n; ++r) {
     IoStatus io = bootstrap::send_all(peers_[r], reply.data(), reply.size(), deadline);
     if (io.result == IoResult::kTimeout)
       return timeout_error("bootstrap: rank 0: %s #%u timed out after %lld ms sending to rank %d",
@@ -392,52 +427,77 @@ Status Bootstrap::root_exchange(uint32_t op, uint32_t seq, const std::string &mi
   return Status::Ok();
 }
 
+// How long a relayed rank whose relay left waits for rank 0's word on why.
+constexpr int kRelayWordMs = 200;
+
 Status Bootstrap::peer_exchange(uint32_t op, uint32_t seq, const std::string &mine,
                                 std::vector<std::string> *all) {
   const char *what = wire::op_name(op);
   const int me = opts_.rank;
-  const int fd = peers_[0];
+  // The answer comes from this rank's parent in the relay tree (rank 0 in a star, and for the
+  // relays' setup, which makes the tree).
+  const int parent = op == wire::kRelays ? 0 : tree_.parent(me);
+  const int fd = parent == 0 ? peers_[0] : parent_fd_;
+  const std::string source = parent == 0 ? strprintf("rank 0 (the root, at %s)", root_addr_.c_str())
+                                         : strprintf("rank %d (this rank's relay)", parent);
+  const bool forwards = op != wire::kRelays && !children_.empty();
   // A little longer than rank 0 waits: rank 0 sees every rank, so when somebody is missing
   // it should be rank 0 that times out first and tells us who, not us guessing "rank 0".
   int grace = std::min(5000, std::max(200, opts_.timeout_ms / 10));
   Deadline deadline(opts_.timeout_ms > INT32_MAX - grace ? INT32_MAX : opts_.timeout_ms + grace);
   std::string frame = wire::encode_frame(op, seq, static_cast<uint32_t>(mine.size())) + mine;
-  IoStatus io = bootstrap::send_all(fd, frame.data(), frame.size(), deadline);
+  IoStatus io = bootstrap::send_all(peers_[0], frame.data(), frame.size(), deadline);
   // A send that fails still reads on: rank 0 may have left an error frame saying why it quit.
   Deadline read_deadline = io.ok() ? deadline : Deadline(100);
   IoStatus sent = io;
   auto lost = [&](const IoStatus &e) -> Status {
     if (e.result == IoResult::kTimeout && sent.ok())
-      return timeout_error(
-          "bootstrap: rank %d: %s #%u timed out after %lld ms waiting for rank 0 "
-          "(the root, at %s)",
-          me, what, seq, static_cast<long long>(deadline.elapsed_ms()), root_addr_.c_str());
+      return timeout_error("bootstrap: rank %d: %s #%u timed out after %lld ms waiting for %s", me,
+                           what, seq, static_cast<long long>(deadline.elapsed_ms()),
+                           source.c_str());
+    // A failed send is to rank 0 whoever answers.
+    const std::string who =
+        sent.ok() ? source : strprintf("rank 0 (the root, at %s)", root_addr_.c_str());
     const IoStatus &cause = sent.ok() ? e : sent;
-    return remote_error("bootstrap: rank %d: %s #%u: rank 0 (the root, at %s) disconnected (%s)",
-                        me, what, seq, root_addr_.c_str(), cause.describe().c_str());
+    return remote_error("bootstrap: rank %d: %s #%u: %s disconnected (%s)", me, what, seq,
+                        who.c_str(), cause.describe().c_str());
   };
   // The decoding is wire::ReplyDecoder's; this loop only reads what it asks for.
   wire::ReplyDecoder reply(op, seq, opts_.nranks, me);
-  std::string buf;
+  std::string buf, answer;
   while (reply.wants_more()) {
     const bool header = reply.stage() == wire::ReplyDecoder::Stage::kHeader;
     const bool text = reply.stage() == wire::ReplyDecoder::Stage::kErrorText;
     buf.resize(reply.need());
-    if (opts_.watch && !text) DDL_RETURN_IF_ERROR(wait_readable(fd, read_deadline));
+    // A relayed rank waits for the answer to begin while it listens for rank 0's word; a
+    // parent that has begun sends it whole, or dies (the read then fails at once).
+    if (parent != 0 && header) {
+      DDL_RETURN_IF_ERROR(wait_for_parent(fd, op, seq, read_deadline));
+    } else if (opts_.watch && !text) {
+      DDL_RETURN_IF_ERROR(wait_readable(fd, read_deadline));
+    }
     // The error text gets its own short deadline: rank 0 sent it just before closing.
     io = bootstrap::recv_all(fd, &buf[0], buf.size(), text ? Deadline(1000) : read_deadline);
     if (!io.ok()) {
+      // A relay that gives up closes its children's connections, often because rank 0 did:
+      // then rank 0's reason, on its way to every rank, says more than the relay's leaving.
+      if (parent != 0 && !text) {
+        DDL_RETURN_IF_ERROR(root_word(op, seq, kRelayWordMs));
+        return lost(io);
+      }
       if (!text) return lost(io);
       reply.text_unreadable();
       break;
     }
     reply.feed(reinterpret_cast<const uint8_t *>(buf.data()));
+    if (forwards) answer += buf;
     // After a failed send only rank 0's own explanation is worth more than the send's error.
     const bool root_spoke = reply.stage() == wire::ReplyDecoder::Stage::kErrorText ||
                             reply.stage() == wire::ReplyDecoder::Stage::kRootFailed;
     if (header && !root_spoke && !sent.ok()) return lost(sent);
   }
   if (reply.stage() != wire::ReplyDecoder::Stage::kDone) return reply.error();
+  if (forwards) DDL_RETURN_IF_ERROR(forward(answer, op, seq, deadline));
   *all = std::move(reply.entries());
   return Status::Ok();
 }

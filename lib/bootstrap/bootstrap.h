@@ -2,11 +2,12 @@
 // blobs (their UCX worker addresses) before talking over the real transports. It knows nothing
 // of transports, as gloo keeps gloo/rendezvous/ apart from gloo/transport/.
 //
-// Topology: a star. Rank 0 listens; every other rank opens one connection to it, presents a
-// hello (magic, protocol version, job token, rank, nranks; see wire.h) and gets an ack. An
-// exchange sends each rank's blob to rank 0, which answers every rank with all of them. That is
-// O(nranks^2) bytes through rank 0, fine for addresses of a few hundred bytes on thousands of
-// ranks; it is not meant to carry data.
+// Topology: a star, and beyond 64 ranks a tree of relays (relay.h). Rank 0 listens; every
+// other rank opens one connection to it, presents a hello (magic, protocol version, job token,
+// rank, nranks; see wire.h) and gets an ack. An exchange sends each rank's blob to rank 0,
+// which answers with all of them: every rank directly in a star; its children in a tree, which
+// pass the answer on to theirs (each relay listens for its children, which connect to it as to
+// rank 0). It is not meant to carry data.
 //
 // Never hangs: every wait is a poll() against a deadline (timeout_ms for the connect phase and
 // for each exchange). Strangers (wrong token, garbage, stalls) are dropped with a warning while
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "lib/bootstrap/launch_env.h"
+#include "lib/bootstrap/relay.h"
 #include "lib/common/status.h"
 
 namespace ddl {
@@ -67,6 +69,10 @@ struct BootstrapOptions {
   // BootstrapOptions::listen_fd on its rank 0): a refused connection means rank 0 closed it,
   // having given up, and ends the wait at once instead of at the deadline.
   bool root_listening = false;
+  // How many ranks each rank passes rank 0's answers on to (relay.h): 0 takes
+  // DDL_BOOTSTRAP_FANOUT, else a star up to 64 ranks and 8 beyond. Every rank of a job must
+  // use the same (a rank that differs fails its first exchange as a mismatched collective).
+  int relay_fanout = 0;
   // Called about every kWatchMs while a wait for other ranks lasts (connecting, accepting,
   // each exchange): an error ends the wait with it. A shrink watches the members of its new
   // communicator through the old one's transport, so that one dying is no wait for the deadline.
@@ -101,8 +107,8 @@ class Bootstrap {
   Status allgather(const std::string &mine, std::vector<std::string> *all);
   Status barrier();
 
-  // Socket fds of the bootstrap connections (rank 0: one per peer, in rank order; others: one),
-  // for later liveness checks. Owned by the Bootstrap: do not close or read them.
+  // Socket fds of the connections to rank 0 (rank 0: one per peer, in rank order; others:
+  // one; the relays' are not among them). Owned by the Bootstrap: do not close or read them.
   std::vector<int> fds() const;
 
   int rank() const { return opts_.rank; }
@@ -116,7 +122,20 @@ class Bootstrap {
   Status open_group_listener(int *fd, std::string *served) const;
 
  private:
-  explicit Bootstrap(const BootstrapOptions &opts) : opts_(opts) {}
+  explicit Bootstrap(const BootstrapOptions &opts);
+  // The relays' setup (relay.cc): every relay listens, rank 0 tells each rank where its
+  // parent listens, children connect to their parents.
+  Status connect_relays(const bootstrap::Deadline &deadline);
+  // A relayed rank waiting for its parent's answer: Ok once fd has something to read (or the
+  // deadline passed), or rank 0's word if rank 0 gave up meanwhile (relay.cc).
+  Status wait_for_parent(int fd, uint32_t op, uint32_t seq,
+                         const bootstrap::Deadline &deadline) const;
+  // Rank 0's reason for giving up when it sent one to this relayed rank within wait_ms (its
+  // error, as the rank returns it); Ok when there is none (relay.cc).
+  Status root_word(uint32_t op, uint32_t seq, int wait_ms) const;
+  // Rank 0's answer, as received, to this rank's children (relay.cc).
+  Status forward(const std::string &answer, uint32_t op, uint32_t seq,
+                 const bootstrap::Deadline &deadline) const;
   Status exchange(uint32_t op, const std::string &mine, std::vector<std::string> *all);
   Status root_exchange(uint32_t op, uint32_t seq, const std::string &mine,
                        std::vector<std::string> *all);
@@ -128,8 +147,11 @@ class Bootstrap {
   // that no peer waits for its deadline.
   void abort_peers(const std::string &why);
 
-  BootstrapOptions opts_;
-  std::vector<int> peers_;  // rank 0: fd of rank r at [r] ([0] = -1); others: [0] = root
+  BootstrapOptions opts_;  // job_token: the one presented (a fresh one as published)
+  bootstrap::RelayTree tree_;
+  std::vector<int> peers_;     // rank 0: fd of rank r at [r] ([0] = -1); others: [0] = root
+  int parent_fd_ = -1;         // a rank whose parent is not rank 0: the connection to it
+  std::vector<int> children_;  // the connections to this rank's children (rank 0: none here)
   int listen_fd_ = -1;
   std::string root_addr_;
   std::string published_file_;  // rendezvous file this rank wrote (rank 0)

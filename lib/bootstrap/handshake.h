@@ -52,19 +52,28 @@ class WaitNotice {
   int64_t next_ms_ = kFirstMs;
 };
 
-// Rank 0: accepts connections until ranks 1..nranks-1 have each presented a valid hello, or the
-// deadline passes. (*peers)[r] receives rank r's fd as it arrives, on failure too, so that the
-// caller can tell the ranks that did come why the job is off. Strangers are dropped and logged.
-// While ranks are missing it says so now and then (WaitNotice), naming `served` (the address
-// the others should dial) when given.
+// Rank 0 (expected: ranks 1..nranks-1) or a relay (its children): accepts connections until
+// every expected rank has presented a valid hello, or the deadline passes. (*peers)[r]
+// receives rank r's fd as it arrives, on failure too, so that the caller can tell the ranks
+// that did come why the job is off. Strangers, and ranks of the job that are not expected
+// here, are turned away and logged. While ranks are missing it says so now and then
+// (WaitNotice), naming `served` (the address they should dial) when given.
 Status accept_peers(int listen_fd, const BootstrapOptions &opts, const Deadline &deadline,
-                    std::vector<int> *peers, const std::string &served = std::string());
+                    const std::vector<int> &expected, std::vector<int> *peers,
+                    const std::string &served = std::string());
 
 // Other ranks: connects to rank 0 (root_addr, or the address in the rendezvous file), presents
 // the hello and waits for the ack, retrying until the deadline (and saying so now and then,
-// WaitNotice). *root_addr: the address used.
+// WaitNotice). *root_addr: the address used; *token: the job token presented (a fresh one
+// read from where rank 0 published it, else opts.job_token).
 Status connect_to_root(const BootstrapOptions &opts, const Deadline &deadline, int *fd,
-                       std::string *root_addr);
+                       std::string *root_addr, std::string *token);
+
+// A relayed rank (relay.h): connects to its parent's listener at `addr`, presenting `token`
+// (the job's, as connect_to_root used it), retrying until the deadline; a refused connection
+// ends it at once (the parent listened before its address was handed out).
+Status connect_to_relay(const BootstrapOptions &opts, int parent, const std::string &addr,
+                        const std::string &token, const Deadline &deadline, int *fd);
 
 // "2, 5-7, 9" for the sorted ranks (at most 32 items, then "and N more").
 std::string rank_list(const std::vector<int> &ranks);

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include "lib/bootstrap/handshake.h"
 #include "lib/bootstrap/wire.h"
@@ -73,8 +74,9 @@ enum class Attempt { kConnected, kRetry, kFatal };
 
 class Connector {
  public:
-  Connector(const BootstrapOptions &opts, const Deadline &deadline)
-      : opts_(opts), deadline_(deadline) {}
+  // name: who listens at the addresses tried ("root", "rank 5 (this rank's relay)").
+  Connector(const BootstrapOptions &opts, const Deadline &deadline, std::string name = "root")
+      : opts_(opts), deadline_(deadline), name_(std::move(name)) {}
 
   // Tries every address of addr once, presenting `token`. kRetry leaves the reason in
   // last_error_.
@@ -142,7 +144,7 @@ class Connector {
     }
     if (err != 0) {
       ::close(fd);
-      if (err == ECONNREFUSED && (addr == accepted_addr_ || opts_.root_listening))
+      if (err == ECONNREFUSED && (addr == accepted_addr_ || opts_.root_listening || relay_))
         root_gone_ = true;
       return retry_errno(addr, err);
     }
@@ -173,8 +175,8 @@ class Connector {
       ::close(fd);
       // A root of our own job (the token matched) refused us: retrying cannot help.
       *fatal = invalid_argument(
-          "bootstrap: rank %d: root %s refused rank %d of %d: %s (the job has %u ranks)",
-          opts_.rank, addr.c_str(), opts_.rank, opts_.nranks, wire::ack_code_name(checked.code),
+          "bootstrap: rank %d: %s %s refused rank %d of %d: %s (the job has %u ranks)", opts_.rank,
+          name_.c_str(), addr.c_str(), opts_.rank, opts_.nranks, wire::ack_code_name(checked.code),
           checked.nranks);
       return Attempt::kFatal;
     }
@@ -183,13 +185,15 @@ class Connector {
   }
 
   Attempt retry_errno(const std::string &addr, int err) {
-    last_error_ =
-        strprintf("connecting to root %s: %s (errno %d)", addr.c_str(), strerror(err), err);
+    last_error_ = strprintf("connecting to %s %s: %s (errno %d)", name_.c_str(), addr.c_str(),
+                            strerror(err), err);
     return Attempt::kRetry;
   }
 
   const BootstrapOptions &opts_;
   const Deadline &deadline_;
+  const std::string name_;
+  const bool relay_ = name_ != "root";  // a relay listened before its address was handed out
   std::string token_;
   std::string last_error_;
   bool refused_ = false;
@@ -201,7 +205,7 @@ class Connector {
 }  // namespace
 
 Status connect_to_root(const BootstrapOptions &opts, const Deadline &deadline, int *fd,
-                       std::string *root_addr) {
+                       std::string *root_addr, std::string *used_token) {
   Connector connector(opts, deadline);
   std::string file_error;
   int backoff = kFirstBackoffMs;
@@ -246,6 +250,7 @@ Status connect_to_root(const BootstrapOptions &opts, const Deadline &deadline, i
       Attempt a = connector.try_address(addr, token, fd, &fatal);
       if (a == Attempt::kConnected) {
         *root_addr = addr;
+        *used_token = token;
         return Status::Ok();
       }
       if (a == Attempt::kFatal) return fatal;
@@ -288,6 +293,31 @@ Status connect_to_root(const BootstrapOptions &opts, const Deadline &deadline, i
     ::poll(nullptr, 0, notice.cap(std::min(opts.watch ? Bootstrap::kWatchMs : backoff, left)));
     backoff = std::min(backoff * 2, kMaxBackoffMs);
     if (connector.refused()) backoff = kRefusedBackoffMs;
+  }
+}
+
+Status connect_to_relay(const BootstrapOptions &opts, int parent, const std::string &addr,
+                        const std::string &token, const Deadline &deadline, int *fd) {
+  const std::string name = strprintf("rank %d (this rank's relay)", parent);
+  Connector connector(opts, deadline, name);
+  int backoff = kFirstBackoffMs;
+  for (;;) {
+    Status fatal;
+    const Attempt a = connector.try_address(addr, token, fd, &fatal);
+    if (a == Attempt::kConnected) return Status::Ok();
+    if (a == Attempt::kFatal) return fatal;
+    if (connector.root_gone())
+      return remote_error(
+          "bootstrap: rank %d: %s at %s refuses connections: it died, or gave up on the job (%s)",
+          opts.rank, name.c_str(), addr.c_str(), connector.last_error().c_str());
+    if (opts.watch) DDL_RETURN_IF_ERROR(opts.watch());
+    const int left = deadline.remaining_ms();
+    if (left == 0)
+      return timeout_error("bootstrap: rank %d: %s, retried for %.1f s; %s never let this rank in",
+                           opts.rank, connector.last_error().c_str(),
+                           static_cast<double>(deadline.elapsed_ms()) / 1000.0, name.c_str());
+    ::poll(nullptr, 0, std::min(opts.watch ? Bootstrap::kWatchMs : backoff, left));
+    backoff = std::min(backoff * 2, kMaxBackoffMs);
   }
 }
 

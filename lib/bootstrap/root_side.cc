@@ -340,7 +340,8 @@ struct Drops {
 
 class Acceptor {
  public:
-  Acceptor(const BootstrapOptions &opts, std::vector<int> *peers) : opts_(opts), peers_(*peers) {}
+  Acceptor(const BootstrapOptions &opts, const std::vector<bool> &expected, std::vector<int> *peers)
+      : opts_(opts), expected_(expected), peers_(*peers) {}
 
   // Reads what has arrived of p's hello; on kAccept *rank is set, on kDrop *why.
   Step advance(Pending &p, int *rank, std::string *why) {
@@ -364,7 +365,10 @@ class Acceptor {
     const uint32_t r = check.rank;
     uint16_t code = check.code;
     *why = check.why;
-    if (code == wire::kAccepted && peers_[r] >= 0) {
+    if (code == wire::kAccepted && !expected_[r]) {
+      code = wire::kBadRank;
+      *why = strprintf("claims rank %u, which connects to another rank than %d", r, opts_.rank);
+    } else if (code == wire::kAccepted && peers_[r] >= 0) {
       code = wire::kDuplicateRank;
       *why = strprintf("claims rank %u, which already arrived from %s", r,
                        peer_string(peers_[r]).c_str());
@@ -385,6 +389,7 @@ class Acceptor {
     return Step::kDrop;
   }
   const BootstrapOptions &opts_;
+  const std::vector<bool> &expected_;
   std::vector<int> &peers_;
 };
 
@@ -398,19 +403,25 @@ void drop_pending(Pending &p, const std::string &why, int rank, Drops *drops) {
 }  // namespace
 
 Status accept_peers(int listen_fd, const BootstrapOptions &opts, const Deadline &deadline,
-                    std::vector<int> *peers, const std::string &served) {
+                    const std::vector<int> &expected, std::vector<int> *peers,
+                    const std::string &served) {
   peers->assign(static_cast<size_t>(opts.nranks), -1);
-  int missing = opts.nranks - 1;
+  std::vector<bool> wanted(static_cast<size_t>(opts.nranks), false);
+  for (int r : expected) wanted[static_cast<size_t>(r)] = true;
+  int missing = static_cast<int>(expected.size());
+  const int me = opts.rank;
+  // Rank 0 counts itself among the arrived (1 of 2: only rank 0 is in); a relay its children.
+  const int total = missing + (me == 0 ? 1 : 0);
   std::vector<Pending> pending;
   std::vector<struct pollfd> pfds;
-  Acceptor acceptor(opts, peers);
+  Acceptor acceptor(opts, wanted, peers);
   Drops drops;
   Status result;
   bool accept_warned = false;
   WaitNotice notice(deadline);
   auto absent_ranks = [&] {
     std::vector<int> absent;
-    for (int r = 1; r < opts.nranks; ++r)
+    for (int r : expected)
       if ((*peers)[r] < 0) absent.push_back(r);
     return absent;
   };
@@ -423,15 +434,22 @@ Status accept_peers(int listen_fd, const BootstrapOptions &opts, const Deadline 
     if (notice.due()) {
       std::vector<int> absent = absent_ranks();
       std::string where = served.empty() ? std::string() : " to " + served;
+      const bool one = absent.size() == 1;
+      // A relay's children are in the job already (rank 0 let them in): what keeps them
+      // away is their death, or a network that lets them reach rank 0 but not this rank.
+      const std::string usually =
+          me == 0 ? strprintf(
+                        "%s not started or failed before init, %s looking for rank 0 "
+                        "elsewhere (DDL_ROOT, or MASTER_ADDR and MASTER_PORT, must name "
+                        "this host and port), or a firewall drops the connection",
+                        one ? "that rank was" : "those ranks were", one ? "it is" : "they are")
+                  : strprintf("%s died, or %s reach rank 0 but not this host (a firewall)",
+                              one ? "it" : "they", one ? "it can" : "they can");
       DDL_WARN(
-          "bootstrap: rank 0: still waiting for rank%s %s to connect%s (%d of %d arrived; %s)%s. "
-          "Usually %s not started or failed before init, %s looking for rank 0 elsewhere "
-          "(DDL_ROOT, or MASTER_ADDR and MASTER_PORT, must name this host and port), or a "
-          "firewall drops the connection",
-          absent.size() == 1 ? "" : "s", rank_list(absent).c_str(), where.c_str(),
-          opts.nranks - missing, opts.nranks, notice.times().c_str(), dropped().c_str(),
-          absent.size() == 1 ? "that rank was" : "those ranks were",
-          absent.size() == 1 ? "it is" : "they are");
+          "bootstrap: rank %d: still waiting for rank%s %s to connect%s (%d of %d arrived; "
+          "%s)%s. Usually %s",
+          me, one ? "" : "s", rank_list(absent).c_str(), where.c_str(), total - missing, total,
+          notice.times().c_str(), dropped().c_str(), usually.c_str());
     }
     int wait = notice.cap(deadline.remaining_ms());
     if (opts.watch) {
@@ -443,10 +461,10 @@ Status accept_peers(int listen_fd, const BootstrapOptions &opts, const Deadline 
       std::vector<int> absent = absent_ranks();
       std::string more = dropped();
       result = timeout_error(
-          "bootstrap: rank 0: timed out after %lld ms waiting for rank%s %s to connect (%d of %d "
-          "arrived)%s",
-          static_cast<long long>(deadline.elapsed_ms()), absent.size() == 1 ? "" : "s",
-          rank_list(absent).c_str(), opts.nranks - missing, opts.nranks, more.c_str());
+          "bootstrap: rank %d: timed out after %lld ms waiting for rank%s %s to connect (%d of "
+          "%d arrived)%s",
+          me, static_cast<long long>(deadline.elapsed_ms()), absent.size() == 1 ? "" : "s",
+          rank_list(absent).c_str(), total - missing, total, more.c_str());
       break;
     }
     auto now = std::chrono::steady_clock::now();
@@ -458,7 +476,7 @@ Status accept_peers(int listen_fd, const BootstrapOptions &opts, const Deadline 
     for (const Pending &p : pending) pfds.push_back(pollfd{p.fd, POLLIN, 0});
     int n = ::poll(pfds.data(), pfds.size(), wait);
     if (n < 0 && errno != EINTR) {
-      result = system_error(errno, "bootstrap: rank 0: poll");
+      result = system_error(errno, "bootstrap: rank %d: poll", me);
       break;
     }
     // Hellos first (for the connections that were polled), then stalls, then new arrivals.
@@ -469,9 +487,9 @@ Status accept_peers(int listen_fd, const BootstrapOptions &opts, const Deadline 
       std::string why;
       Step step = acceptor.advance(p, &rank, &why);
       if (step == Step::kDrop) {
-        drop_pending(p, why, 0, &drops);
+        drop_pending(p, why, me, &drops);
       } else if (step == Step::kAccept) {
-        DDL_DEBUG("bootstrap: rank 0: rank %d arrived from %s", rank, p.from.c_str());
+        DDL_DEBUG("bootstrap: rank %d: rank %d arrived from %s", me, rank, p.from.c_str());
         (*peers)[rank] = p.fd;
         p.fd = -1;
         --missing;
@@ -479,7 +497,7 @@ Status accept_peers(int listen_fd, const BootstrapOptions &opts, const Deadline 
     }
     now = std::chrono::steady_clock::now();
     for (Pending &p : pending)
-      if (p.fd >= 0 && now >= p.stall_at) drop_pending(p, "stalled in its hello", 0, &drops);
+      if (p.fd >= 0 && now >= p.stall_at) drop_pending(p, "stalled in its hello", me, &drops);
     pending.erase(
         std::remove_if(pending.begin(), pending.end(), [](const Pending &p) { return p.fd < 0; }),
         pending.end());
@@ -493,7 +511,7 @@ Status accept_peers(int listen_fd, const BootstrapOptions &opts, const Deadline 
           if (errno == EINTR || errno == ECONNABORTED) continue;
           if ((errno == EMFILE || errno == ENFILE) && !pending.empty()) {
             // Out of descriptors: the oldest unfinished hello makes room.
-            drop_pending(pending.front(), "dropped to free a file descriptor", 0, &drops);
+            drop_pending(pending.front(), "dropped to free a file descriptor", me, &drops);
             pending.erase(pending.begin());
             continue;
           }
@@ -501,7 +519,7 @@ Status accept_peers(int listen_fd, const BootstrapOptions &opts, const Deadline 
             // Out of descriptors with nothing to drop, or a stranger error: warn once, and
             // pause so that a listener that stays readable does not spin the CPU.
             if (!accept_warned)
-              DDL_WARN("bootstrap: rank 0: accept: %s (errno %d)", strerror(errno), errno);
+              DDL_WARN("bootstrap: rank %d: accept: %s (errno %d)", me, strerror(errno), errno);
             accept_warned = true;
             ::poll(nullptr, 0, 10);
           }
@@ -509,7 +527,7 @@ Status accept_peers(int listen_fd, const BootstrapOptions &opts, const Deadline 
         }
         set_nodelay(fd);
         if (pending.size() >= kMaxPending) {
-          drop_pending(pending.front(), "too many unfinished hellos", 0, &drops);
+          drop_pending(pending.front(), "too many unfinished hellos", me, &drops);
           pending.erase(pending.begin());
         }
         Pending p;

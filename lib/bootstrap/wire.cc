@@ -29,6 +29,8 @@ const char *op_name(uint32_t op) {
       return "barrier";
     case kError:
       return "error";
+    case kRelays:
+      return "relay setup";
     default:
       return "unknown op";
   }
@@ -132,9 +134,15 @@ Status check_frame(const uint8_t *h, uint32_t op, uint32_t seq, const char *who)
     return remote_error("%s sent a frame with bad magic 0x%08x (protocol out of step)", who,
                         get_u32(h));
   uint32_t their_op = get_u32(h + 4), their_seq = get_u32(h + 8);
+  // The relays' setup comes first where the job has relays: a rank skipping it (or making
+  // it alone) sees the tree differently.
+  const char *hint = (their_op == kRelays) != (op == kRelays)
+                         ? "; the ranks disagree on the bootstrap's relays: DDL_BOOTSTRAP_FANOUT "
+                           "must be the same on every rank"
+                         : "";
   if (their_op != op || their_seq != seq)
-    return remote_error("%s is in %s #%u while this rank is in %s #%u (mismatched collectives)",
-                        who, op_name(their_op), their_seq, op_name(op), seq);
+    return remote_error("%s is in %s #%u while this rank is in %s #%u (mismatched collectives%s)",
+                        who, op_name(their_op), their_seq, op_name(op), seq, hint);
   return Status::Ok();
 }
 
@@ -144,7 +152,7 @@ Status check_peer_frame(const uint8_t *h, uint32_t op, uint32_t seq, int rank, u
   Status st = check_frame(h, op, seq, name.c_str());
   if (!st.ok()) return st.prefix(strprintf("bootstrap: rank 0: %s #%u: ", what, seq));
   uint32_t n = get_u32(h + 12);
-  size_t bound = op == kAllgather ? kMaxBlob : 0;
+  size_t bound = op == kAllgather || op == kRelays ? kMaxBlob : 0;
   if (n > bound)
     return remote_error("bootstrap: rank 0: %s #%u: rank %d announced %u bytes; at most %zu", what,
                         seq, rank, n, bound);
@@ -187,7 +195,7 @@ void ReplyDecoder::feed(const uint8_t *data) {
       Status st = check_frame(data, op_, seq_, "rank 0");
       if (!st.ok())
         return fail(st.prefix(strprintf("bootstrap: rank %d: %s #%u: ", me_, what, seq_)));
-      uint32_t want = op_ == kAllgather ? static_cast<uint32_t>(nranks_) : 0;
+      uint32_t want = op_ == kAllgather ? static_cast<uint32_t>(nranks_) : op_ == kRelays ? 1 : 0;
       if (count != want)
         return fail(remote_error("bootstrap: rank %d: %s #%u: rank 0 sent %u entries, expected %u",
                                  me_, what, seq_, count, want));

@@ -17,6 +17,11 @@
 // root -> peer: n = number of entries (nranks for allgather, 0 for barrier), then per entry
 //               u32 len (<= kMaxBlob) | bytes.  Or op = kError with n = text bytes (<= kMaxError):
 //               the root gave up (a rank died or timed out) and says why before closing.
+// Beyond relay_fanout + 1 ranks (relay.h) the root's answer reaches most ranks through relays,
+// which forward its bytes unchanged; error frames always come from the root itself. The
+// relays' setup is one exchange of its own (op kRelays, seq 0) through the root: each peer
+// sends the address it listens on for its children ("" when it has none), and the root answers
+// each with one entry, its parent's address ("" when the parent is the root).
 #pragma once
 
 #include <cstddef>
@@ -31,7 +36,7 @@ namespace bootstrap {
 namespace wire {
 
 constexpr uint32_t kMagic = 0x44444c42u;  // "DDLB"
-constexpr uint16_t kVersion = 1;
+constexpr uint16_t kVersion = 2;          // 2: relays (kRelays)
 constexpr size_t kMaxToken = 256;
 constexpr size_t kMaxBlob = 64 * 1024;
 constexpr size_t kMaxError = 1024;
@@ -48,8 +53,9 @@ enum AckCode : uint16_t {
 };
 const char *ack_code_name(uint16_t code);
 
-enum Op : uint32_t { kAllgather = 1, kBarrier = 2, kError = 3 };
-const char *op_name(uint32_t op);  // "allgather", "barrier", "error", "unknown op"
+enum Op : uint32_t { kAllgather = 1, kBarrier = 2, kError = 3, kRelays = 4 };
+// "allgather", "barrier", "error", "relay setup", "unknown op"
+const char *op_name(uint32_t op);
 
 std::string encode_hello(const std::string &token, int rank, int nranks);
 std::string encode_ack(uint16_t code, int nranks);
@@ -97,9 +103,10 @@ Status check_frame(const uint8_t *header, uint32_t op, uint32_t seq, const char 
 Status check_peer_frame(const uint8_t *header, uint32_t op, uint32_t seq, int rank, uint32_t *len);
 
 // A non-root rank's decoding of rank 0's answer to exchange (op, seq): the frame header, then
-// (allgather) nranks entries of u32 length and bytes; or an error frame in which rank 0 says
-// why it gave up. Fed exactly need() bytes at a time, as the socket code reads them, so that a
-// length is checked against its bound before a byte of what it announces is asked for.
+// (allgather) nranks entries of u32 length and bytes (kRelays: one entry); or an error frame in
+// which rank 0 says why it gave up. Fed exactly need() bytes at a time, as the socket code reads
+// them, so that a length is checked against its bound before a byte of what it announces is asked
+// for.
 class ReplyDecoder {
  public:
   enum class Stage {

@@ -24,82 +24,13 @@
 #include "lib/bootstrap/wire.h"
 #include "lib/common/log.h"
 #include "tests/bootstrap/stranger.h"
+#include "tests/bootstrap/threads_as_ranks.h"
 #include "tests/loopback.h"
 
 using namespace ddl;
+using namespace ddltest;
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-void sleep_ms(int ms) {
-  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
-}
-
-using ddltest::free_port;
-
-BootstrapOptions opts_for(int rank, int nranks, const std::string &root, int timeout_ms = 5000) {
-  BootstrapOptions o;
-  o.rank = rank;
-  o.nranks = nranks;
-  o.root_addr = root;
-  o.job_token = "test-token";
-  o.timeout_ms = timeout_ms;
-  return o;
-}
-
-bool contains(const Status &st, const std::string &text) {
-  return st.message().find(text) != std::string::npos;
-}
-
-// Runs body(rank) for ranks 0..n-1 on threads; returns each rank's status.
-std::vector<Status> run_ranks(int n, const std::function<Status(int)> &body) {
-  std::vector<Status> out(static_cast<size_t>(n));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) threads.emplace_back([&, r] { out[r] = body(r); });
-  for (auto &t : threads) t.join();
-  return out;
-}
-
-void assert_all_ok(const std::vector<Status> &sts) {
-  for (size_t r = 0; r < sts.size(); ++r)
-    cr_assert(sts[r].ok(), "rank %zu: %s", r, sts[r].message().c_str());
-}
-
-// The blob rank r contributes in round k: sizes from 0 to the 64 KiB maximum.
-std::string blob(int r, int k, int n) {
-  size_t sizes[] = {0, 1, 1000, 5000, Bootstrap::kMaxBlobBytes};
-  size_t size = sizes[(r + k) % 5];
-  std::string s(size, '\0');
-  for (size_t i = 0; i < size; ++i) s[i] = static_cast<char>((i * 31 + r * 7 + k + n) & 0xff);
-  return s;
-}
-
-// A job of n ranks doing `rounds` allgathers with barriers between them; every rank checks
-// what it got. Returns each rank's status.
-std::vector<Status> run_job(int n, const std::string &root, int rounds) {
-  return run_ranks(n, [&](int r) -> Status {
-    std::unique_ptr<Bootstrap> b;
-    DDL_RETURN_IF_ERROR(Bootstrap::create(opts_for(r, n, root), &b));
-    size_t want_fds = n == 1 ? 0 : r == 0 ? static_cast<size_t>(n - 1) : 1;
-    if (b->fds().size() != want_fds) return internal_error("rank %d: %zu fds", r, b->fds().size());
-    for (int k = 0; k < rounds; ++k) {
-      std::vector<std::string> all;
-      DDL_RETURN_IF_ERROR(b->allgather(blob(r, k, n), &all));
-      if (all.size() != static_cast<size_t>(n))
-        return internal_error("rank %d: %zu blobs", r, all.size());
-      for (int q = 0; q < n; ++q)
-        if (all[q] != blob(q, k, n))
-          return internal_error("rank %d round %d: blob %d differs", r, k, q);
-      DDL_RETURN_IF_ERROR(b->barrier());
-    }
-    return Status::Ok();
-  });
-}
 
 // A raw TCP client standing in for a stranger: connects (retrying until the root listens),
 // sends `payload`, then holds the connection until `release` is set or 10 s pass.
@@ -143,11 +74,6 @@ std::string hello_header(uint32_t magic, uint16_t version, uint16_t token_len, u
   memcpy(p + 8, &v32[1], 4);
   memcpy(p + 12, &v32[2], 4);
   return h;
-}
-
-// The tests below provoke warnings on purpose; DDL_TEST_VERBOSE=1 shows them.
-void quiet_logs() {
-  if (!getenv("DDL_TEST_VERBOSE")) set_log_level(LogLevel::kError);
 }
 
 }  // namespace
@@ -259,7 +185,8 @@ Test(bootstrap, strangers_do_not_disturb_the_job) {
   std::string root = "127.0.0.1:" + std::to_string(port);
   std::string junk(1 << 20, '\0');
   for (size_t i = 0; i < junk.size(); ++i) junk[i] = static_cast<char>(i * 131 + 7);
-  std::string huge_token = hello_header(bootstrap::wire::kMagic, 1, 0xffff, 1, 3);
+  std::string huge_token =
+      hello_header(bootstrap::wire::kMagic, bootstrap::wire::kVersion, 0xffff, 1, 3);
   std::string bad_version = hello_header(bootstrap::wire::kMagic, 99, 0, 1, 3);
   std::vector<std::string> payloads = {
       "GET / HTTP/1.0\r\n\r\n",  // garbage

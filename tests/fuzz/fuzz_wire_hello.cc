@@ -64,7 +64,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   opts.timeout_ms = 5000;
   std::vector<int> peers;
   ddl::Status st =
-      ddl::bootstrap::accept_peers(g_listen, opts, ddl::bootstrap::Deadline(5000), &peers);
+      ddl::bootstrap::accept_peers(g_listen, opts, ddl::bootstrap::Deadline(5000), {1}, &peers);
   FUZZ_CHECK(st.ok(), "the genuine rank was not admitted: %s", st.message().c_str());
   FUZZ_CHECK(peers.size() == 2 && peers[0] == -1 && peers[1] >= 0, "peers");
 

@@ -9,6 +9,7 @@ import struct
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MAGIC = 0x44444C42
+VERSION = 2  # lib/bootstrap/wire.h, kVersion
 TOKEN = b"fuzz-token"
 
 
@@ -19,7 +20,7 @@ def write(target, name, data):
         f.write(data if isinstance(data, bytes) else data.encode())
 
 
-def hello(rank, nranks, token=TOKEN, magic=MAGIC, version=1):
+def hello(rank, nranks, token=TOKEN, magic=MAGIC, version=VERSION):
     return struct.pack(">IHHII", magic, version, len(token), rank, nranks) + token
 
 
@@ -28,7 +29,7 @@ def frame(op, seq, n):
 
 
 def ack(code, nranks):
-    return struct.pack(">IHHI", MAGIC, 1, code, nranks)
+    return struct.pack(">IHHI", MAGIC, VERSION, code, nranks)
 
 
 def main():
