@@ -425,6 +425,20 @@ Status accept_peers(int listen_fd, const BootstrapOptions &opts, const Deadline 
       if ((*peers)[r] < 0) absent.push_back(r);
     return absent;
   };
+  // Reads what p has sent of its hello; once it is complete, admits or drops it (p.fd = -1).
+  auto settle = [&](Pending &p) {
+    int rank = -1;
+    std::string why;
+    const Step step = acceptor.advance(p, &rank, &why);
+    if (step == Step::kDrop) {
+      drop_pending(p, why, me, &drops);
+    } else if (step == Step::kAccept) {
+      DDL_DEBUG("bootstrap: rank %d: rank %d arrived from %s", me, rank, p.from.c_str());
+      (*peers)[rank] = p.fd;
+      p.fd = -1;
+      --missing;
+    }
+  };
   auto dropped = [&] {
     return drops.count ? strprintf("; %d other connection%s dropped, last %s", drops.count,
                                    drops.count == 1 ? " was" : "s were", drops.last.c_str())
@@ -480,21 +494,8 @@ Status accept_peers(int listen_fd, const BootstrapOptions &opts, const Deadline 
       break;
     }
     // Hellos first (for the connections that were polled), then stalls, then new arrivals.
-    for (size_t i = 0; n > 0 && i + 1 < pfds.size(); ++i) {
-      Pending &p = pending[i];
-      if (pfds[i + 1].revents == 0) continue;
-      int rank = -1;
-      std::string why;
-      Step step = acceptor.advance(p, &rank, &why);
-      if (step == Step::kDrop) {
-        drop_pending(p, why, me, &drops);
-      } else if (step == Step::kAccept) {
-        DDL_DEBUG("bootstrap: rank %d: rank %d arrived from %s", me, rank, p.from.c_str());
-        (*peers)[rank] = p.fd;
-        p.fd = -1;
-        --missing;
-      }
-    }
+    for (size_t i = 0; n > 0 && i + 1 < pfds.size(); ++i)
+      if (pfds[i + 1].revents != 0) settle(pending[i]);
     now = std::chrono::steady_clock::now();
     for (Pending &p : pending)
       if (p.fd >= 0 && now >= p.stall_at) drop_pending(p, "stalled in its hello", me, &drops);
@@ -526,14 +527,18 @@ Status accept_peers(int listen_fd, const BootstrapOptions &opts, const Deadline 
           break;
         }
         set_nodelay(fd);
-        if (pending.size() >= kMaxPending) {
-          drop_pending(pending.front(), "too many unfinished hellos", me, &drops);
-          pending.erase(pending.begin());
-        }
         Pending p;
         p.fd = fd;
         p.from = sockaddr_string(reinterpret_cast<struct sockaddr *>(&ss), len);
         p.stall_at = std::chrono::steady_clock::now() + std::chrono::milliseconds(kHelloStallMs);
+        // A rank sends its hello as it connects: read at once, a thousand ranks arriving
+        // together never queue as unfinished hellos (and get dropped for strangers' sake).
+        settle(p);
+        if (p.fd < 0) continue;
+        if (pending.size() >= kMaxPending) {
+          drop_pending(pending.front(), "too many unfinished hellos", me, &drops);
+          pending.erase(pending.begin());
+        }
         pending.push_back(std::move(p));
       }
     }
