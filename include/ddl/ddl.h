@@ -386,9 +386,10 @@ DDL_API ddl_result_t ddl_irecv_tag(void *buf, size_t count, ddl_datatype_t dtype
 
 /* ---- Device buffers and stream-ordered collectives (CUDA) -------------------------------
  *
- * Allreduce, broadcast, allgather, reduce_scatter and barrier take CUDA device memory
- * (cudaMalloc, also managed memory) as well as host memory (alltoall(v), reduce, gather(v),
- * scatter(v), send and recv do not yet: device buffers fail at the call with
+ * Allreduce, broadcast, allgather, reduce_scatter, barrier, alltoall, reduce, gather,
+ * scatter, scan and exscan take CUDA device memory (cudaMalloc, also managed memory) as well
+ * as host memory (the forms with counts per rank, alltoallv, gatherv, scatterv, allgatherv
+ * and reduce_scatterv, and send and recv do not yet: device buffers fail at the call with
  * DDL_ERR_UNSUPPORTED): ddl finds where each buffer is on every call (the CUDA driver,
  * libcuda.so.1, is opened with dlopen at the first collective; without it every buffer is host
  * memory, and DDL_CUDA=0 makes that so; DDL_CUDA_LIBRARY names another driver library). The buffers

@@ -24,9 +24,22 @@ constexpr size_t kMaxCachedPlans = 256;
 
 // The collectives lib/device stages through host memory (and runs over CUDA IPC).
 bool staged_on_device(Collective c) {
-  return c == Collective::kAllreduce || c == Collective::kBroadcast ||
-         c == Collective::kAllgather || c == Collective::kReduceScatter ||
-         c == Collective::kBarrier;
+  switch (c) {
+    case Collective::kAllreduce:
+    case Collective::kBroadcast:
+    case Collective::kAllgather:
+    case Collective::kReduceScatter:
+    case Collective::kBarrier:
+    case Collective::kAlltoall:
+    case Collective::kReduce:
+    case Collective::kGather:
+    case Collective::kScatter:
+    case Collective::kScan:
+    case Collective::kExscan:
+      return true;
+    default:  // the forms with counts per rank, send and receive
+      return false;
+  }
 }
 
 Status find_plan(ddl_comm *comm, const CollectiveCall &call, bool in_place, const Plan **plan) {

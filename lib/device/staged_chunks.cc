@@ -7,16 +7,25 @@
 
 namespace ddl {
 namespace device {
+namespace {
+
+// Whether a chunk is a slice of every rank's block (one block per rank in the call's buffers)
+// rather than one slice of one vector.
+bool by_blocks(Collective c) {
+  return c == Collective::kAllgather || c == Collective::kReduceScatter ||
+         c == Collective::kAlltoall || c == Collective::kGather || c == Collective::kScatter;
+}
+
+}  // namespace
+
 StagedChunks::StagedChunks(const ddl_comm *comm, size_t stage_bytes, const CollectiveCall &call)
     : call_(call) {
   elem_ = datatype_size(call.dtype);
   nranks_ = static_cast<size_t>(comm->nranks);
   rank_ = static_cast<size_t>(comm->rank);
-  // Allgather and reduce_scatter move one block per rank: a chunk is a slice of every block.
-  blocks_ =
-      call.collective == Collective::kAllgather || call.collective == Collective::kReduceScatter
-          ? nranks_
-          : 1;
+  // The same plan on every rank (the roots' and the others' alike), so that all run as many
+  // host collectives.
+  blocks_ = by_blocks(call.collective) ? nranks_ : 1;
   chunk_ = std::max<size_t>(1, stage_bytes / (elem_ * blocks_));
   chunk_ = std::min(chunk_, call.count);
   chunks_ = (call.count + chunk_ - 1) / chunk_;
@@ -33,23 +42,30 @@ Status StagedChunks::copy_in(const CudaDriver &cu, CUstream stream, size_t i) co
   unsigned char *slot = span(i, &offset, &count);
   const auto *in = static_cast<const unsigned char *>(
       call_.collective == Collective::kBroadcast ? call_.recvbuf : call_.sendbuf);
+  const bool root = static_cast<int>(rank_) == call_.root;
   auto to_host = [&](unsigned char *dst, const unsigned char *src) {
     const CUresult r =
         cu.memcpy_dtoh_async(dst, reinterpret_cast<CUdeviceptr>(src), count * elem_, stream);
     return r == kCudaSuccess ? Status::Ok() : cuda_failed(cu, "cuMemcpyDtoHAsync", r);
   };
+  auto every_block = [&] {  // this chunk of every rank's block
+    for (size_t q = 0; q < nranks_; ++q)
+      DDL_RETURN_IF_ERROR(
+          to_host(slot + q * count * elem_, in + (q * call_.count + offset) * elem_));
+    return Status::Ok();
+  };
   switch (call_.collective) {
     case Collective::kBroadcast:
-      if (static_cast<int>(rank_) != call_.root) return Status::Ok();
-      return to_host(slot, in + offset * elem_);
+      return root ? to_host(slot, in + offset * elem_) : Status::Ok();
     case Collective::kAllgather:
+    case Collective::kGather:
       return to_host(slot + rank_ * count * elem_, in + offset * elem_);
-    case Collective::kReduceScatter:  // this chunk of every rank's block
-      for (size_t q = 0; q < nranks_; ++q)
-        DDL_RETURN_IF_ERROR(
-            to_host(slot + q * count * elem_, in + (q * call_.count + offset) * elem_));
-      return Status::Ok();
-    default:
+    case Collective::kReduceScatter:
+    case Collective::kAlltoall:
+      return every_block();
+    case Collective::kScatter:
+      return root ? every_block() : Status::Ok();
+    default:  // allreduce, reduce, scan, exscan
       return to_host(slot, in + offset * elem_);
   }
 }
@@ -58,23 +74,34 @@ Status StagedChunks::copy_out(const CudaDriver &cu, CUstream stream, size_t i) c
   size_t offset, count;
   unsigned char *slot = span(i, &offset, &count);
   auto *out = static_cast<unsigned char *>(call_.recvbuf);
+  const bool root = static_cast<int>(rank_) == call_.root;
   auto to_device = [&](unsigned char *dst, const unsigned char *src) {
     const CUresult r =
         cu.memcpy_htod_async(reinterpret_cast<CUdeviceptr>(dst), src, count * elem_, stream);
     return r == kCudaSuccess ? Status::Ok() : cuda_failed(cu, "cuMemcpyHtoDAsync", r);
   };
+  auto every_block = [&] {
+    for (size_t q = 0; q < nranks_; ++q)
+      DDL_RETURN_IF_ERROR(
+          to_device(out + (q * call_.count + offset) * elem_, slot + q * count * elem_));
+    return Status::Ok();
+  };
   switch (call_.collective) {
-    case Collective::kBroadcast:
-      if (static_cast<int>(rank_) == call_.root) return Status::Ok();  // its buffer is the result
-      return to_device(out + offset * elem_, slot);
+    case Collective::kBroadcast:  // the root's buffer is the result
+      return root ? Status::Ok() : to_device(out + offset * elem_, slot);
     case Collective::kAllgather:
-      for (size_t q = 0; q < nranks_; ++q)
-        DDL_RETURN_IF_ERROR(
-            to_device(out + (q * call_.count + offset) * elem_, slot + q * count * elem_));
-      return Status::Ok();
+    case Collective::kAlltoall:
+      return every_block();
+    case Collective::kGather:
+      return root ? every_block() : Status::Ok();
     case Collective::kReduceScatter:
+    case Collective::kScatter:
       return to_device(out + offset * elem_, slot + rank_ * count * elem_);
-    default:
+    case Collective::kReduce:
+      return root ? to_device(out + offset * elem_, slot) : Status::Ok();
+    case Collective::kExscan:  // rank 0's recvbuf is left as it was
+      return rank_ == 0 ? Status::Ok() : to_device(out + offset * elem_, slot);
+    default:  // allreduce, scan
       return to_device(out + offset * elem_, slot);
   }
 }
@@ -85,9 +112,13 @@ CollectiveCall StagedChunks::host_call(size_t i) const {
   CollectiveCall host = call_;
   host.stream = nullptr;
   host.count = count;
+  // In place in the slot, in each collective's own words for it (call_checks.cc).
   host.sendbuf = host.recvbuf = slot;
-  if (call_.collective == Collective::kAllgather) host.sendbuf = slot + rank_ * count * elem_;
-  if (call_.collective == Collective::kReduceScatter) host.recvbuf = slot + rank_ * count * elem_;
+  const Collective c = call_.collective;
+  if (c == Collective::kAllgather || c == Collective::kGather)
+    host.sendbuf = slot + rank_ * count * elem_;
+  if (c == Collective::kReduceScatter || c == Collective::kScatter)
+    host.recvbuf = slot + rank_ * count * elem_;
   return host;
 }
 

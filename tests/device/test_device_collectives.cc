@@ -1,5 +1,6 @@
 // Device buffers through the stand-in CUDA driver (fakes/fake_cuda.c), in real processes:
-// every collective on "device" memory (which crashes if the host touches it) against a
+// every collective on "device" memory (the forms with counts per rank, and send and receive,
+// aside) (which crashes if the host touches it) against a
 // float64 host reference, outputs poisoned first, in place and not, odd counts, 2-4 ranks,
 // blocking, nonblocking and grouped; host and device buffers mixed refused; stream-ordered
 // calls ordered between a "kernel" that writes the input and one that reads the output; a
@@ -43,6 +44,13 @@ RunOptions with_fake(const char *stage_bytes, const char *delay_us = nullptr) {
 
 void poison(ddl_datatype_t dtype, void *buf, size_t count) {
   for (size_t i = 0; i < count; ++i) store_value(dtype, buf, i, kPoison);
+}
+
+// kPoison as the type holds it (unsigned types wrap it), what an untouched element reads.
+double poisoned(ddl_datatype_t dtype) {
+  unsigned char bytes[16];
+  poison(dtype, bytes, 1);
+  return load_value(dtype, bytes, 0);
 }
 
 // One collective on device buffers, checked against the reference; 0 when right.
@@ -126,6 +134,111 @@ int check_reduce_scatter(ddl_comm_t comm, int rank, int nranks, ddl_datatype_t d
   return 0;
 }
 
+// Alltoall: rank r's block q (input values q*n..) goes to rank q's block r.
+int check_alltoall(ddl_comm_t comm, int rank, int nranks, ddl_datatype_t dtype, size_t n,
+                   bool in_place) {
+  const size_t elem = ddl_datatype_size(dtype), total = n * static_cast<size_t>(nranks);
+  DeviceBuffer send(total * elem), recv(total * elem);
+  fill_inputs(dtype, DDL_SUM, rank, send.shadow(), total);
+  poison(dtype, recv.shadow(), total);
+  void *recvbuf = in_place ? send.device() : recv.device();
+  RANK_OK(ddl_alltoall(send.device(), recvbuf, n, dtype, comm));
+  const unsigned char *got = in_place ? send.shadow() : recv.shadow();
+  for (int q = 0; q < nranks; ++q)
+    for (size_t i = 0; i < n; ++i) {
+      const double v = load_value(dtype, got, q * n + i);
+      const double want = input_value(dtype, DDL_SUM, q, rank * n + i);
+      RANK_CHECK(v == want, "alltoall %s n=%zu%s block %d [%zu]: %g, want %g",
+                 ddl_datatype_name(dtype), n, in_place ? " in place" : "", q, i, v, want);
+    }
+  return 0;
+}
+
+// Reduce to `root`; the others' recvbuf stays as it was.
+int check_reduce(ddl_comm_t comm, int rank, int nranks, ddl_datatype_t dtype, ddl_op_t op, size_t n,
+                 int root, bool in_place) {
+  const size_t elem = ddl_datatype_size(dtype);
+  DeviceBuffer in(n * elem), out(n * elem);
+  fill_inputs(dtype, op, rank, in.shadow(), n);
+  poison(dtype, out.shadow(), n);
+  const bool root_in_place = in_place && rank == root;
+  RANK_OK(ddl_reduce(in.device(), root_in_place ? in.device() : out.device(), n, dtype, op, root,
+                     comm));
+  const unsigned char *got = root_in_place ? in.shadow() : out.shadow();
+  for (size_t i = 0; i < n; ++i) {
+    const double v = load_value(dtype, got, i);
+    const double want = rank == root ? expected_value(dtype, op, nranks, i) : poisoned(dtype);
+    RANK_CHECK(rank == root ? value_matches(dtype, op, v, want) : v == want,
+               "reduce %s %s n=%zu root %d%s [%zu]: %g, want %g", ddl_datatype_name(dtype),
+               ddl_op_name(op), n, root, in_place ? " in place" : "", i, v, want);
+  }
+  return 0;
+}
+
+// Gather to `root` (in place: the root's block already in its recvbuf); scatter from it.
+int check_gather_scatter(ddl_comm_t comm, int rank, int nranks, ddl_datatype_t dtype, size_t n,
+                         int root, bool in_place) {
+  const size_t elem = ddl_datatype_size(dtype), total = n * static_cast<size_t>(nranks);
+  const bool root_in_place = in_place && rank == root;
+  DeviceBuffer mine(n * elem), all(total * elem);
+  poison(dtype, all.shadow(), total);
+  if (root_in_place) {
+    fill_inputs(dtype, DDL_SUM, rank, all.shadow() + rank * n * elem, n);
+  } else {
+    fill_inputs(dtype, DDL_SUM, rank, mine.shadow(), n);
+  }
+  const void *sendbuf =
+      root_in_place ? static_cast<unsigned char *>(all.device()) + rank * n * elem : mine.device();
+  RANK_OK(ddl_gather(sendbuf, all.device(), n, dtype, root, comm));
+  for (int q = 0; q < nranks; ++q)
+    for (size_t i = 0; i < n; ++i) {
+      const double v = load_value(dtype, all.shadow(), q * n + i);
+      const double want = rank == root ? input_value(dtype, DDL_SUM, q, i) : poisoned(dtype);
+      RANK_CHECK(v == want, "gather %s n=%zu root %d%s block %d [%zu]: %g, want %g",
+                 ddl_datatype_name(dtype), n, root, in_place ? " in place" : "", q, i, v, want);
+    }
+  // Scatter: the root's total inputs, rank q getting block q.
+  if (rank == root) fill_inputs(dtype, DDL_SUM, root, all.shadow(), total);
+  poison(dtype, mine.shadow(), n);
+  void *recvbuf =
+      root_in_place ? static_cast<unsigned char *>(all.device()) + rank * n * elem : mine.device();
+  RANK_OK(ddl_scatter(all.device(), recvbuf, n, dtype, root, comm));
+  const unsigned char *got = root_in_place ? all.shadow() + rank * n * elem : mine.shadow();
+  for (size_t i = 0; i < n; ++i) {
+    const double v = load_value(dtype, got, i);
+    const double want = input_value(dtype, DDL_SUM, root, rank * n + i);
+    RANK_CHECK(v == want, "scatter %s n=%zu root %d%s [%zu]: %g, want %g", ddl_datatype_name(dtype),
+               n, root, in_place ? " in place" : "", i, v, want);
+  }
+  return 0;
+}
+
+// Inclusive and exclusive prefix reductions; rank 0's exscan output stays as it was.
+int check_scans(ddl_comm_t comm, int rank, ddl_datatype_t dtype, ddl_op_t op, size_t n,
+                bool in_place) {
+  const size_t elem = ddl_datatype_size(dtype);
+  for (bool exclusive : {false, true}) {
+    DeviceBuffer in(n * elem), out(n * elem);
+    fill_inputs(dtype, op, rank, in.shadow(), n);
+    poison(dtype, out.shadow(), n);
+    void *recvbuf = in_place ? in.device() : out.device();
+    RANK_OK(exclusive ? ddl_exscan(in.device(), recvbuf, n, dtype, op, comm)
+                      : ddl_scan(in.device(), recvbuf, n, dtype, op, comm));
+    const unsigned char *got = in_place ? in.shadow() : out.shadow();
+    const int upto = exclusive ? rank : rank + 1;  // ranks 0..upto-1
+    for (size_t i = 0; i < n; ++i) {
+      const double v = load_value(dtype, got, i);
+      const double before = in_place ? input_value(dtype, op, rank, i) : poisoned(dtype);
+      const double want = upto == 0 ? before : expected_value(dtype, op, upto, i);
+      RANK_CHECK(upto == 0 ? v == want : value_matches(dtype, op, v, want),
+                 "%s %s %s n=%zu%s [%zu]: %g, want %g", exclusive ? "exscan" : "scan",
+                 ddl_datatype_name(dtype), ddl_op_name(op), n, in_place ? " in place" : "", i, v,
+                 want);
+    }
+  }
+  return 0;
+}
+
 int every_collective(ddl_comm_t comm, int rank, int nranks) {
   FakeCuda::get();
   const ddl_datatype_t dtypes[] = {DDL_FLOAT32,  DDL_FLOAT64, DDL_INT32,
@@ -141,6 +254,14 @@ int every_collective(ddl_comm_t comm, int rank, int nranks) {
       }
       for (int root : {0, nranks - 1})
         if (check_broadcast(comm, rank, dtype, n, root)) return 1;
+      for (bool in_place : {false, true}) {
+        if (check_alltoall(comm, rank, nranks, dtype, n, in_place)) return 1;
+        if (check_scans(comm, rank, dtype, DDL_SUM, n, in_place)) return 1;
+        for (int root : {0, nranks - 1}) {
+          if (check_reduce(comm, rank, nranks, dtype, DDL_MAX, n, root, in_place)) return 1;
+          if (check_gather_scatter(comm, rank, nranks, dtype, n, root, in_place)) return 1;
+        }
+      }
     }
   // Larger than one stage: several chunks in flight.
   if (check_allreduce(comm, rank, nranks, DDL_FLOAT32, DDL_SUM, 300001, false)) return 1;
@@ -209,6 +330,27 @@ Test(device, nonblocking_and_grouped) {
           RANK_CHECK(load_value(DDL_FLOAT32, rs_out.shadow(), i) ==
                          expected_value(DDL_FLOAT32, DDL_SUM, nranks, rank * n + i),
                      "ireduce_scatter [%zu]", i);
+        }
+        // The rooted calls and alltoall in flight together too.
+        DeviceBuffer a2a_in(n * 4 * nranks), a2a_out(n * 4 * nranks), sc_in(n * 4 * nranks),
+            sc_out(n * 4);
+        fill_inputs(DDL_FLOAT32, DDL_SUM, rank, a2a_in.shadow(), n * nranks);
+        fill_inputs(DDL_FLOAT32, DDL_SUM, 2, sc_in.shadow(), n * nranks);
+        ddl_request_t rooted[2];
+        RANK_OK(ddl_ialltoall(a2a_in.device(), a2a_out.device(), n, DDL_FLOAT32, comm, &rooted[0]));
+        RANK_OK(ddl_iscatter(sc_in.device(), sc_out.device(), n, DDL_FLOAT32, 2, comm, &rooted[1]));
+        for (ddl_request_t req : rooted) {
+          RANK_CHECK(ddl_wait(req) == DDL_SUCCESS, "%s", ddl_comm_last_error(nullptr));
+          RANK_OK(ddl_request_free(req));
+        }
+        for (size_t i = 0; i < n; ++i) {
+          for (int q = 0; q < nranks; ++q)
+            RANK_CHECK(load_value(DDL_FLOAT32, a2a_out.shadow(), q * n + i) ==
+                           input_value(DDL_FLOAT32, DDL_SUM, q, rank * n + i),
+                       "ialltoall block %d [%zu]", q, i);
+          RANK_CHECK(load_value(DDL_FLOAT32, sc_out.shadow(), i) ==
+                         input_value(DDL_FLOAT32, DDL_SUM, 2, rank * n + i),
+                     "iscatter [%zu]", i);
         }
         // Small device allreduces in a group: not fused (the fusion buffer is host memory).
         std::vector<std::unique_ptr<DeviceBuffer>> small;

@@ -7,9 +7,9 @@ CPU tensors only), so that it checks the library itself: what the C ABI does wit
 memory, in the ways ddl.h promises. Scenarios:
 
   check     every collective that takes device memory (allreduce, broadcast, allgather,
-            reduce_scatter), every datatype and op, in place and not, small and odd counts
-            and one large one, blocking and nonblocking, against a float64 reference on the
-            host; stream-ordered calls between a kernel that writes the input late (a sleep
+            reduce_scatter; alltoall, reduce, gather, scatter, scan and exscan), every datatype
+            and op, in place and not, small and odd counts and one large one, blocking and
+            nonblocking, against a float64 reference on the host; stream-ordered calls between a kernel that writes the input late (a sleep
             first) and one that reads the output; host and device buffers mixed refused (and
             the communicator works on); a device buffer in a call that takes none refused.
   kill_job N  starts N ranks of `kill` as a launcher would (not ddlrun, which stops every
@@ -183,6 +183,57 @@ def check_collectives(comm, counts):
                 expect_equal(to_host(buf), values(root, count, dtype), dtype,
                              f"broadcast {what} root {root}")
                 checked += 1
+    return checked + check_rooted(comm, counts)
+
+
+def check_rooted(comm, counts):
+    """alltoall, reduce, gather, scatter, scan and exscan on device memory (float32 and
+    int64, sum), in place where each can be, against the float64 reference."""
+    n, r = comm.size, comm.rank
+    root = n - 1
+    checked = 0
+    for code, dtype in ((8, torch.float32), (4, torch.int64)):
+        for count in counts:
+            what = f"{DTYPES[code]} count {count}"
+            blocks = [values(j, count * n, dtype) for j in range(n)]  # rank j's sendbuf
+            # alltoall: block q of rank j's sendbuf goes to block j of rank q's recvbuf
+            send = to_device(blocks[r], dtype)
+            recv = zeros(count * n, dtype)
+            comm.call("ddl_alltoall", ptr(send), ptr(recv), S(count), code)
+            want = np.concatenate([blocks[j][r * count:(r + 1) * count] for j in range(n)])
+            expect_equal(to_host(recv), want, dtype, f"alltoall {what}")
+            comm.call("ddl_alltoall", ptr(send), ptr(send), S(count), code)
+            expect_equal(to_host(send), want, dtype, f"alltoall {what} in place")
+            # reduce to the root, in place there
+            mine = to_device(values(r, count, dtype), dtype)
+            comm.call("ddl_reduce", ptr(mine), ptr(mine), S(count), code, SUM, root)
+            if r == root:
+                expect_equal(to_host(mine), reference(SUM, [values(j, count, dtype)
+                                                            for j in range(n)], dtype),
+                             dtype, f"reduce {what} in place")
+            # gather to the root, then scatter back from it
+            mine = to_device(values(r, count, dtype), dtype)
+            everyone = zeros(count * n, dtype)
+            comm.call("ddl_gather", ptr(mine), ptr(everyone), S(count), code, root)
+            if r == root:
+                expect_equal(to_host(everyone), np.concatenate(
+                    [values(j, count, dtype) for j in range(n)]), dtype, f"gather {what}")
+            back = zeros(count, dtype)
+            comm.call("ddl_scatter", ptr(everyone), ptr(back), S(count), code, root)
+            expect_equal(to_host(back), values(r, count, dtype), dtype, f"scatter {what}")
+            # scan and exscan: ranks 0..r and 0..r-1 (rank 0's exscan output left alone)
+            mine = to_device(values(r, count, dtype), dtype)
+            out = zeros(count, dtype)
+            comm.call("ddl_scan", ptr(mine), ptr(out), S(count), code, SUM)
+            expect_equal(to_host(out), reference(SUM, [values(j, count, dtype)
+                                                       for j in range(r + 1)], dtype),
+                         dtype, f"scan {what}")
+            out = zeros(count, dtype)
+            comm.call("ddl_exscan", ptr(mine), ptr(out), S(count), code, SUM)
+            want = (np.zeros(count) if r == 0 else
+                    reference(SUM, [values(j, count, dtype) for j in range(r)], dtype))
+            expect_equal(to_host(out), want, dtype, f"exscan {what}")
+            checked += 7
     return checked
 
 
@@ -257,8 +308,11 @@ def check_refusals(comm):
               expect=INVALID_ARGUMENT)
     words = comm.error()
     # A call that takes no device memory yet: refused with the reason, on every rank.
-    comm.call("ddl_alltoall", ptr(dev), ptr(torch.zeros_like(dev)), S(64 // comm.size),
-              FLOAT32, expect=UNSUPPORTED)
+    k = 64 // comm.size
+    counts = (S * comm.size)(*([k] * comm.size))
+    displs = (S * comm.size)(*[k * j for j in range(comm.size)])
+    comm.call("ddl_alltoallv", ptr(dev), counts, displs, ptr(torch.zeros_like(dev)), counts,
+              displs, FLOAT32, expect=UNSUPPORTED)
     # The communicator goes on.
     x = torch.ones(64, device="cuda")
     comm.call("ddl_allreduce", ptr(x), ptr(x), S(64), FLOAT32, SUM)
