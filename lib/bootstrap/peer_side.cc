@@ -74,9 +74,15 @@ enum class Attempt { kConnected, kRetry, kFatal };
 
 class Connector {
  public:
-  // name: who listens at the addresses tried ("root", "rank 5 (this rank's relay)").
-  Connector(const BootstrapOptions &opts, const Deadline &deadline, std::string name = "root")
-      : opts_(opts), deadline_(deadline), name_(std::move(name)) {}
+  // name: who listens at the addresses tried ("root", "rank 5 (this rank's relay)");
+  // listened_first: it listened before its address was handed out, so a refused connection
+  // means it is gone (as BootstrapOptions::root_listening says of rank 0).
+  Connector(const BootstrapOptions &opts, const Deadline &deadline, std::string name = "root",
+            bool listened_first = false)
+      : opts_(opts),
+        deadline_(deadline),
+        name_(std::move(name)),
+        listened_first_(listened_first || opts.root_listening) {}
 
   // Tries every address of addr once, presenting `token`. kRetry leaves the reason in
   // last_error_.
@@ -144,8 +150,7 @@ class Connector {
     }
     if (err != 0) {
       ::close(fd);
-      if (err == ECONNREFUSED && (addr == accepted_addr_ || opts_.root_listening || relay_))
-        root_gone_ = true;
+      if (err == ECONNREFUSED && (addr == accepted_addr_ || listened_first_)) root_gone_ = true;
       return retry_errno(addr, err);
     }
     accepted_addr_ = addr;
@@ -193,7 +198,7 @@ class Connector {
   const BootstrapOptions &opts_;
   const Deadline &deadline_;
   const std::string name_;
-  const bool relay_ = name_ != "root";  // a relay listened before its address was handed out
+  const bool listened_first_;
   std::string token_;
   std::string last_error_;
   bool refused_ = false;
@@ -299,7 +304,7 @@ Status connect_to_root(const BootstrapOptions &opts, const Deadline &deadline, i
 Status connect_to_relay(const BootstrapOptions &opts, int parent, const std::string &addr,
                         const std::string &token, const Deadline &deadline, int *fd) {
   const std::string name = strprintf("rank %d (this rank's relay)", parent);
-  Connector connector(opts, deadline, name);
+  Connector connector(opts, deadline, name, true);
   int backoff = kFirstBackoffMs;
   for (;;) {
     Status fatal;

@@ -33,6 +33,30 @@ Test(relays, beyond_64_ranks_the_default_tree_carries_the_answers) {
   assert_all_ok(run_job(80, loopback_root(), 2));
 }
 
+Test(relays, relays_admit_their_children_with_the_token_rank_0_made) {
+  // Rank 0 makes the job's token and publishes it in the rendezvous file; the relays must
+  // take their children's hellos with it, not with the token the ranks were started with.
+  char dir[] = "/tmp/ddl-relays-test-XXXXXX";
+  cr_assert(mkdtemp(dir) != nullptr);
+  const std::string file = std::string(dir) + "/ddl-job.root";
+  auto sts = run_ranks(kRanks, [&](int r) -> Status {
+    BootstrapOptions o = opts_for(r, kRanks, "", 5000, kFanout);
+    o.job_token = "ignored: rank 0 makes the token";
+    o.fresh_token = true;
+    o.rendezvous_file = file;
+    o.all_local = true;
+    std::unique_ptr<Bootstrap> b;
+    DDL_RETURN_IF_ERROR(Bootstrap::create(o, &b));
+    std::vector<std::string> all;
+    DDL_RETURN_IF_ERROR(b->allgather(std::to_string(r), &all));
+    for (int q = 0; q < kRanks; ++q)
+      if (all[q] != std::to_string(q)) return ddl::internal_error("rank %d: blob %d differs", r, q);
+    return Status::Ok();
+  });
+  assert_all_ok(sts);
+  rmdir(dir);
+}
+
 Test(relays, a_relay_that_leaves_is_named_by_every_rank) {
   quiet_logs();
   const std::string root = loopback_root();
