@@ -386,17 +386,16 @@ DDL_API ddl_result_t ddl_irecv_tag(void *buf, size_t count, ddl_datatype_t dtype
 
 /* ---- Device buffers and stream-ordered collectives (CUDA) -------------------------------
  *
- * Allreduce, broadcast, allgather, reduce_scatter, barrier, alltoall, reduce, gather,
- * scatter, scan and exscan take CUDA device memory (cudaMalloc, also managed memory) as well
- * as host memory (the forms with counts per rank, alltoallv, gatherv, scatterv, allgatherv
- * and reduce_scatterv, and send and recv do not yet: device buffers fail at the call with
- * DDL_ERR_UNSUPPORTED): ddl finds where each buffer is on every call (the CUDA driver,
+ * Every collective takes CUDA device memory (cudaMalloc, also managed memory) as well as host
+ * memory (send and recv do not yet: device buffers fail at the call with DDL_ERR_UNSUPPORTED):
+ * ddl finds where each buffer is on every call (the CUDA driver,
  * libcuda.so.1, is opened with dlopen at the first collective; without it every buffer is host
  * memory, and DDL_CUDA=0 makes that so; DDL_CUDA_LIBRARY names another driver library). The buffers
  * of one call must be of one kind: host and device buffers mixed fail with DDL_ERR_INVALID_ARGUMENT
  * naming the buffers; every rank of a call must pass the same kind. Device buffers are staged
  * through pinned host memory in chunks of DDL_CUDA_STAGE_BYTES (default 4 MiB, the same on every
- * rank), the device copies of one chunk overlapping the host collective of the next; an allreduce
+ * rank), the device copies of one chunk overlapping the host collective of the next (the forms
+ * with counts per rank in one chunk, the whole call); an allreduce
  * whose ranks all share one host reads its peers' device memory through CUDA IPC instead; there is
  * no GPUDirect RDMA path yet. Blocking calls return when the result is in the device buffer;
  * nonblocking ones when their request is done. The calling thread must have made CUDA current (the

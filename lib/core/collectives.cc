@@ -36,8 +36,13 @@ bool staged_on_device(Collective c) {
     case Collective::kScatter:
     case Collective::kScan:
     case Collective::kExscan:
+    case Collective::kAlltoallv:
+    case Collective::kAllgatherv:
+    case Collective::kReduceScatterv:
+    case Collective::kGatherv:
+    case Collective::kScatterv:
       return true;
-    default:  // the forms with counts per rank, send and receive
+    default:  // send and receive
       return false;
   }
 }

@@ -1,8 +1,11 @@
 #include "lib/device/staged_chunks.h"
 
 #include <algorithm>
+#include <cstdint>
 
+#include "lib/algorithms/schedule.h"
 #include "lib/common/datatype.h"
+#include "lib/core/call_checks.h"
 #include "lib/core/comm.h"
 
 namespace ddl {
@@ -23,6 +26,29 @@ StagedChunks::StagedChunks(const ddl_comm *comm, size_t stage_bytes, const Colle
   elem_ = datatype_size(call.dtype);
   nranks_ = static_cast<size_t>(comm->nranks);
   rank_ = static_cast<size_t>(comm->rank);
+  if (per_peer_counts(call.collective)) {
+    whole_ = true;
+    chunk_ = call.count;
+    chunks_ = 1;
+    const bool in_place = call_in_place(comm, call);
+    const CallExtents extent = call_extents(comm, call, in_place);
+    send_bytes_ = extent.send;
+    recv_bytes_ = extent.recv;
+    if (!in_place) {
+      send_at_ = 0;
+      recv_at_ = send_bytes_;
+      whole_bytes_ = send_bytes_ + recv_bytes_;
+      return;
+    }
+    // In place: one buffer holds the other (or they are the same); mirror their union.
+    const auto send = reinterpret_cast<uintptr_t>(call.sendbuf);
+    const auto recv = reinterpret_cast<uintptr_t>(call.recvbuf);
+    const uintptr_t low = std::min(send, recv);
+    send_at_ = send - low;
+    recv_at_ = recv - low;
+    whole_bytes_ = std::max(send_at_ + send_bytes_, recv_at_ + recv_bytes_);
+    return;
+  }
   // The same plan on every rank (the roots' and the others' alike), so that all run as many
   // host collectives.
   blocks_ = by_blocks(call.collective) ? nranks_ : 1;
@@ -37,7 +63,38 @@ unsigned char *StagedChunks::span(size_t i, size_t *offset, size_t *count) const
   return slots_ + (i % 2) * slot_stride_;
 }
 
+Status StagedChunks::copy_in_whole(const CudaDriver &cu, CUstream stream) const {
+  if (send_bytes_ == 0) return Status::Ok();
+  const CUresult r = cu.memcpy_dtoh_async(
+      slots_ + send_at_, reinterpret_cast<CUdeviceptr>(call_.sendbuf), send_bytes_, stream);
+  return r == kCudaSuccess ? Status::Ok() : cuda_failed(cu, "cuMemcpyDtoHAsync", r);
+}
+
+Status StagedChunks::copy_out_whole(const CudaDriver &cu, CUstream stream) const {
+  if (recv_bytes_ == 0) return Status::Ok();
+  auto *out = static_cast<unsigned char *>(call_.recvbuf);
+  const unsigned char *slot = slots_ + recv_at_;
+  auto to_device = [&](size_t at, size_t bytes) {
+    if (bytes == 0) return Status::Ok();
+    const CUresult r =
+        cu.memcpy_htod_async(reinterpret_cast<CUdeviceptr>(out + at), slot + at, bytes, stream);
+    return r == kCudaSuccess ? Status::Ok() : cuda_failed(cu, "cuMemcpyHtoDAsync", r);
+  };
+  const Collective c = call_.collective;
+  if (c == Collective::kReduceScatterv || c == Collective::kScatterv)
+    return to_device(0, call_.count * elem_);
+  // Block by block: what lies between the blocks is the caller's and stays as it was.
+  const BlockLayout &l = *call_.layout;
+  for (size_t q = 0; q < nranks_; ++q) {
+    const int j = static_cast<int>(q);
+    DDL_RETURN_IF_ERROR(to_device(BlockLayout::at(l.recv_counts, l.recv_displs, j) * elem_,
+                                  l.recv_counts[q] * elem_));
+  }
+  return Status::Ok();
+}
+
 Status StagedChunks::copy_in(const CudaDriver &cu, CUstream stream, size_t i) const {
+  if (whole_) return copy_in_whole(cu, stream);
   size_t offset, count;
   unsigned char *slot = span(i, &offset, &count);
   const auto *in = static_cast<const unsigned char *>(
@@ -71,6 +128,7 @@ Status StagedChunks::copy_in(const CudaDriver &cu, CUstream stream, size_t i) co
 }
 
 Status StagedChunks::copy_out(const CudaDriver &cu, CUstream stream, size_t i) const {
+  if (whole_) return copy_out_whole(cu, stream);
   size_t offset, count;
   unsigned char *slot = span(i, &offset, &count);
   auto *out = static_cast<unsigned char *>(call_.recvbuf);
@@ -107,10 +165,15 @@ Status StagedChunks::copy_out(const CudaDriver &cu, CUstream stream, size_t i) c
 }
 
 CollectiveCall StagedChunks::host_call(size_t i) const {
-  size_t offset, count;
-  unsigned char *slot = span(i, &offset, &count);
   CollectiveCall host = call_;
   host.stream = nullptr;
+  if (whole_) {  // the same call on the mirrored buffers: counts, displacements and all
+    host.sendbuf = call_.sendbuf ? slots_ + send_at_ : nullptr;
+    host.recvbuf = call_.recvbuf ? slots_ + recv_at_ : nullptr;
+    return host;
+  }
+  size_t offset, count;
+  unsigned char *slot = span(i, &offset, &count);
   host.count = count;
   // In place in the slot, in each collective's own words for it (call_checks.cc).
   host.sendbuf = host.recvbuf = slot;

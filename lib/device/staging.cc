@@ -177,7 +177,10 @@ Status pause_between_polls(uint64_t round, std::chrono::steady_clock::time_point
 Status classify_call(const CollectiveCall &call, PointerInfo *where) {
   *where = PointerInfo();
   const CudaDriver *cu = cuda_driver();
-  if (!cu || call.count == 0 || call.collective == Collective::kBarrier) return Status::Ok();
+  // A call that moves nothing needs no lookup; the forms with counts per rank may move data
+  // whatever their count (alltoallv's is 0, allgatherv's the rank's own block).
+  const bool empty = call.count == 0 && !per_peer_counts(call.collective);
+  if (!cu || empty || call.collective == Collective::kBarrier) return Status::Ok();
   if (call.collective == Collective::kBroadcast) {
     *where = pointer_info(*cu, call.recvbuf);
     return Status::Ok();

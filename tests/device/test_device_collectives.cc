@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "device_checks.h"
 #include "fake_device.h"
 #include "harness.h"
 #include "typed_values.h"
@@ -25,33 +26,6 @@
 using namespace ddltest;
 
 namespace {
-
-constexpr double kPoison = -77;
-
-bool contains(const char *text, const char *needle) {
-  return std::strstr(text, needle) != nullptr;
-}
-
-RunOptions with_fake(const char *stage_bytes, const char *delay_us = nullptr) {
-  RunOptions options;
-  options.before_init = [stage_bytes, delay_us](int) {
-    setenv("DDL_CUDA_LIBRARY", FAKE_CUDA, 1);
-    if (stage_bytes) setenv("DDL_CUDA_STAGE_BYTES", stage_bytes, 1);
-    if (delay_us) setenv("FAKE_CUDA_DELAY_US", delay_us, 1);
-  };
-  return options;
-}
-
-void poison(ddl_datatype_t dtype, void *buf, size_t count) {
-  for (size_t i = 0; i < count; ++i) store_value(dtype, buf, i, kPoison);
-}
-
-// kPoison as the type holds it (unsigned types wrap it), what an untouched element reads.
-double poisoned(ddl_datatype_t dtype) {
-  unsigned char bytes[16];
-  poison(dtype, bytes, 1);
-  return load_value(dtype, bytes, 0);
-}
 
 // One collective on device buffers, checked against the reference; 0 when right.
 int check_allreduce(ddl_comm_t comm, int rank, int nranks, ddl_datatype_t dtype, ddl_op_t op,

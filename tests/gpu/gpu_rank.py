@@ -7,7 +7,8 @@ CPU tensors only), so that it checks the library itself: what the C ABI does wit
 memory, in the ways ddl.h promises. Scenarios:
 
   check     every collective that takes device memory (allreduce, broadcast, allgather,
-            reduce_scatter; alltoall, reduce, gather, scatter, scan and exscan), every datatype
+            reduce_scatter; alltoall(v), reduce, gather(v), scatter(v), scan, exscan,
+            allgatherv and reduce_scatterv), every datatype
             and op, in place and not, small and odd counts and one large one, blocking and
             nonblocking, against a float64 reference on the host; stream-ordered calls between a kernel that writes the input late (a sleep
             first) and one that reads the output; host and device buffers mixed refused (and
@@ -233,7 +234,23 @@ def check_rooted(comm, counts):
             want = (np.zeros(count) if r == 0 else
                     reference(SUM, [values(j, count, dtype) for j in range(r)], dtype))
             expect_equal(to_host(out), want, dtype, f"exscan {what}")
-            checked += 7
+            # alltoallv: rank j sends (j + q) % 3 + 1 elements of block q, packed
+            def pair(j, q):
+                return (j + q) % 3 + 1
+
+            def packed(counts):
+                return (S * n)(*counts), (S * n)(*np.concatenate([[0], np.cumsum(counts)[:-1]]))
+
+            sc, sd = packed([pair(r, q) for q in range(n)])
+            rc, rd = packed([pair(q, r) for q in range(n)])
+            rows = [[values(j, 3 * n, dtype)[3 * q:3 * q + pair(j, q)] for q in range(n)]
+                    for j in range(n)]
+            send = to_device(np.concatenate(rows[r]), dtype)
+            recv = zeros(sum(pair(q, r) for q in range(n)), dtype)
+            comm.call("ddl_alltoallv", ptr(send), sc, sd, ptr(recv), rc, rd, code)
+            expect_equal(to_host(recv), np.concatenate([rows[j][r] for j in range(n)]), dtype,
+                         f"alltoallv {what}")
+            checked += 8
     return checked
 
 
@@ -307,12 +324,9 @@ def check_refusals(comm):
     comm.call("ddl_allreduce", P(host.ctypes.data), ptr(dev), S(64), FLOAT32, SUM,
               expect=INVALID_ARGUMENT)
     words = comm.error()
-    # A call that takes no device memory yet: refused with the reason, on every rank.
-    k = 64 // comm.size
-    counts = (S * comm.size)(*([k] * comm.size))
-    displs = (S * comm.size)(*[k * j for j in range(comm.size)])
-    comm.call("ddl_alltoallv", ptr(dev), counts, displs, ptr(torch.zeros_like(dev)), counts,
-              displs, FLOAT32, expect=UNSUPPORTED)
+    # A call that takes no device memory yet (a send): refused with the reason, at the call.
+    comm.call("ddl_send", ptr(dev), S(64), FLOAT32, (comm.rank + 1) % comm.size,
+              expect=UNSUPPORTED)
     # The communicator goes on.
     x = torch.ones(64, device="cuda")
     comm.call("ddl_allreduce", ptr(x), ptr(x), S(64), FLOAT32, SUM)
