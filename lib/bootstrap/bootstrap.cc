@@ -393,23 +393,26 @@ Status Bootstrap::root_exchange(uint32_t op, uint32_t seq, const std::string &mi
       }
     }
   }
-  auto entry = [](const std::string &blob) {
+  auto length = [](const std::string &blob) {
     uint8_t len[4];
     bootstrap::put_u32(len, static_cast<uint32_t>(blob.size()));
-    return std::string(reinterpret_cast<const char *>(len), 4) + blob;
+    return std::string(reinterpret_cast<const char *>(len), 4);
   };
-  // One answer for everybody: the header, then each rank's blob with its length; rank 0 sends
-  // it to its children in the relay tree (every rank in a star). The relays' setup answers
-  // every rank itself, with its parent's address ("" for rank 0's children).
+  // One answer for everybody: the header, the blobs' lengths, then the blobs; rank 0 sends it
+  // to its children in the relay tree (every rank in a star). The relays' setup answers every
+  // rank itself, with its parent's address ("" for rank 0's children).
   std::string reply = wire::encode_frame(op, seq, op == wire::kAllgather ? n : 0);
-  if (op == wire::kAllgather)
-    for (const Incoming &c : in) reply += entry(c.data);
+  if (op == wire::kAllgather) {
+    for (const Incoming &c : in) reply += length(c.data);
+    for (const Incoming &c : in) reply += c.data;
+  }
   const int first = op == wire::kRelays ? 1 : tree_.first_child(0);
   const int last = op == wire::kRelays ? n - 1 : first + tree_.child_count(0) - 1;
   for (int r = first; r <= last; ++r) {
     if (op == wire::kRelays) {
       const int parent = tree_.parent(r);
-      reply = wire::encode_frame(op, seq, 1) + entry(parent == 0 ? "" : in[parent].data);
+      const std::string address = parent == 0 ? "" : in[parent].data;
+      reply = wire::encode_frame(op, seq, 1) + length(address) + address;
     }
     IoStatus io = bootstrap::send_all(peers_[r], reply.data(), reply.size(), deadline);
     if (io.result == IoResult::kTimeout)

@@ -169,16 +169,6 @@ void ReplyDecoder::fail(Status st) {
   error_ = std::move(st);
 }
 
-void ReplyDecoder::next_entry() {
-  if (entries_.size() == count_) {
-    stage_ = Stage::kDone;
-    need_ = 0;
-  } else {
-    stage_ = Stage::kLength;
-    need_ = 4;
-  }
-}
-
 void ReplyDecoder::feed(const uint8_t *data) {
   const char *what = op_name(op_);
   switch (stage_) {
@@ -200,8 +190,8 @@ void ReplyDecoder::feed(const uint8_t *data) {
         return fail(remote_error("bootstrap: rank %d: %s #%u: rank 0 sent %u entries, expected %u",
                                  me_, what, seq_, count, want));
       count_ = count;
-      entries_.reserve(count);
-      next_entry();
+      stage_ = count ? Stage::kLengths : Stage::kDone;
+      need_ = 4 * static_cast<size_t>(count);
       return;
     }
     case Stage::kErrorText: {
@@ -213,25 +203,33 @@ void ReplyDecoder::feed(const uint8_t *data) {
                             text.c_str());
       return;
     }
-    case Stage::kLength: {
-      uint32_t len = get_u32(data);
-      if (len > kMaxBlob)
-        return fail(remote_error(
-            "bootstrap: rank %d: %s #%u: rank 0 sent %u bytes for rank %zu; at most %zu", me_, what,
-            seq_, len, entries_.size(), kMaxBlob));
-      if (len == 0) {
-        entries_.emplace_back();
-        next_entry();
-      } else {
-        stage_ = Stage::kBlob;
-        need_ = len;
+    case Stage::kLengths: {
+      size_t total = 0;
+      lengths_.resize(count_);
+      for (uint32_t j = 0; j < count_; ++j) {
+        lengths_[j] = get_u32(data + 4 * static_cast<size_t>(j));
+        if (lengths_[j] > kMaxBlob)
+          return fail(remote_error(
+              "bootstrap: rank %d: %s #%u: rank 0 sent %u bytes for rank %u; at most %zu", me_,
+              what, seq_, lengths_[j], j, kMaxBlob));
+        total += lengths_[j];
       }
+      stage_ = Stage::kBlobs;
+      need_ = total;
+      if (total == 0) feed(nullptr);
       return;
     }
-    case Stage::kBlob:
-      entries_.emplace_back(reinterpret_cast<const char *>(data), need_);
-      next_entry();
+    case Stage::kBlobs: {
+      entries_.reserve(count_);
+      size_t at = 0;
+      for (uint32_t len : lengths_) {
+        entries_.emplace_back(len ? reinterpret_cast<const char *>(data) + at : "", len);
+        at += len;
+      }
+      stage_ = Stage::kDone;
+      need_ = 0;
       return;
+    }
     case Stage::kDone:
     case Stage::kRootFailed:
     case Stage::kBad:

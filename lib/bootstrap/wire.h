@@ -14,9 +14,12 @@
 // Exchanges (allgather and barrier, both collective), 16-byte frame headers:
 //   u32 magic | u32 op | u32 seq | u32 n
 // peer -> root: n = payload bytes (<= kMaxBlob), then the payload.
-// root -> peer: n = number of entries (nranks for allgather, 0 for barrier), then per entry
-//               u32 len (<= kMaxBlob) | bytes.  Or op = kError with n = text bytes (<= kMaxError):
-//               the root gave up (a rank died or timed out) and says why before closing.
+// root -> peer: n = number of entries (nranks for allgather, 0 for barrier), then the n
+//               entries' lengths, u32 each (<= kMaxBlob), then their bytes end to end (three
+//               reads however many ranks, where a length before each entry took two reads an
+//               entry: 2 million system calls among 1,024 ranks on one host).  Or op = kError
+//               with n = text bytes (<= kMaxError): the root gave up (a rank died or timed
+//               out) and says why before closing.
 // Beyond relay_fanout + 1 ranks (relay.h) the root's answer reaches most ranks through relays,
 // which forward its bytes unchanged; error frames always come from the root itself. The
 // relays' setup is one exchange of its own (op kRelays, seq 0) through the root: each peer
@@ -103,17 +106,17 @@ Status check_frame(const uint8_t *header, uint32_t op, uint32_t seq, const char 
 Status check_peer_frame(const uint8_t *header, uint32_t op, uint32_t seq, int rank, uint32_t *len);
 
 // A non-root rank's decoding of rank 0's answer to exchange (op, seq): the frame header, then
-// (allgather) nranks entries of u32 length and bytes (kRelays: one entry); or an error frame in
+// (allgather) nranks entries' lengths and their bytes (kRelays: one entry); or an error frame in
 // which rank 0 says why it gave up. Fed exactly need() bytes at a time, as the socket code reads
-// them, so that a length is checked against its bound before a byte of what it announces is asked
-// for.
+// them, so that every length is checked against its bound before a byte of what they announce
+// is asked for.
 class ReplyDecoder {
  public:
   enum class Stage {
     kHeader,      // need() = kFrameBytes
     kErrorText,   // an error frame: need() = its text bytes (at most kMaxError)
-    kLength,      // need() = 4
-    kBlob,        // need() = the entry's length
+    kLengths,     // need() = 4 x the entries
+    kBlobs,       // need() = the entries' bytes, end to end
     kDone,        // entries() holds the answer
     kRootFailed,  // rank 0's error frame, read: error() quotes it
     kBad,         // not the expected answer: error() says why
@@ -122,8 +125,8 @@ class ReplyDecoder {
   ReplyDecoder(uint32_t op, uint32_t seq, int nranks, int me);
   Stage stage() const { return stage_; }
   bool wants_more() const {
-    return stage_ == Stage::kHeader || stage_ == Stage::kErrorText || stage_ == Stage::kLength ||
-           stage_ == Stage::kBlob;
+    return stage_ == Stage::kHeader || stage_ == Stage::kErrorText || stage_ == Stage::kLengths ||
+           stage_ == Stage::kBlobs;
   }
   size_t need() const { return need_; }
   // Takes exactly need() bytes (data may be null when need() is 0). Only while wants_more().
@@ -135,12 +138,12 @@ class ReplyDecoder {
 
  private:
   void fail(Status st);
-  void next_entry();
   uint32_t op_, seq_;
   int nranks_, me_;
   Stage stage_ = Stage::kHeader;
   size_t need_ = kFrameBytes;
   uint32_t count_ = 0;
+  std::vector<uint32_t> lengths_;
   std::vector<std::string> entries_;
   Status error_;
 };

@@ -76,9 +76,9 @@ Test(wire, peer_frames_and_acks) {
 Test(wire, reply_decoder) {
   namespace wire = bootstrap::wire;
   using Stage = wire::ReplyDecoder::Stage;
-  // An allgather answer of 2 entries, one empty.
-  std::string s = wire::encode_frame(wire::kAllgather, 4, 2) + std::string("\0\0\0\2hi", 6) +
-                  std::string(4, '\0');
+  // An allgather answer of 2 entries, one empty: their lengths, then their bytes.
+  std::string s =
+      wire::encode_frame(wire::kAllgather, 4, 2) + std::string("\0\0\0\2\0\0\0\0", 8) + "hi";
   wire::ReplyDecoder d(wire::kAllgather, 4, 2, 1);
   size_t pos = 0;
   while (d.wants_more()) {
@@ -116,7 +116,7 @@ Test(wire, reply_decoder) {
                    "bootstrap: rank 1: allgather #4: rank 0 sent 3 entries, expected 2");
   wire::ReplyDecoder l(wire::kAllgather, 4, 2, 1);
   l.feed(bytes(wire::encode_frame(wire::kAllgather, 4, 2)));
-  l.feed(bytes(std::string("\0\1\0\1", 4)));
+  l.feed(bytes(std::string("\0\1\0\1\0\0\0\0", 8)));
   cr_assert_str_eq(l.error().message().c_str(),
                    "bootstrap: rank 1: allgather #4: rank 0 sent 65537 bytes for rank 0; at most "
                    "65536");

@@ -10,6 +10,7 @@
 // of bytes is rank 0 closing. Checked: an exchange succeeds exactly when the bytes hold a
 // well-formed answer for it, with the entries the bytes say; rank 0's error frame is quoted;
 // every failure is DDL_ERR_REMOTE naming this rank and rank 0.
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -54,13 +55,19 @@ Expected expected(const std::vector<uint32_t> &ops, int nranks, const std::strin
       return e;
     if (count != (ops[i] == wire::kAllgather ? static_cast<uint32_t>(nranks) : 0)) return e;
     pos += wire::kFrameBytes;
-    std::vector<std::string> got;
+    // The entries' lengths, then their bytes end to end.
+    if (s.size() - pos < 4 * static_cast<size_t>(count)) return e;
+    std::vector<uint32_t> lengths;
     for (uint32_t r = 0; r < count; ++r) {
-      if (s.size() - pos < 4) return e;
-      uint32_t len = get_u32(p + pos);
-      if (len > wire::kMaxBlob || s.size() - pos - 4 < len) return e;
-      got.push_back(s.substr(pos + 4, len));
-      pos += 4 + len;
+      lengths.push_back(get_u32(p + pos));
+      if (lengths.back() > wire::kMaxBlob) return e;
+      pos += 4;
+    }
+    std::vector<std::string> got;
+    for (uint32_t len : lengths) {
+      if (s.size() - pos < len) return e;
+      got.push_back(s.substr(pos, len));
+      pos += len;
     }
     entries->push_back(got);
     ++e.done;
@@ -99,7 +106,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     while (reply.wants_more()) {
       const size_t need = reply.need();
       FUZZ_CHECK(need > 0, "asks for nothing in stage %d", static_cast<int>(reply.stage()));
-      FUZZ_CHECK(need <= wire::kMaxBlob + wire::kFrameBytes, "asks for %zu bytes", need);
+      // Every length is checked before the bytes it announces are asked for: an answer's
+      // blobs together, nranks of at most kMaxBlob each, are the most one read takes.
+      FUZZ_CHECK(need <= std::max<size_t>(wire::kFrameBytes,
+                                          static_cast<size_t>(nranks) * wire::kMaxBlob),
+                 "asks for %zu bytes", need);
       if (s.size() - pos < need) {
         if (reply.stage() == Stage::kErrorText) {
           reply.text_unreadable();

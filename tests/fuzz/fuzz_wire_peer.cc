@@ -66,12 +66,17 @@ size_t expected_successes(const std::vector<Op> &ops, int nranks, const std::str
     uint32_t count = get_u32(p + pos + 12);
     if (count != (ops[i].allgather ? static_cast<uint32_t>(nranks) : 0)) return done;
     pos += wire::kFrameBytes;
+    // The entries' lengths, then their bytes end to end.
+    if (s.size() - pos < 4 * static_cast<size_t>(count)) return done;
+    size_t total = 0;
     for (uint32_t r = 0; r < count; ++r) {
-      if (s.size() - pos < 4) return done;
-      uint32_t len = get_u32(p + pos);
-      if (len > wire::kMaxBlob || s.size() - pos - 4 < len) return done;
-      pos += 4 + len;
+      const uint32_t len = get_u32(p + pos + 4 * static_cast<size_t>(r));
+      if (len > wire::kMaxBlob) return done;
+      total += len;
     }
+    pos += 4 * static_cast<size_t>(count);
+    if (s.size() - pos < total) return done;
+    pos += total;
     ++done;
   }
   return done;

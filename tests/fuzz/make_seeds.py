@@ -105,8 +105,9 @@ def main():
     write("fuzz_wire_root_frames", "mismatch", bytes([0]) + frame(1, 1, 0))
 
     # peer: nranks-2, ops, mode (1: genuine ack first), then what rank 0 sends.
-    def reply(seq, blobs):
-        return frame(1, seq, len(blobs)) + b"".join(struct.pack(">I", len(b)) + b for b in blobs)
+    def reply(seq, blobs):  # the lengths, then the blobs end to end
+        return (frame(1, seq, len(blobs)) + b"".join(struct.pack(">I", len(b)) for b in blobs) +
+                b"".join(blobs))
 
     write("fuzz_wire_peer", "allgather", bytes([0, 4, 1]) + reply(1, [b"r0", b"pp"]))
     write("fuzz_wire_peer", "barrier_then_ag", bytes([1, 1 | 8, 1]) + frame(2, 1, 0) +
