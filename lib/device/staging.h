@@ -1,11 +1,11 @@
 // Device buffers in the collectives (issue 13, first slice). Every collective takes device
 // memory (lib/core/collectives.cc, staged_on_device; send and receive do not yet): it is
-// staged through pinned host memory in chunks (the forms with counts per rank in one), pipelined so that the device
-// copies of one chunk overlap the host collective of the next, and the host collective is the
-// one host buffers take (run_host_collective). Stream-ordered calls (ddl_*_stream) wait for
-// their stream on the host and run as blocking calls, or, in the asynchronous mode, queue
-// their copies on the stream and their host collectives to the progress thread
-// (stream_calls.cc).
+// staged through pinned host memory in chunks (the forms with counts per rank in one), pipelined so
+// that the device copies of one chunk overlap the host collective of the next, and the host
+// collective is the one host buffers take (run_host_collective). Stream-ordered calls
+// (ddl_*_stream) wait for their stream on the host and run as blocking calls, or, in the
+// asynchronous mode, queue their copies on the stream and their host collectives to the progress
+// thread (stream_calls.cc).
 //
 // Two rows of the one dispatch (lib/core/dispatch.h): run_collective asks classify_call where
 // the buffers are; the dispatch runs device calls over CUDA IPC or staged; asynchronous stream

@@ -108,9 +108,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       FUZZ_CHECK(need > 0, "asks for nothing in stage %d", static_cast<int>(reply.stage()));
       // Every length is checked before the bytes it announces are asked for: an answer's
       // blobs together, nranks of at most kMaxBlob each, are the most one read takes.
-      FUZZ_CHECK(need <= std::max<size_t>(wire::kFrameBytes,
-                                          static_cast<size_t>(nranks) * wire::kMaxBlob),
-                 "asks for %zu bytes", need);
+      FUZZ_CHECK(
+          need <= std::max<size_t>(wire::kFrameBytes, static_cast<size_t>(nranks) * wire::kMaxBlob),
+          "asks for %zu bytes", need);
       if (s.size() - pos < need) {
         if (reply.stage() == Stage::kErrorText) {
           reply.text_unreadable();
