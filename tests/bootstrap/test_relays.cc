@@ -23,6 +23,28 @@ constexpr int kRanks = 7, kFanout = 2, kRelay = 1;
 
 }  // namespace
 
+Test(relays, the_tree_covers_every_rank_once_up_to_the_largest_job) {
+  // Every rank but 0 is the child of exactly one rank, the parent that names it among its
+  // children; a star below 64 ranks; no overflow at the protocol's 2^20 ranks.
+  for (int n : {2, 3, 9, 64, 65, 80, 4096, 1 << 20})
+    for (int fanout : {1, 2, 8, n - 1}) {
+      if (fanout < 1) continue;
+      const bootstrap::RelayTree tree(n, fanout);
+      std::vector<int> seen(static_cast<size_t>(n), 0);
+      for (int r = 0; r < n; ++r)
+        for (int c = 0; c < tree.child_count(r); ++c) {
+          const int child = tree.first_child(r) + c;
+          cr_assert(child > r && child < n, "n %d fanout %d: rank %d's child %d", n, fanout, r,
+                    child);
+          cr_assert_eq(tree.parent(child), r, "n %d fanout %d: rank %d's parent", n, fanout, child);
+          ++seen[static_cast<size_t>(child)];
+        }
+      for (int r = 1; r < n; ++r)
+        cr_assert_eq(seen[static_cast<size_t>(r)], 1, "n %d fanout %d: rank %d", n, fanout, r);
+      cr_assert_eq(tree.star(), fanout >= n - 1);
+    }
+}
+
 Test(relays, every_rank_gets_every_answer_through_trees_of_any_shape) {
   // Depths 1 (fanout 12: a star) to 4 (fanout 1: a chain of 5), blobs from 0 bytes to 64 KiB.
   for (int fanout : {1, 2, 3, 12}) assert_all_ok(run_job(13, loopback_root(), 4, fanout));
