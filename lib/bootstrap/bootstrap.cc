@@ -305,11 +305,7 @@ Status Bootstrap::exchange(uint32_t op, const std::string &mine, std::vector<std
   if (opts_.rank == 0) {
     abort_peers(st.message());
   } else {
-    // Rank 0 then sees this rank leave and tells the others, rather than them timing out; the
-    // ranks it relays to learn at once that no answer will come through it.
-    shutdown(peers_[0], SHUT_RDWR);
-    for (int fd : children_) shutdown(fd, SHUT_RDWR);
-    if (parent_fd_ >= 0) shutdown(parent_fd_, SHUT_RDWR);
+    leave();
   }
   return st;
 }

@@ -146,6 +146,10 @@ class Bootstrap {
   // Rank 0 after a failure: best-effort error frame to every peer, then shut the sockets so
   // that no peer waits for its deadline.
   void abort_peers(const std::string &why);
+  // Any other rank after a failure: shuts its connections, so that rank 0 sees it leave and
+  // tells the others (rather than them timing out) and the ranks it relays to learn at once
+  // that no answer will come through it (relay.cc).
+  void leave();
 
   BootstrapOptions opts_;  // job_token: the one presented (a fresh one as published)
   bootstrap::RelayTree tree_;

@@ -28,16 +28,11 @@ Status Bootstrap::connect_relays(const Deadline &deadline) {
   Status st;
   if (relays) {
     st = open_group_listener(&listen_fd, &served);
-    if (!st.ok()) {
-      st = st.prefix(strprintf("bootstrap: rank %d: listening for the ranks it relays to: ", me));
-      // Leaving now is the word: rank 0 finds this rank gone and tells every rank why.
-      failed_ = st;
-      shutdown(peers_[0], SHUT_RDWR);
-      return st;
-    }
+    if (!st.ok())
+      st.prefix(strprintf("bootstrap: rank %d: listening for the ranks it relays to: ", me));
   }
   std::vector<std::string> parent_address;
-  st = exchange(wire::kRelays, served, &parent_address);
+  if (st.ok()) st = exchange(wire::kRelays, served, &parent_address);
   if (st.ok() && me != 0 && tree_.parent(me) != 0)
     st = bootstrap::connect_to_relay(opts_, tree_.parent(me), parent_address.at(0), opts_.job_token,
                                      deadline, &parent_fd_);
@@ -55,15 +50,19 @@ Status Bootstrap::connect_relays(const Deadline &deadline) {
                                  tree_.first_child(me) + tree_.child_count(me) - 1)
                            .c_str()
                      : "");
+  // Leaving is the word: rank 0 finds this rank gone and tells every rank why (a failed
+  // exchange has left already).
   if (!st.ok() && failed_.ok()) {
     failed_ = st;
-    if (me != 0) {
-      shutdown(peers_[0], SHUT_RDWR);
-      for (int fd : children_) shutdown(fd, SHUT_RDWR);
-      if (parent_fd_ >= 0) shutdown(parent_fd_, SHUT_RDWR);
-    }
+    if (me != 0) leave();
   }
   return st;
+}
+
+void Bootstrap::leave() {
+  shutdown(peers_[0], SHUT_RDWR);
+  for (int fd : children_) shutdown(fd, SHUT_RDWR);
+  if (parent_fd_ >= 0) shutdown(parent_fd_, SHUT_RDWR);
 }
 
 Status Bootstrap::wait_for_parent(int fd, uint32_t op, uint32_t seq,

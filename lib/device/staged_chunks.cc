@@ -19,6 +19,20 @@ bool by_blocks(Collective c) {
          c == Collective::kAlltoall || c == Collective::kGather || c == Collective::kScatter;
 }
 
+// One asynchronous copy each way on `stream`, a failure in the driver's words.
+Status to_host(const CudaDriver &cu, CUstream stream, unsigned char *dst, const void *src,
+               size_t bytes) {
+  const CUresult r = cu.memcpy_dtoh_async(dst, reinterpret_cast<CUdeviceptr>(src), bytes, stream);
+  return r == kCudaSuccess ? Status::Ok() : cuda_failed(cu, "cuMemcpyDtoHAsync", r);
+}
+
+Status to_device(const CudaDriver &cu, CUstream stream, void *dst, const unsigned char *src,
+                 size_t bytes) {
+  if (bytes == 0) return Status::Ok();
+  const CUresult r = cu.memcpy_htod_async(reinterpret_cast<CUdeviceptr>(dst), src, bytes, stream);
+  return r == kCudaSuccess ? Status::Ok() : cuda_failed(cu, "cuMemcpyHtoDAsync", r);
+}
+
 }  // namespace
 
 StagedChunks::StagedChunks(const ddl_comm *comm, size_t stage_bytes, const CollectiveCall &call)
@@ -28,24 +42,17 @@ StagedChunks::StagedChunks(const ddl_comm *comm, size_t stage_bytes, const Colle
   rank_ = static_cast<size_t>(comm->rank);
   if (per_peer_counts(call.collective)) {
     whole_ = true;
-    chunk_ = call.count;
     chunks_ = 1;
     const bool in_place = call_in_place(comm, call);
     const CallExtents extent = call_extents(comm, call, in_place);
     send_bytes_ = extent.send;
     recv_bytes_ = extent.recv;
-    if (!in_place) {
-      send_at_ = 0;
-      recv_at_ = send_bytes_;
-      whole_bytes_ = send_bytes_ + recv_bytes_;
-      return;
-    }
-    // In place: one buffer holds the other (or they are the same); mirror their union.
+    // Out of place: the send extent, then the receive extent. In place one buffer holds the
+    // other (or they are the same): their union, mirrored.
     const auto send = reinterpret_cast<uintptr_t>(call.sendbuf);
     const auto recv = reinterpret_cast<uintptr_t>(call.recvbuf);
-    const uintptr_t low = std::min(send, recv);
-    send_at_ = send - low;
-    recv_at_ = recv - low;
+    send_at_ = in_place ? send - std::min(send, recv) : 0;
+    recv_at_ = in_place ? recv - std::min(send, recv) : send_bytes_;
     whole_bytes_ = std::max(send_at_ + send_bytes_, recv_at_ + recv_bytes_);
     return;
   }
@@ -65,30 +72,25 @@ unsigned char *StagedChunks::span(size_t i, size_t *offset, size_t *count) const
 
 Status StagedChunks::copy_in_whole(const CudaDriver &cu, CUstream stream) const {
   if (send_bytes_ == 0) return Status::Ok();
-  const CUresult r = cu.memcpy_dtoh_async(
-      slots_ + send_at_, reinterpret_cast<CUdeviceptr>(call_.sendbuf), send_bytes_, stream);
-  return r == kCudaSuccess ? Status::Ok() : cuda_failed(cu, "cuMemcpyDtoHAsync", r);
+  return to_host(cu, stream, slots_ + send_at_, call_.sendbuf, send_bytes_);
 }
 
 Status StagedChunks::copy_out_whole(const CudaDriver &cu, CUstream stream) const {
   if (recv_bytes_ == 0) return Status::Ok();
   auto *out = static_cast<unsigned char *>(call_.recvbuf);
   const unsigned char *slot = slots_ + recv_at_;
-  auto to_device = [&](size_t at, size_t bytes) {
-    if (bytes == 0) return Status::Ok();
-    const CUresult r =
-        cu.memcpy_htod_async(reinterpret_cast<CUdeviceptr>(out + at), slot + at, bytes, stream);
-    return r == kCudaSuccess ? Status::Ok() : cuda_failed(cu, "cuMemcpyHtoDAsync", r);
+  auto block_back = [&](size_t at, size_t bytes) {
+    return to_device(cu, stream, out + at, slot + at, bytes);
   };
   const Collective c = call_.collective;
   if (c == Collective::kReduceScatterv || c == Collective::kScatterv)
-    return to_device(0, call_.count * elem_);
+    return block_back(0, call_.count * elem_);
   // Block by block: what lies between the blocks is the caller's and stays as it was.
   const BlockLayout &l = *call_.layout;
   for (size_t q = 0; q < nranks_; ++q) {
     const int j = static_cast<int>(q);
-    DDL_RETURN_IF_ERROR(to_device(BlockLayout::at(l.recv_counts, l.recv_displs, j) * elem_,
-                                  l.recv_counts[q] * elem_));
+    DDL_RETURN_IF_ERROR(block_back(BlockLayout::at(l.recv_counts, l.recv_displs, j) * elem_,
+                                   l.recv_counts[q] * elem_));
   }
   return Status::Ok();
 }
@@ -100,30 +102,28 @@ Status StagedChunks::copy_in(const CudaDriver &cu, CUstream stream, size_t i) co
   const auto *in = static_cast<const unsigned char *>(
       call_.collective == Collective::kBroadcast ? call_.recvbuf : call_.sendbuf);
   const bool root = static_cast<int>(rank_) == call_.root;
-  auto to_host = [&](unsigned char *dst, const unsigned char *src) {
-    const CUresult r =
-        cu.memcpy_dtoh_async(dst, reinterpret_cast<CUdeviceptr>(src), count * elem_, stream);
-    return r == kCudaSuccess ? Status::Ok() : cuda_failed(cu, "cuMemcpyDtoHAsync", r);
+  auto in_chunk = [&](unsigned char *dst, const unsigned char *src) {
+    return to_host(cu, stream, dst, src, count * elem_);
   };
   auto every_block = [&] {  // this chunk of every rank's block
     for (size_t q = 0; q < nranks_; ++q)
       DDL_RETURN_IF_ERROR(
-          to_host(slot + q * count * elem_, in + (q * call_.count + offset) * elem_));
+          in_chunk(slot + q * count * elem_, in + (q * call_.count + offset) * elem_));
     return Status::Ok();
   };
   switch (call_.collective) {
     case Collective::kBroadcast:
-      return root ? to_host(slot, in + offset * elem_) : Status::Ok();
+      return root ? in_chunk(slot, in + offset * elem_) : Status::Ok();
     case Collective::kAllgather:
     case Collective::kGather:
-      return to_host(slot + rank_ * count * elem_, in + offset * elem_);
+      return in_chunk(slot + rank_ * count * elem_, in + offset * elem_);
     case Collective::kReduceScatter:
     case Collective::kAlltoall:
       return every_block();
     case Collective::kScatter:
       return root ? every_block() : Status::Ok();
     default:  // allreduce, reduce, scan, exscan
-      return to_host(slot, in + offset * elem_);
+      return in_chunk(slot, in + offset * elem_);
   }
 }
 
@@ -133,20 +133,18 @@ Status StagedChunks::copy_out(const CudaDriver &cu, CUstream stream, size_t i) c
   unsigned char *slot = span(i, &offset, &count);
   auto *out = static_cast<unsigned char *>(call_.recvbuf);
   const bool root = static_cast<int>(rank_) == call_.root;
-  auto to_device = [&](unsigned char *dst, const unsigned char *src) {
-    const CUresult r =
-        cu.memcpy_htod_async(reinterpret_cast<CUdeviceptr>(dst), src, count * elem_, stream);
-    return r == kCudaSuccess ? Status::Ok() : cuda_failed(cu, "cuMemcpyHtoDAsync", r);
+  auto out_chunk = [&](unsigned char *dst, const unsigned char *src) {
+    return to_device(cu, stream, dst, src, count * elem_);
   };
   auto every_block = [&] {
     for (size_t q = 0; q < nranks_; ++q)
       DDL_RETURN_IF_ERROR(
-          to_device(out + (q * call_.count + offset) * elem_, slot + q * count * elem_));
+          out_chunk(out + (q * call_.count + offset) * elem_, slot + q * count * elem_));
     return Status::Ok();
   };
   switch (call_.collective) {
     case Collective::kBroadcast:  // the root's buffer is the result
-      return root ? Status::Ok() : to_device(out + offset * elem_, slot);
+      return root ? Status::Ok() : out_chunk(out + offset * elem_, slot);
     case Collective::kAllgather:
     case Collective::kAlltoall:
       return every_block();
@@ -154,13 +152,13 @@ Status StagedChunks::copy_out(const CudaDriver &cu, CUstream stream, size_t i) c
       return root ? every_block() : Status::Ok();
     case Collective::kReduceScatter:
     case Collective::kScatter:
-      return to_device(out + offset * elem_, slot + rank_ * count * elem_);
+      return out_chunk(out + offset * elem_, slot + rank_ * count * elem_);
     case Collective::kReduce:
-      return root ? to_device(out + offset * elem_, slot) : Status::Ok();
+      return root ? out_chunk(out + offset * elem_, slot) : Status::Ok();
     case Collective::kExscan:  // rank 0's recvbuf is left as it was
-      return rank_ == 0 ? Status::Ok() : to_device(out + offset * elem_, slot);
+      return rank_ == 0 ? Status::Ok() : out_chunk(out + offset * elem_, slot);
     default:  // allreduce, scan
-      return to_device(out + offset * elem_, slot);
+      return out_chunk(out + offset * elem_, slot);
   }
 }
 
