@@ -178,7 +178,8 @@ Status agree(ddl_comm *comm, const AgreeRequest &request, Decision *decision, in
   AgreementState &st = state_of(comm);
   st.in_flight.remove_if([](const AgreementState::Message &m) { return m.request.done; });
   const uint32_t epoch = ++st.epoch;
-  const uint32_t seq = epoch & ((1u << 20) - 1);  // the transport's sequence numbers wrap there
+  // The transport's sequence numbers wrap there.
+  const uint32_t seq = epoch & ((1u << kTransportSeqBits) - 1);
   const int n = comm->nranks, me = comm->rank;
   Transport *transport = comm->transport.get();
   std::vector<bool> excluded(static_cast<size_t>(n), false);

@@ -192,6 +192,35 @@ Status connect_transport(ddl_comm *comm) {
   return comm->transport->connect(peers);
 }
 
+// The network transport: the parent's connections where every rank can keep them (a shrink,
+// unless DDL_SHRINK_KEEP_CONNECTIONS=0), which spares the address exchange and the
+// endpoints (10-25 ms of a shrink among 15 ranks here, O(n) endpoints per rank at scale);
+// else a new transport connected to every peer. Every rank takes the same branch.
+Status make_transport(ddl_comm *comm, const TransportSource &source) {
+  if (source.parent) {
+    const ddl_comm *parent = source.parent;
+    const bool mine = env_string("DDL_SHRINK_KEEP_CONNECTIONS") != "0" && parent->transport &&
+                      parent->transport->can_subset(source.members);
+    std::vector<std::string> verdicts;
+    Status s = comm->bootstrap->allgather(mine ? "1" : "0", &verdicts);
+    if (!s.ok()) return s.prefix("agreeing on keeping the connections: ");
+    if (std::all_of(verdicts.begin(), verdicts.end(),
+                    [](const std::string &v) { return v == "1"; })) {
+      DDL_RETURN_IF_ERROR(parent->transport->subset(comm->rank, source.members, &comm->transport));
+      for (int m : source.members) {
+        comm->pids.push_back(parent->pids[m]);
+        comm->pid_namespaces.push_back(parent->pid_namespaces[m]);
+      }
+      comm->kept_parent_connections = true;
+      return Status::Ok();
+    }
+  }
+  Status s = make_network_transport(kNetworkTransport, comm->rank, comm->nranks, NetworkOptions(),
+                                    &comm->transport);
+  if (!s.ok()) return s.prefix(strprintf("creating the %s transport: ", kNetworkTransport));
+  return connect_transport(comm);
+}
+
 // The host's first rank creates the shared-memory segment and offers "pid fd"; the others
 // map it. Every rank on the host must succeed, or the host falls back to UCX: a rank
 // sending over shm to a peer that listens on UCX would hang. DDL_SHM=0 turns it off.
@@ -393,7 +422,8 @@ bool comm_is_live(ddl_comm *comm) {
   return true;
 }
 
-Status create_comm(const BootstrapOptions &options, const CommConfig &config, ddl_comm **out) {
+Status create_comm(const BootstrapOptions &options, const CommConfig &config, ddl_comm **out,
+                   const TransportSource &source) {
   std::unique_ptr<ddl_comm> comm(new ddl_comm());
   comm->rank = options.rank;
   comm->nranks = options.nranks;
@@ -402,10 +432,7 @@ Status create_comm(const BootstrapOptions &options, const CommConfig &config, dd
 
   DDL_RETURN_IF_ERROR(Bootstrap::create(options, &comm->bootstrap));
   DDL_RETURN_IF_ERROR(exchange_placements(comm.get()));
-  Status s = make_network_transport(kNetworkTransport, options.rank, options.nranks,
-                                    NetworkOptions(), &comm->transport);
-  if (!s.ok()) return s.prefix(strprintf("creating the %s transport: ", kNetworkTransport));
-  DDL_RETURN_IF_ERROR(connect_transport(comm.get()));
+  DDL_RETURN_IF_ERROR(make_transport(comm.get(), source));
   DDL_RETURN_IF_ERROR(connect_shm(comm.get()));
   DDL_RETURN_IF_ERROR(connect_rails(comm.get()));
   comm->carriers = comm->routes->carriers();
@@ -413,14 +440,17 @@ Status create_comm(const BootstrapOptions &options, const CommConfig &config, dd
   choose_single_copy_tier(comm.get());
   connect_slots(comm.get());
   choose_waiting(comm.get());
+  // Nobody leaves init (and could destroy its endpoints) before everyone has connected.
+  Status s = comm->bootstrap->barrier();
+  if (!s.ok()) return s.prefix("waiting for every rank to connect: ");
+  // Posted last, when nothing can fail after it: a communicator given up here is freed
+  // without destroy_comm, and its transport's worker may outlive it (a shrink's retry), so it
+  // must leave no receive behind. A notice sent before it waits for it among UCX's messages.
   if (comm->nranks > 1) {
     s = comm->transport->post_recv_any(kNoticeTag, &comm->notice_in, sizeof comm->notice_in,
                                        &comm->notice_recv);
     if (!s.ok()) return s.prefix("listening for notices: ");
   }
-  // Nobody leaves init (and could destroy its endpoints) before everyone has connected.
-  s = comm->bootstrap->barrier();
-  if (!s.ok()) return s.prefix("waiting for every rank to connect: ");
   DDL_INFO("communicator ready: rank %d of %d, transport %s%s, timeout %d ms, chunk %zu B",
            comm->rank, comm->nranks, comm->routes->name(), comm->cma ? " and single-copy" : "",
            config.timeout_ms, config.chunk_bytes);
@@ -448,16 +478,19 @@ void send_failure_notice(ddl_comm *comm, const Status &why) {
   comm->transport->progress();
 }
 
+void detach_requests(ddl_comm *comm) {
+  if (!comm->transport) return;
+  comm->transport->cancel(&comm->notice_recv);
+  for (TransferRequest &send : comm->notice_sends) comm->transport->cancel(&send);
+  if (comm->agreement) comm->agreement->cancel_all(comm->transport.get());
+}
+
 void destroy_comm(ddl_comm *comm) {
   hand_over_parked(comm);  // parked sends and receives end on the progress thread, as queued ones
   comm->progress.reset();
   device::destroy_device_state(comm);
-  if (comm->transport) {
-    comm->transport->cancel(&comm->notice_recv);
-    for (TransferRequest &send : comm->notice_sends) comm->transport->cancel(&send);
-    if (comm->agreement) comm->agreement->cancel_all(comm->transport.get());
-    comm->transport->close(kCloseTimeoutMs);
-  }
+  detach_requests(comm);
+  if (comm->transport) comm->transport->close(kCloseTimeoutMs);
   if (comm->rail) comm->rail->close(kCloseTimeoutMs);
   comm->routes.reset();
   comm->rail.reset();

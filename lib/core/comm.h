@@ -45,7 +45,12 @@ struct ddl_comm {
   ddl::CommConfig config;
   std::unique_ptr<ddl::Bootstrap> bootstrap;
   std::unique_ptr<ddl::NetworkTransport> transport;  // every peer; notices
-  std::unique_ptr<ddl::ShmTransport> shm;            // peers on this host, when it works here
+  // transport runs over the connections of the communicator this one was shrunk from
+  // (NetworkTransport::subset); that one gave them up when the shrink returned.
+  bool kept_parent_connections = false;
+  // This communicator's connections went to the one shrunk from it (transport is retired).
+  bool gave_connections = false;
+  std::unique_ptr<ddl::ShmTransport> shm;       // peers on this host, when it works here
   std::unique_ptr<ddl::NetworkTransport> rail;  // this rank's own NIC (lib/core/rails.h), or null
   std::vector<std::string> rdma_rails;          // this host's RDMA NICs (lib/core/rails.h)
   // The rails every rank drives (1: none), the same on every rank: what the cost models are
@@ -147,9 +152,21 @@ namespace ddl {
 // the main one to every peer and each rank's rail.
 constexpr const char *kNetworkTransport = "ucx";
 
+// Where a new communicator's network transport comes from: a new one, or (a shrink) the
+// connections `parent` has to `members` (its ranks, ascending), when every member can keep
+// them.
+struct TransportSource {
+  ddl_comm *parent = nullptr;
+  std::vector<int> members;
+};
+
 // Creates the communicator: bootstrap, transport, address exchange.
-Status create_comm(const BootstrapOptions &options, const CommConfig &config, ddl_comm **out);
+Status create_comm(const BootstrapOptions &options, const CommConfig &config, ddl_comm **out,
+                   const TransportSource &source = TransportSource());
 void destroy_comm(ddl_comm *comm);
+// Detaches every request the communicator left with its network transport (notices, the
+// agreement's messages): before the transport goes, or goes to a shrunk communicator.
+void detach_requests(ddl_comm *comm);
 // Tells every other rank why this rank found the job broken (fire and forget).
 void send_failure_notice(ddl_comm *comm, const Status &why);
 

@@ -62,6 +62,23 @@ std::function<Status()> watch_members(ddl_comm *comm, std::vector<int> members, 
   };
 }
 
+// The shrunk communicator took over comm's connections: comm lets go of them before the
+// shrink returns, for the new one may drive them from another thread from then on.
+void give_connections(ddl_comm *comm, int new_rank, int new_size) {
+  detach_requests(comm);
+  comm->transport->retire(
+      strprintf("went to the communicator shrunk from it (rank %d of %d there): use that one",
+                new_rank, new_size));
+  comm->gave_connections = true;
+}
+
+Status check_connections(const ddl_comm *comm) {
+  if (!comm->gave_connections) return Status::Ok();
+  return invalid_usage(
+      "this communicator was shrunk, and the shrunk communicator took over its connections: "
+      "agree or shrink on that one, and destroy this one");
+}
+
 }  // namespace
 
 void revoke_comm(ddl_comm *comm) {
@@ -72,6 +89,7 @@ void revoke_comm(ddl_comm *comm) {
 }
 
 Status agree_comm(ddl_comm *comm, AgreeOp op, uint64_t *value) {
+  DDL_RETURN_IF_ERROR(check_connections(comm));
   AgreeRequest request;
   request.exchange_values = true;
   request.value = *value;
@@ -91,6 +109,7 @@ Status agree_comm(ddl_comm *comm, AgreeOp op, uint64_t *value) {
 
 Status shrink_comm(ddl_comm *comm, const std::vector<int> &exclude, ddl_comm **out) {
   *out = nullptr;
+  DDL_RETURN_IF_ERROR(check_connections(comm));
   revoke_comm(comm);  // peers still inside a call on comm fail now and come to the shrink
   const auto start = std::chrono::steady_clock::now();
   for (int attempt = 1;; ++attempt) {
@@ -129,10 +148,15 @@ Status shrink_comm(ddl_comm *comm, const std::vector<int> &exclude, ddl_comm **o
       options.watch = watch_members(comm, members, decision.proposer);
       config.job_token = options.job_token;
     }
-    s = create_comm(options, config, out);
+    TransportSource source;
+    source.parent = comm;
+    source.members = members;
+    s = create_comm(options, config, out, source);
     if (s.ok()) {
-      DDL_INFO("shrink: rank %d of %d in the new communicator of %zu (failed: %s), %.3f s",
+      if ((*out)->kept_parent_connections) give_connections(comm, options.rank, options.nranks);
+      DDL_INFO("shrink: rank %d of %d in the new communicator of %zu (failed: %s; %s), %.3f s",
                options.rank, options.nranks, members.size(), rank_list(decision.failed).c_str(),
+               (*out)->kept_parent_connections ? "connections kept" : "new connections",
                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
       return Status::Ok();
     }

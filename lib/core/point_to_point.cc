@@ -12,9 +12,9 @@ namespace {
 
 // How often (in idle polls) the deadline, notices, abort and the peers' life are looked at.
 constexpr int kCheckEvery = 256;
-// Transports match sequence numbers of 20 bits (lib/transports/transport.h): the k-th message of
-// a pair and tag travels as k modulo this, which both sides compute alike.
-constexpr uint32_t kNumberMask = (1u << 20) - 1;
+// Transports match sequence numbers of kTransportSeqBits (lib/transports/transport.h): the
+// k-th message of a pair and tag travels as k modulo this, which both sides compute alike.
+constexpr uint32_t kNumberMask = (1u << kTransportSeqBits) - 1;
 
 uint32_t transport_tag(const CollectiveCall &call) {
   return kPointToPointTagBase + static_cast<uint32_t>(call.tag);

@@ -44,6 +44,20 @@ class NetworkTransport : public Transport {
   virtual Status connect(const std::vector<PeerAddress> &peers) = 0;
   // Closes the endpoints, flushing what was sent, waiting at most timeout_ms.
   virtual void close(int timeout_ms) = 0;
+
+  // A shrink keeps the survivors' connections: subset() makes a transport over this one's
+  // for a communicator of `members` (this one's ranks, ascending; this rank is `rank`
+  // there), whose messages never match this one's. can_subset says whether it can (every
+  // member's connection healthy); kinds that cannot keep connections say no.
+  virtual bool can_subset(const std::vector<int> & /*members*/) const { return false; }
+  virtual Status subset(int /*rank*/, const std::vector<int> & /*members*/,
+                        std::unique_ptr<NetworkTransport> * /*out*/) {
+    return unsupported("the %s transport cannot hand its connections on", name());
+  }
+  // After a subset was made and took over: this transport carries nothing from now on
+  // (every call fails with `why`) and closes nothing, for the subset's communicator may
+  // drive the connections from another thread. The caller detaches its requests first.
+  virtual void retire(const std::string & /*why*/) {}
 };
 
 // A transport of the given kind ("ucx") for `rank` of `nranks`, not yet connected; an

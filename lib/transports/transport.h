@@ -14,6 +14,11 @@
 
 namespace ddl {
 
+// Sequence numbers match modulo 2^kTransportSeqBits: a message of call k never waits beside
+// one of call k + 2^16 from the same sender (a peer's messages arrive, and its calls' receives
+// are posted, in order), and the UCX tag keeps its other bits for ranks and generations.
+constexpr int kTransportSeqBits = 16;
+
 // One posted send or receive. The caller owns it and must keep it in place until `done`,
 // or until cancel() returned.
 struct TransferRequest {
@@ -54,7 +59,7 @@ class Transport {
   virtual const char *name() const = 0;
 
   // Messages are matched by (sender, collective sequence number, step tag). The sequence
-  // number wraps at 2^20 and the tag has 24 bits.
+  // number wraps at 2^kTransportSeqBits and the tag has 24 bits.
   virtual Status post_send(int peer, uint32_t seq, uint32_t tag, const void *buf, size_t bytes,
                            TransferRequest *req) = 0;
   virtual Status post_recv(int peer, uint32_t seq, uint32_t tag, void *buf, size_t bytes,

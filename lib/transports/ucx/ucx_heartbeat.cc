@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "lib/common/log.h"
+#include "lib/transports/ucx/ucx_connections.h"
 
 namespace ddl {
 namespace {
@@ -298,25 +299,25 @@ UcxHeartbeat::~UcxHeartbeat() {
   }
 }
 
-std::string UcxHeartbeat::describe(int peer) const {
-  auto one = [this](int p) {
-    const int silent = lost_[p].load();
-    if (silent < 0)
-      return strprintf("rank %d (host %s) unreachable: its heartbeat connection broke", p,
-                       hosts_[p].c_str());
-    return strprintf("rank %d (host %s) unreachable: nothing heard for %.1f s", p,
-                     hosts_[p].c_str(), silent / 1000.0);
-  };
-  return one(peer) + others_lost(peer) + strprintf(" (DDL_PEER_TIMEOUT_MS=%d)", timeout_ms_);
+std::string UcxHeartbeat::describe(int peer, const std::vector<int> &rank_of) const {
+  const int silent = lost_[peer].load();
+  const int rank = shown_rank(rank_of, peer);
+  const std::string one =
+      silent < 0 ? strprintf("rank %d (host %s) unreachable: its heartbeat connection broke", rank,
+                             hosts_[peer].c_str())
+                 : strprintf("rank %d (host %s) unreachable: nothing heard for %.1f s", rank,
+                             hosts_[peer].c_str(), silent / 1000.0);
+  return one + others_lost(peer, rank_of) + strprintf(" (DDL_PEER_TIMEOUT_MS=%d)", timeout_ms_);
 }
 
 // The others by name too: survivors that noticed different ranks first still name the same
-// set.
-std::string UcxHeartbeat::others_lost(int peer) const {
+// set. Peers that are not members of the asking communicator are not its concern.
+std::string UcxHeartbeat::others_lost(int peer, const std::vector<int> &rank_of) const {
   std::string others;
   for (int p = 0; p < nranks_; ++p)
-    if (p != peer && lost(p))
-      others += strprintf("%srank %d (host %s)", others.empty() ? "" : ", ", p, hosts_[p].c_str());
+    if (p != peer && lost(p) && shown_rank(rank_of, p) >= 0)
+      others += strprintf("%srank %d (host %s)", others.empty() ? "" : ", ", shown_rank(rank_of, p),
+                          hosts_[p].c_str());
   return others.empty() ? "" : "; also unreachable: " + others;
 }
 

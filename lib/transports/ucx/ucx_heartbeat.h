@@ -55,10 +55,11 @@ class UcxHeartbeat {
   bool lost(int peer) const {
     return peer >= 0 && peer < nranks_ && lost_[peer].load(std::memory_order_relaxed) != 0;
   }
-  // "rank 2 (host h1) unreachable: nothing heard for 5.0 s" and the other lost peers.
-  std::string describe(int peer) const;
+  // "rank 2 (host h1) unreachable: nothing heard for 5.0 s" and the other lost peers, each
+  // named by its rank in the asking communicator (shown_rank in ucx_connections.h).
+  std::string describe(int peer, const std::vector<int> &rank_of) const;
   // "; also unreachable: rank 3 (host h1), ..." for the lost peers other than `peer`; "" if none.
-  std::string others_lost(int peer) const;
+  std::string others_lost(int peer, const std::vector<int> &rank_of) const;
 
  private:
   UcxHeartbeat(int rank, int nranks, int timeout_ms);

@@ -1,19 +1,17 @@
 // UCX (ucp tag matching) transport: whatever UCX selects on the machine — shared memory and
 // cma within a host, verbs on InfiniBand/RoCE, TCP otherwise. One ucp context and worker
-// per communicator; an endpoint per peer with peer-failure handling, so that a dead peer
-// becomes an error instead of a hang.
+// per communicator (ucx_connections.h), with an endpoint per peer and peer-failure handling,
+// so that a dead peer becomes an error instead of a hang; a shrink's communicator takes over
+// its parent's (subset).
 #pragma once
 
-#include <sys/types.h>
-
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include <ucp/api/ucp.h>
-
 #include "lib/transports/network_transport.h"
-#include "lib/transports/ucx/ucx_heartbeat.h"
+#include "lib/transports/ucx/ucx_connections.h"
 
 namespace ddl {
 
@@ -29,7 +27,7 @@ class UcxTransport : public NetworkTransport {
 
   // What to send to every peer: this worker's address, the heartbeat worker's (when
   // DDL_PEER_TIMEOUT_MS is not 0) and this host's name for messages.
-  const std::string &worker_address() const override { return address_; }
+  const std::string &worker_address() const override;
   // Creates an endpoint to every peer. A same-host peer that has died gets none and is
   // marked dead (peer_status), so that the error names it and comes from every rank's next
   // exchange; any other failure is DDL_ERR_SYSTEM naming the peer.
@@ -40,60 +38,52 @@ class UcxTransport : public NetworkTransport {
   // DDL_PEER_TIMEOUT_MS is unreachable.
   Status connect(const std::vector<PeerAddress> &peers) override;
   // Closes endpoints, flushing what was sent, waiting at most timeout_ms; endpoints that
-  // could not flush by then (an unreachable peer) are closed by force.
+  // could not flush by then (an unreachable peer) are closed by force. Not while a shrunk
+  // communicator's transport holds them too: the last one closes them.
   void close(int timeout_ms) override;
+
+  // A transport over these connections (the same worker, endpoints and heartbeats) for a
+  // communicator of `members` (this communicator's ranks, ascending), where this rank is
+  // `rank`; its messages carry the next generation of tags, so that nothing sent on this one
+  // (a late message of a failed call, a notice) ever matches a receive of the new one.
+  // Refused (DDL_ERR_UNSUPPORTED) when a member's connection is not healthy, or after
+  // kGenerations - 1 subsets in a row.
+  bool can_subset(const std::vector<int> &members) const override;
+  Status subset(int rank, const std::vector<int> &members,
+                std::unique_ptr<NetworkTransport> *out) override;
+  // Gives the connections up to the subset made of them (see NetworkTransport::retire).
+  void retire(const std::string &why) override;
 
   const char *name() const override { return "ucx"; }
   Status post_send(int peer, uint32_t seq, uint32_t tag, const void *buf, size_t bytes,
                    TransferRequest *req) override;
   Status post_recv(int peer, uint32_t seq, uint32_t tag, void *buf, size_t bytes,
                    TransferRequest *req) override;
-
- private:
-  Status post_tag_recv(uint64_t tag, uint64_t mask, void *buf, size_t bytes, TransferRequest *req,
-                       const char *from);
-  // An endpoint that could not be created: OK when the peer has died (it is marked dead,
-  // and the caller's next exchange fails naming it); else the error naming the peer.
-  Status endpoint_failed(int peer, ucs_status_t status);
-  // A send that failed at once: a broken connection is the peer's failure (DDL_ERR_REMOTE
-  // naming it, its death when its pid says so), anything else this rank's.
-  Status send_failed(int peer, ucs_status_t status);
-
- public:
   Status post_recv_any(uint32_t tag, void *buf, size_t bytes, TransferRequest *req) override;
   bool probe(int peer, uint32_t seq, uint32_t tag) override;
   bool progress() override;
   void cancel(TransferRequest *req) override;
   Status peer_status(int peer) const override;
-  bool peer_death_final(int peer) const override {
-    return peer >= 0 && peer < static_cast<int>(pid_dead_.size()) && pid_dead_[peer];
-  }
+  bool peer_death_final(int peer) const override;
 
-  // Called by UCX when an endpoint fails (err_handler.arg points at one of these).
-  void on_endpoint_error(int peer, ucs_status_t status);
-  struct ErrorContext {
-    UcxTransport *transport;
-    int peer;
-  };
+  // Generations of tags: a communicator and the shrunk ones made of it in a row, after
+  // which a shrink builds its transport afresh.
+  static constexpr uint32_t kGenerations = 16;
 
  private:
   UcxTransport(int rank, int nranks) : rank_(rank), nranks_(nranks) {}
+  Status post_tag_recv(uint64_t tag, uint64_t mask, void *buf, size_t bytes, TransferRequest *req,
+                       const char *from);
+  Status retired_error() const;
 
   int rank_;
   int nranks_;
-  ucp_context_h context_ = nullptr;
-  ucp_worker_h worker_ = nullptr;
-  std::string address_;
-  std::unique_ptr<UcxHeartbeat> heartbeat_;  // null when off or before create() made it
-  std::vector<std::string> hosts_;           // each peer's host, for messages
-  std::vector<ucp_ep_h> endpoints_;
-  std::vector<ucs_status_t> peer_errors_;  // UCS_OK while alive
-  std::vector<PeerAddress> peers_;
-  uint8_t empty_sink_ = 0;  // lands the placeholder byte of empty messages
-  // peer_status() looks at local pids at most this often: /proc reads are not free.
-  mutable std::vector<long long> last_pid_check_ns_;
-  mutable std::vector<bool> pid_dead_;
-  std::vector<ErrorContext> error_contexts_;  // stable addresses for UCX's err_handler.arg
+  uint32_t generation_ = 0;
+  std::shared_ptr<UcxConnections> connections_;  // null once retired
+  // By rank here: the peer's index in connections_; and by index: its rank here (-1: not a
+  // member). Both empty while they are the same (the communicator that made them).
+  std::vector<int> index_of_, rank_of_;
+  std::string retired_;  // why this transport no longer carries anything
 };
 
 }  // namespace ddl
