@@ -9,6 +9,7 @@
 #
 #   bench/recovery_across_hosts.sh [HOSTS] [RANKS] [ROUNDS] [VICTIM] [BUILD_DIR]
 #   (default 4 2 5 5 build: rank 5 is on host h2)
+# DDL_SHRINK_KEEP_CONNECTIONS, when set, reaches every rank (to compare with new connections).
 set -euo pipefail
 hosts=${1:-4} ranks=${2:-2} rounds=${3:-5} victim=${4:-5}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -27,7 +28,8 @@ exec "$root/tools/emuhosts/emuhosts" run --hosts "$hosts" -- bash -c '
   trap "rm -f $log" EXIT
   for ((round = 1; round <= BENCH_ROUNDS; round++)); do
     "$EMUHOSTS_AGENT" h0 timeout -s KILL 300 "$BENCH_DDLRUN" --keep-going --torch-store \
-      -H "$BENCH_HOSTLIST" --launch-agent "$EMUHOSTS_AGENT" -- "$BENCH_PYTHON" \
+      -H "$BENCH_HOSTLIST" --launch-agent "$EMUHOSTS_AGENT" -x DDL_SHRINK_KEEP_CONNECTIONS \
+      -- "$BENCH_PYTHON" \
       "$BENCH_EXAMPLE" --steps 8 --at-step 3 --kill-rank "$BENCH_VICTIM" > "$log" 2>&1 ||
       { echo "round $round failed:"; tail -20 "$log"; exit 1; }
     "$BENCH_PYTHON" - "$log" "$round" << "EOF"

@@ -3,7 +3,8 @@
 # mid-alltoall and mid-shrink (rank 0 too), two at once, a rank stopped, agree, grow), as root
 # test_host_failure's lost host and downed link, and under torch examples/elastic_train.py
 # losing rank 2 or rank 0 (DDP over the "ddl" backend under ddlrun --keep-going; rank 0 with
-# torch's store in ddlrun, --torch-store), COUNT times each: how many runs passed, failed or
+# torch's store in ddlrun, --torch-store; rank 0 again under mpirun --enable-recovery with
+# DDL_TORCH_STORE=process), COUNT times each: how many runs passed, failed or
 # hung (past LIMIT seconds), and whether anything was left in /dev/shm. CI runs each once
 # (ctest, tests/python/test_elastic_example.py); this is the long count. A torch run passes
 # when its 3 survivors end with the same parameters as a reference run in which the victim
@@ -50,15 +51,25 @@ example=$root/examples/elastic_train.py
 export DDL_BUILD_DIR=$build PYTHONPATH=$root/bindings/python${PYTHONPATH:+:$PYTHONPATH}
 if [ "$torch_count" -gt 0 ] && [ -x "$ddlrun" ] && "$python" -c "import torch" 2> /dev/null; then
   kinds+=("torch torch/rank_2_killed_under_ddp" "torch torch/rank_0_killed_under_ddp")
+  command -v mpirun > /dev/null && kinds+=("torch torch/rank_0_killed_under_mpirun")
 fi
 
-# elastic_train.py on 4 ranks, rank $1 killed (or leaving: $2 = leave) at step 3 of 8; rank 0
-# with torch's store in ddlrun. Writes the survivors' parameters to $3, the output to $4.
+# elastic_train.py on 4 ranks, rank $1 killed (or leaving: $2 = leave) at step 3 of 8, under
+# ddlrun (rank 0 with torch's store in ddlrun) or, $5 = mpirun, under Open MPI's mpirun
+# --enable-recovery with torch's store in a process of its own (DDL_TORCH_STORE=process).
+# Writes the survivors' parameters to $3, the output to $4.
 train() {
-  local victim=$1 how=$2 out=$3 log=$4 flags=(--keep-going)
+  local victim=$1 how=$2 out=$3 log=$4 launcher=${5:-ddlrun} flags=(--keep-going)
+  local args=(--steps 8 --at-step 3 "--$how-rank" "$victim" --json "$out")
+  if [ "$launcher" = mpirun ]; then
+    timeout -s KILL "$limit" mpirun --allow-run-as-root --oversubscribe --enable-recovery \
+      --bind-to none -np 4 -x DDL_BUILD_DIR -x PYTHONPATH -x DDL_TORCH_STORE=process \
+      -x OMP_NUM_THREADS=1 "$python" "$example" "${args[@]}" > "$log" 2>&1
+    return
+  fi
   [ "$victim" = 0 ] && flags+=(--torch-store)
-  timeout -s KILL "$limit" "$ddlrun" "${flags[@]}" -n 4 -- "$python" "$example" --steps 8 \
-    --at-step 3 "--$how-rank" "$victim" --json "$out" > "$log" 2>&1
+  timeout -s KILL "$limit" "$ddlrun" "${flags[@]}" -n 4 -- "$python" "$example" "${args[@]}" \
+    > "$log" 2>&1
 }
 
 # One run of a kind, its output in $2: 0 passed, 137 hung, else failed.
@@ -69,14 +80,15 @@ run_once() {
     timeout -s KILL "$limit" "$binary" --jobs 1 --filter "$test" > "$log" 2>&1
     return
   fi
-  local victim=${test#torch/rank_} reference
+  local victim=${test#torch/rank_} launcher=${test##*_} reference
   victim=${victim%%_*}
-  reference=$logs/reference.$victim.json
+  [ "$launcher" = mpirun ] || launcher=ddlrun
+  reference=$logs/reference.$victim.$launcher.json
   if [ ! -e "$reference" ]; then
-    train "$victim" leave "$reference" "$logs/reference.$victim.log" ||
-      { echo "the reference run failed: $logs/reference.$victim.log" > "$log"; return 1; }
+    train "$victim" leave "$reference" "$logs/reference.$victim.$launcher.log" "$launcher" ||
+      { echo "the reference run failed: $logs/reference.$victim.$launcher.log" > "$log"; return 1; }
   fi
-  train "$victim" kill "$logs/run.json" "$log" || return
+  train "$victim" kill "$logs/run.json" "$log" "$launcher" || return
   "$python" - "$logs/run.json" "$reference" "$log" >> "$log" 2>&1 << 'EOF'
 import json, re, sys
 got, ref = (json.load(open(path)) for path in sys.argv[1:3])

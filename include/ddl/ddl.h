@@ -469,7 +469,10 @@ DDL_API ddl_result_t ddl_comm_failed_ranks(ddl_comm_t comm, int *ranks, int capa
  * network partition that holds no majority of the ranks (exactly half with comm's lowest
  * rank counts) fails with DDL_ERR_REMOTE instead of making a second job; DDL_SHRINK_QUORUM=none
  * lets any survivors go on. The new communicator is independent of comm (its own sequence
- * numbers, transports, shared memory and token), as after ddl_comm_split. */
+ * numbers, shared memory and token, as after ddl_comm_split; nothing sent on comm reaches it),
+ * but keeps the network connections comm had to its members, so that no endpoint is made in
+ * the middle of a recovery (DDL_SHRINK_KEEP_CONNECTIONS=0 makes new ones); comm's destroy
+ * leaves them to it. */
 DDL_API ddl_result_t ddl_comm_shrink(ddl_comm_t comm, const int *exclude, int nexclude,
                                      ddl_comm_t *newcomm);
 

@@ -133,15 +133,18 @@ def run_ddlrun(nranks, command, timeout, keep_going=False, torch_store=False):
     return _run_job(cmd, env, timeout)
 
 
-def run_mpirun(nranks, command, timeout):
+def run_mpirun(nranks, command, timeout, mpirun_args=(), env=None):
     """Runs `command` (a Python script and its arguments) as nranks processes under Open MPI's
-    mpirun (see _run_job); skips without mpirun."""
+    mpirun (see _run_job), with mpirun_args before them and env's variables passed on to
+    every rank; skips without mpirun."""
     mpirun = shutil.which("mpirun")
     if not mpirun:
         pytest.skip("no mpirun")
-    cmd = [mpirun, "--allow-run-as-root", "--oversubscribe", "-np", str(nranks),
-           "-x", "DDL_BUILD_DIR", "-x", "PYTHONPATH", sys.executable, *command]
-    return _run_job(cmd, package_env(dict(os.environ, OMP_NUM_THREADS="1")), timeout)
+    env = env or {}
+    passed = [arg for var in ("DDL_BUILD_DIR", "PYTHONPATH", *env) for arg in ("-x", var)]
+    cmd = [mpirun, "--allow-run-as-root", "--oversubscribe", "-np", str(nranks), *passed,
+           *mpirun_args, sys.executable, *command]
+    return _run_job(cmd, package_env(dict(os.environ, OMP_NUM_THREADS="1", **env)), timeout)
 
 
 def largest_differences(out, nprocs):

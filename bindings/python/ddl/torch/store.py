@@ -1,9 +1,10 @@
 """The job's torch.distributed store in a process of its own, for `ddlrun --torch-store`:
 
-    python -m ddl.torch.store --port PORT [--host HOST]
+    python -m ddl.torch.store --port PORT [--host HOST] [--watch-pid PID]
 
 hosts a TCPStore server (as torchrun's agent does) and prints "ddl.torch.store: ready on
-HOST:PORT" once it listens; it serves until SIGTERM, SIGINT or SIGHUP. The ranks connect to it
+HOST:PORT" once it listens; it serves until SIGTERM, SIGINT or SIGHUP, or until process PID
+has ended (DDL_TORCH_STORE=process: the launcher's daemon of rank 0, ddl/_launch_env.py). The ranks connect to it
 as clients (MASTER_ADDR, MASTER_PORT, TORCHELASTIC_USE_AGENT_STORE=True), so it outlives any
 rank, rank 0 included.
 """
@@ -22,6 +23,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--host", default="127.0.0.1", help="the address in the ready line")
+    p.add_argument("--watch-pid", type=int, default=0, help="serve until this process ends")
     args = p.parse_args(argv)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
@@ -37,8 +39,19 @@ def main(argv=None):
     os.dup2(devnull, sys.stdout.fileno())
     os.close(devnull)
     while not stop.wait(1.0):
-        pass
+        if args.watch_pid and not _alive(args.watch_pid):
+            break
     del store
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 if __name__ == "__main__":
