@@ -429,6 +429,28 @@ DDL_API ddl_result_t ddl_reduce_scatter_stream(const void *sendbuf, void *recvbu
                                                ddl_datatype_t dtype, ddl_op_t op, ddl_comm_t comm,
                                                void *cuda_stream);
 
+/* Alltoall(v), reduce, gather and scatter ordered on a stream, as the calls above but
+ * host-synchronous in every mode (the asynchronous mode queues the four calls above only):
+ * each waits for the stream's earlier work (within DDL_TIMEOUT_MS), runs as its blocking form
+ * does (device buffers staged through pinned host memory), and returns when it has ended, so
+ * that the work queued on the stream after it follows its result. What PyTorch's "ddl" backend
+ * runs for CUDA tensors in these calls. */
+DDL_API ddl_result_t ddl_alltoall_stream(const void *sendbuf, void *recvbuf, size_t count,
+                                         ddl_datatype_t dtype, ddl_comm_t comm, void *cuda_stream);
+DDL_API ddl_result_t ddl_alltoallv_stream(const void *sendbuf, const size_t *sendcounts,
+                                          const size_t *sdispls, void *recvbuf,
+                                          const size_t *recvcounts, const size_t *rdispls,
+                                          ddl_datatype_t dtype, ddl_comm_t comm, void *cuda_stream);
+DDL_API ddl_result_t ddl_reduce_stream(const void *sendbuf, void *recvbuf, size_t count,
+                                       ddl_datatype_t dtype, ddl_op_t op, int root, ddl_comm_t comm,
+                                       void *cuda_stream);
+DDL_API ddl_result_t ddl_gather_stream(const void *sendbuf, void *recvbuf, size_t sendcount,
+                                       ddl_datatype_t dtype, int root, ddl_comm_t comm,
+                                       void *cuda_stream);
+DDL_API ddl_result_t ddl_scatter_stream(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                        ddl_datatype_t dtype, int root, ddl_comm_t comm,
+                                        void *cuda_stream);
+
 /* ---- Fault tolerance: revoke, agree, shrink, grow --------------------------------------
  *
  * A failed call (a dead or unreachable peer: DDL_ERR_REMOTE naming it) leaves its

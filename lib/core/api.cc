@@ -88,18 +88,25 @@ ddl_result_t start(ddl_comm_t comm, ddl::CollectiveCall call, ddl_request_t *req
 
 // A stream-ordered call: host-synchronous, or queued (on the stream, and to the progress thread
 // unless it runs on the device alone): lib/device/stream_calls.cc says when and how.
-ddl_result_t start_on_stream(ddl_comm_t comm, const ddl::CollectiveCall &call, void *stream,
-                             const char *what) {
+ddl_result_t start_on_stream(ddl_comm_t comm, ddl::CollectiveCall call, void *stream,
+                             const char *what, const CountArrays *arrays = nullptr) {
   CommCall guard(comm, what);
   if (!guard.ok()) return guard.fail();
   if (ddl::in_group())
     return guard.finish(ddl::invalid_usage(
         "rank %d: %s: stream-ordered calls cannot be grouped; call it after ddl_group_end",
         comm->rank, what));
+  if (arrays) {
+    Status s = ddl::read_counts(comm, *arrays, &call);
+    if (!s.ok()) return guard.finish(s.prefix(ddl::strprintf("rank %d: %s: ", comm->rank, what)));
+  }
+  // The others (alltoall(v), reduce, gather, scatter) wait for the stream in every mode.
+  const bool queued_form = ddl::device::queues_on_stream(call.collective);
   bool alone = false;
-  Status queued_alone = ddl::device::queue_alone(comm, call, stream, &alone);
+  Status queued_alone =
+      queued_form ? ddl::device::queue_alone(comm, call, stream, &alone) : Status::Ok();
   if (!queued_alone.ok() || alone) return guard.finish(queued_alone);
-  if (!ddl::device::stream_calls_async(comm)) {
+  if (!queued_form || !ddl::device::stream_calls_async(comm)) {
     Status s = ddl::device::wait_for_stream(comm, call, stream);
     return guard.finish(s.ok() ? ddl::run_blocking(comm, call) : s);
   }
@@ -268,6 +275,44 @@ ddl_result_t ddl_reduce_scatter_stream(const void *sendbuf, void *recvbuf, size_
                                        void *cuda_stream) {
   return start_on_stream(comm, reduce_scatter_call(sendbuf, recvbuf, recvcount, dtype, op),
                          cuda_stream, "ddl_reduce_scatter_stream");
+}
+
+ddl_result_t ddl_alltoall_stream(const void *sendbuf, void *recvbuf, size_t count,
+                                 ddl_datatype_t dtype, ddl_comm_t comm, void *cuda_stream) {
+  return start_on_stream(comm,
+                         data_call(ddl::Collective::kAlltoall, sendbuf, recvbuf, count, dtype),
+                         cuda_stream, "ddl_alltoall_stream");
+}
+
+ddl_result_t ddl_alltoallv_stream(const void *sendbuf, const size_t *sendcounts,
+                                  const size_t *sdispls, void *recvbuf, const size_t *recvcounts,
+                                  const size_t *rdispls, ddl_datatype_t dtype, ddl_comm_t comm,
+                                  void *cuda_stream) {
+  const CountArrays arrays = alltoallv_arrays(sendcounts, sdispls, recvcounts, rdispls);
+  return start_on_stream(comm, data_call(ddl::Collective::kAlltoallv, sendbuf, recvbuf, 0, dtype),
+                         cuda_stream, "ddl_alltoallv_stream", &arrays);
+}
+
+ddl_result_t ddl_reduce_stream(const void *sendbuf, void *recvbuf, size_t count,
+                               ddl_datatype_t dtype, ddl_op_t op, int root, ddl_comm_t comm,
+                               void *cuda_stream) {
+  return start_on_stream(comm, reduce_call(sendbuf, recvbuf, count, dtype, op, root), cuda_stream,
+                         "ddl_reduce_stream");
+}
+
+ddl_result_t ddl_gather_stream(const void *sendbuf, void *recvbuf, size_t sendcount,
+                               ddl_datatype_t dtype, int root, ddl_comm_t comm, void *cuda_stream) {
+  return start_on_stream(
+      comm, data_call(ddl::Collective::kGather, sendbuf, recvbuf, sendcount, dtype, root),
+      cuda_stream, "ddl_gather_stream");
+}
+
+ddl_result_t ddl_scatter_stream(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                ddl_datatype_t dtype, int root, ddl_comm_t comm,
+                                void *cuda_stream) {
+  return start_on_stream(
+      comm, data_call(ddl::Collective::kScatter, sendbuf, recvbuf, recvcount, dtype, root),
+      cuda_stream, "ddl_scatter_stream");
 }
 
 ddl_result_t ddl_alltoall(const void *sendbuf, void *recvbuf, size_t count, ddl_datatype_t dtype,

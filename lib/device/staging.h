@@ -59,6 +59,11 @@ Status prepare_queued_call(ddl_comm *comm, const CollectiveCall &call);
 Status reserve_staging(ddl_comm *comm, const CollectiveCall &call, const PointerInfo &where);
 Status prepare_ipc_call(ddl_comm *comm, const CollectiveCall &call, const PointerInfo &where);
 
+// The collectives a stream-ordered call may queue (on the stream alone, or asynchronously to
+// the progress thread): the allreduce family (allreduce, broadcast, allgather, reduce-scatter),
+// whose chunks a record's slots carry. The others wait for the stream in every mode.
+bool queues_on_stream(Collective collective);
+
 // Either mode, on the caller's thread: a communicator of one rank queues a call on device
 // buffers on `stream` alone (*queued): its result is its input, so one device copy (none in
 // place, none for a broadcast), with no host step, as NCCL does. Nothing else is queued.

@@ -291,6 +291,11 @@ Status stream_target(ddl_comm *comm, const CollectiveCall &call, void *stream_ha
 
 }  // namespace
 
+bool queues_on_stream(Collective collective) {
+  return collective == Collective::kAllreduce || collective == Collective::kBroadcast ||
+         collective == Collective::kAllgather || collective == Collective::kReduceScatter;
+}
+
 Status queue_alone(ddl_comm *comm, const CollectiveCall &call, void *stream_handle, bool *queued) {
   *queued = false;
   if (comm->nranks != 1) return Status::Ok();

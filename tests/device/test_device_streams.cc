@@ -17,6 +17,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -153,6 +154,109 @@ int ordered_on_the_stream(ddl_comm_t comm, int rank, int nranks) {
   return 0;
 }
 
+// Alltoall, alltoallv, reduce, gather and scatter on the stream: host-synchronous in every
+// mode, so each returns after the "kernel" queued before it has written its input, and the
+// one queued after it reads its result.
+int rooted_calls_follow_the_stream(ddl_comm_t comm, int rank, int nranks) {
+  FakeCuda &cu = FakeCuda::get();
+  void *stream = nullptr;
+  RANK_CHECK(cu.stream_create(&stream, 0) == 0, "cuStreamCreate");
+  const size_t n = 37, N = n * static_cast<size_t>(nranks);
+  const int root = nranks - 1;
+  // alltoallv: rank src sends (src + 2 dst) % 4 + 1 elements to rank dst, blocks end to end.
+  auto vcount = [](int src, int dst) { return static_cast<size_t>((src + 2 * dst) % 4 + 1); };
+  auto vdispl = [&](int src, int dst) {
+    size_t at = 0;
+    for (int q = 0; q < dst; ++q) at += vcount(src, q);
+    return at;
+  };
+  std::vector<size_t> scounts(nranks), sdispls(nranks), rcounts(nranks), rdispls(nranks);
+  size_t send_total = 0, recv_total = 0;
+  for (int q = 0; q < nranks; ++q) {
+    scounts[q] = vcount(rank, q), sdispls[q] = send_total, send_total += scounts[q];
+    rcounts[q] = vcount(q, rank), rdispls[q] = recv_total, recv_total += rcounts[q];
+  }
+  DeviceBuffer a_in(N * 4), a_out(N * 4), v_in(send_total * 4), v_out(recv_total * 4), r_in(n * 8),
+      r_out(n * 8), g_in(n * 4), g_out(N * 4), s_in(N * 4), s_out(n * 4);
+  Writer w_a{a_in.shadow(), DDL_FLOAT32, rank, N, 80},
+      w_v{v_in.shadow(), DDL_INT32, rank, send_total, 40},
+      w_r{r_in.shadow(), DDL_FLOAT64, rank, n, 40}, w_g{g_in.shadow(), DDL_INT32, rank, n, 40},
+      w_s{s_in.shadow(), DDL_FLOAT32, rank, rank == root ? N : 0, 40};
+  Reader r_a{a_out.shadow(), N * 4, {}}, r_v{v_out.shadow(), recv_total * 4, {}},
+      r_r{r_out.shadow(), n * 8, {}}, r_g{g_out.shadow(), N * 4, {}},
+      r_s{s_out.shadow(), n * 4, {}};
+  struct Step {
+    Writer *writer;
+    Reader *reader;
+    std::function<ddl_result_t()> call;
+    const char *name;
+  };
+  const std::vector<Step> steps = {
+      {&w_a, &r_a,
+       [&] {
+         return ddl_alltoall_stream(a_in.device(), a_out.device(), n, DDL_FLOAT32, comm, stream);
+       },
+       "alltoall"},
+      {&w_v, &r_v,
+       [&] {
+         return ddl_alltoallv_stream(v_in.device(), scounts.data(), sdispls.data(), v_out.device(),
+                                     rcounts.data(), rdispls.data(), DDL_INT32, comm, stream);
+       },
+       "alltoallv"},
+      {&w_r, &r_r,
+       [&] {
+         return ddl_reduce_stream(r_in.device(), r_out.device(), n, DDL_FLOAT64, DDL_SUM, root,
+                                  comm, stream);
+       },
+       "reduce"},
+      {&w_g, &r_g,
+       [&] {
+         return ddl_gather_stream(g_in.device(), g_out.device(), n, DDL_INT32, root, comm, stream);
+       },
+       "gather"},
+      {&w_s, &r_s,
+       [&] {
+         return ddl_scatter_stream(s_in.device(), s_out.device(), n, DDL_FLOAT32, root, comm,
+                                   stream);
+       },
+       "scatter"}};
+  for (const Step &step : steps) {
+    RANK_CHECK(cu.launch_host_func(stream, write_kernel, step.writer) == 0, "launch");
+    RANK_CHECK(step.call() == DDL_SUCCESS, "%s_stream: %s", step.name, ddl_comm_last_error(comm));
+    RANK_CHECK(step.writer->ran.load(), "%s_stream returned before the stream's earlier work ran",
+               step.name);
+    RANK_CHECK(cu.launch_host_func(stream, read_kernel, step.reader) == 0, "launch");
+  }
+  RANK_CHECK(cu.stream_synchronize(stream) == 0, "cuStreamSynchronize");
+  const unsigned char *alltoall = r_a.seen.data(), *v = r_v.seen.data(), *reduced = r_r.seen.data(),
+                      *g = r_g.seen.data(), *scattered = r_s.seen.data();
+  for (int q = 0; q < nranks; ++q) {
+    for (size_t i = 0; i < n; ++i) {
+      RANK_CHECK(load_value(DDL_FLOAT32, alltoall, q * n + i) ==
+                     input_value(DDL_FLOAT32, DDL_SUM, q, rank * n + i),
+                 "alltoall_stream block %d [%zu]", q, i);
+      if (rank == root)
+        RANK_CHECK(load_value(DDL_INT32, g, q * n + i) == input_value(DDL_INT32, DDL_SUM, q, i),
+                   "gather_stream block %d [%zu]", q, i);
+    }
+    for (size_t i = 0; i < rcounts[q]; ++i)
+      RANK_CHECK(load_value(DDL_INT32, v, rdispls[q] + i) ==
+                     input_value(DDL_INT32, DDL_SUM, q, vdispl(q, rank) + i),
+                 "alltoallv_stream block %d [%zu]", q, i);
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (rank == root)
+      RANK_CHECK(
+          load_value(DDL_FLOAT64, reduced, i) == expected_value(DDL_FLOAT64, DDL_SUM, nranks, i),
+          "reduce_stream [%zu]", i);
+    RANK_CHECK(load_value(DDL_FLOAT32, scattered, i) ==
+                   input_value(DDL_FLOAT32, DDL_SUM, root, rank * n + i),
+               "scatter_stream [%zu]", i);
+  }
+  RANK_CHECK(cu.stream_destroy(stream) == 0, "cuStreamDestroy");
+  return 0;
+}
+
 }  // namespace
 
 Test(device_streams, collectives_are_ordered_on_the_stream_2_ranks) {
@@ -172,6 +276,18 @@ Test(device_streams, one_rank_calls_are_queued_on_the_stream_alone) {
 Test(device_streams, collectives_are_ordered_on_the_stream_host_synchronous_3_ranks) {
   const std::string failures = run_ranks(3, ordered_on_the_stream, with_fake("1K", false, false));
   cr_assert(failures.empty(), "%s", failures.c_str());
+}
+
+// On 1-3 ranks, host-synchronous and asynchronous (where the allreduce family is queued):
+// these wait for the stream either way.
+Test(device_streams, rooted_and_alltoall_calls_follow_the_stream) {
+  for (int nranks : {1, 2, 3})
+    for (bool async : {false, true}) {
+      const std::string failures =
+          run_ranks(nranks, rooted_calls_follow_the_stream, with_fake("256", async, async));
+      cr_assert(failures.empty(), "%d ranks%s: %s", nranks, async ? ", asynchronous" : "",
+                failures.c_str());
+    }
 }
 
 // Across hosts the default is asynchronous (each rank its own DDL_HOST_ID: UCX between them);

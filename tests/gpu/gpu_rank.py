@@ -23,6 +23,7 @@ memory, in the ways ddl.h promises. Scenarios:
 Exit status 0 when every check passed; a failed check raises with what it was doing.
 """
 
+import contextlib
 import ctypes
 import os
 import secrets
@@ -316,6 +317,50 @@ def check_stream_order(comm):
     assert np.all(to_host(b) == 0), f"broadcast_stream: {to_host(b)[:4]}"
     assert np.array_equal(to_host(g), np.repeat(np.arange(n, dtype=np.float64), 7)), to_host(g)
     assert np.all(to_host(rs_out) == n), to_host(rs_out)
+    check_rooted_stream_calls(comm, stream)
+
+
+def check_rooted_stream_calls(comm, stream, device="cuda"):
+    """alltoall(v), reduce, gather and scatter on the stream (host-synchronous in every mode),
+    their inputs written on it after a sleep. device="cpu" with stream None: the same calls on
+    host memory on the default stream (to check this function's own logic without a GPU)."""
+    n, r = comm.size, comm.rank
+    on_stream = torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext()
+    with on_stream:
+        if stream is not None:
+            torch.cuda._sleep(20_000_000)
+        a_in = torch.arange(3 * n, dtype=torch.float32, device=device) + 100 * r
+        a_out = torch.zeros(3 * n, device=device)
+        v_in = torch.full((n * (n + 1) // 2,), float(r), device=device)  # j + 1 to rank j
+        v_out = torch.zeros((r + 1) * n, device=device)
+        red = torch.full((9,), float(r + 1), device=device)
+        gat = torch.zeros(4 * n, device=device)
+        mine = torch.full((4,), float(r), device=device)
+        sca_in = torch.arange(2 * n, dtype=torch.float32, device=device)
+        sca_out = torch.zeros(2, device=device)
+    on = stream.cuda_stream if stream is not None else 0
+    comm.stream_call("ddl_alltoall_stream", ptr(a_in), ptr(a_out), S(3), FLOAT32, stream=on)
+    sizes = (ctypes.c_size_t * n)(*[j + 1 for j in range(n)])
+    sdispls = (ctypes.c_size_t * n)(*[j * (j + 1) // 2 for j in range(n)])
+    rsizes = (ctypes.c_size_t * n)(*[r + 1] * n)
+    rdispls = (ctypes.c_size_t * n)(*[j * (r + 1) for j in range(n)])
+    comm.stream_call("ddl_alltoallv_stream", ptr(v_in), sizes, sdispls, ptr(v_out), rsizes,
+                     rdispls, FLOAT32, stream=on)
+    comm.stream_call("ddl_reduce_stream", ptr(red), ptr(red), S(9), FLOAT32, SUM, 0, stream=on)
+    comm.stream_call("ddl_gather_stream", ptr(mine), ptr(gat), S(4), FLOAT32, 0, stream=on)
+    comm.stream_call("ddl_scatter_stream", ptr(sca_in), ptr(sca_out), S(2), FLOAT32, 0, stream=on)
+    if stream is not None:
+        stream.synchronize()
+    want = np.concatenate([np.arange(3 * r, 3 * r + 3) + 100 * j for j in range(n)])
+    assert np.array_equal(to_host(a_out), want), f"alltoall_stream: {to_host(a_out)}"
+    assert np.array_equal(to_host(v_out), np.repeat(np.arange(n, dtype=np.float64), r + 1)), \
+        f"alltoallv_stream: {to_host(v_out)}"
+    if r == 0:
+        assert np.all(to_host(red) == n * (n + 1) / 2), f"reduce_stream: {to_host(red)}"
+        assert np.array_equal(to_host(gat), np.repeat(np.arange(n, dtype=np.float64), 4)), \
+            f"gather_stream: {to_host(gat)}"
+    assert np.array_equal(to_host(sca_out), [2 * r, 2 * r + 1]), \
+        f"scatter_stream: {to_host(sca_out)}"
 
 
 def check_refusals(comm):

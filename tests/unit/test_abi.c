@@ -83,6 +83,11 @@ static const char *const kStreamFunctions[] = {
     "ddl_broadcast_stream",
     "ddl_allgather_stream",
     "ddl_reduce_scatter_stream",
+    "ddl_alltoall_stream",
+    "ddl_alltoallv_stream",
+    "ddl_reduce_stream",
+    "ddl_gather_stream",
+    "ddl_scatter_stream",
 };
 
 /* libddl.so.0 of this build, as a framework would load it. */

@@ -324,6 +324,12 @@ class DdlBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs,
                                           std::vector<at::Tensor>& inputs,
                                           const c10d::AllToAllOptions& opts) override;
+  // alltoall_base's work, then `then` (the list form's copies out of its flat output).
+  c10::intrusive_ptr<c10d::Work> alltoall_flat(at::Tensor& output, at::Tensor& input,
+                                               const std::vector<int64_t>& outputSplitSizes,
+                                               const std::vector<int64_t>& inputSplitSizes,
+                                               const c10d::AllToAllOptions& opts,
+                                               std::function<void()> then);
   c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dstRank,
                                       int tag) override;
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int srcRank,

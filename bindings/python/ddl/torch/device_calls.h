@@ -17,13 +17,12 @@ inline c10::intrusive_ptr<c10d::Work> DdlBackend::run_on_stream(
         refused = c10::str(" mixes tensors on ", device, " and on ", t.device(),
                            ": pass every tensor of one call on one device");
   if (refused.empty() && (!call || !api_->stream_calls()))
-    refused = c10::str(" on ", device, " tensors needs a libddl with stream-ordered calls "
-                       "(ddl_allreduce_stream); rebuild ddl from a current checkout");
+    refused = c10::str(" on ", device, " tensors needs a libddl with its stream-ordered form "
+                       "(ddl_*_stream); rebuild ddl from a current checkout");
   if (refused.empty() && group_open_)
     refused = c10::str(" on ", device, " tensors after host calls (CPU tensors, or CUDA ones "
-                       "staged: alltoall, reduce, gather, scatter, send, recv) in one coalesced "
-                       "batch: ddl cannot group stream-ordered calls; issue them in a batch of "
-                       "their own");
+                       "staged: send, recv) in one coalesced batch: ddl cannot group "
+                       "stream-ordered calls; issue them in a batch of their own");
   if (!refused.empty()) {
     if (coalescing_) abandon_batch();
     TORCH_CHECK(false, "ddl backend: ", c10d::opTypeToString(type), refused);

@@ -5,8 +5,9 @@
 // CUDA's headers: one source for CPU-only and CUDA torch, built the same way on both.
 //
 // Two ways, as ProcessGroupNCCL and gloo do for what each supports:
-// - Stream-ordered (allreduce, broadcast, allgather, reduce_scatter: the calls libddl takes
-//   device memory for): each runs through libddl's *_stream call. A blocking one
+// - Stream-ordered (allreduce, broadcast, allgather, reduce_scatter, alltoall(v), reduce,
+//   gather, scatter): each runs through libddl's *_stream call (the last four host-synchronous
+//   in libddl's every mode). A blocking one
 //   (dist.all_reduce(t)) runs on the caller's current stream itself, which later work on it
 //   then follows, with no event of ours. An asynchronous one (async_op=True, DDP's buckets)
 //   runs on a side stream of the tensor's device that first waits for the caller's current
@@ -16,8 +17,8 @@
 //   isCompleted() polls it. Its tensors are recorded on the side stream in the caching
 //   allocator, so that their memory is not handed out again before the side stream has passed
 //   the call. How much the host waits is libddl's mode (ddl.h: host-synchronous by default).
-// - Staged (alltoall, reduce, gather, scatter, send and receive: libddl has no device path
-//   for them yet): the CUDA tensors are copied to pinned host memory after the caller's
+// - Staged (send and receive: libddl has no device path for them yet): the CUDA tensors are
+//   copied to pinned host memory after the caller's
 //   stream's earlier work, the host collective runs as for CPU tensors, and the results are
 //   copied back when it ends (at the call, or in the Work's wait). The host waits for the
 //   copies.

@@ -80,6 +80,13 @@ struct Api {
   int (*broadcast_stream)(void*, size_t, int, int, Comm, void*) = nullptr;
   int (*allgather_stream)(const void*, void*, size_t, int, Comm, void*) = nullptr;
   int (*reduce_scatter_stream)(const void*, void*, size_t, int, int, Comm, void*) = nullptr;
+  // Host-synchronous in every mode (ddl.h): alltoall(v), reduce, gather, scatter.
+  int (*alltoall_stream)(const void*, void*, size_t, int, Comm, void*) = nullptr;
+  int (*alltoallv_stream)(const void*, const size_t*, const size_t*, void*, const size_t*,
+                          const size_t*, int, Comm, void*) = nullptr;
+  int (*reduce_stream)(const void*, void*, size_t, int, int, int, Comm, void*) = nullptr;
+  int (*gather_stream)(const void*, void*, size_t, int, int, Comm, void*) = nullptr;
+  int (*scatter_stream)(const void*, void*, size_t, int, int, Comm, void*) = nullptr;
 
   bool stream_calls() const {
     return allreduce_stream && broadcast_stream && allgather_stream && reduce_scatter_stream;
@@ -145,6 +152,11 @@ struct Api {
     maybe(a.broadcast_stream, "ddl_broadcast_stream");
     maybe(a.allgather_stream, "ddl_allgather_stream");
     maybe(a.reduce_scatter_stream, "ddl_reduce_scatter_stream");
+    maybe(a.alltoall_stream, "ddl_alltoall_stream");
+    maybe(a.alltoallv_stream, "ddl_alltoallv_stream");
+    maybe(a.reduce_stream, "ddl_reduce_stream");
+    maybe(a.gather_stream, "ddl_gather_stream");
+    maybe(a.scatter_stream, "ddl_scatter_stream");
     return a;
   }
 
@@ -228,6 +240,14 @@ inline std::function<void()> all_of(std::vector<std::function<void()>> steps) {
   return [steps = std::move(steps)] {
     for (auto& s : steps) s();
   };
+}
+
+// A call's stream-ordered form for run(), where this libddl has it (`present`); else none,
+// and CUDA tensors are refused with the rebuild command (run_on_stream).
+template <class Fn, class Call>
+std::function<int(void*)> stream_call(Fn* present, Call call) {
+  if (!present) return nullptr;
+  return call;
 }
 
 // One flat tensor of `parts` laid end to end (a copy), for the list forms.

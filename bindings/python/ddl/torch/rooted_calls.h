@@ -1,7 +1,8 @@
 // DdlBackend's alltoall(v), send and receive, reduce, gather and scatter: the calls beyond
 // the allreduce family, each a nonblocking ddl call in a Work (or blocking when the caller
-// waits at once), CUDA tensors staged through pinned host memory (device_path.h). Included by
-// backend.cpp after the class.
+// waits at once). CUDA tensors go through libddl's stream-ordered forms of alltoall(v),
+// reduce, gather and scatter (device_path.h); those of send and receive are staged through
+// pinned host memory. Included by backend.cpp after the class.
 #pragma once
 
 namespace ddl_torch {
@@ -12,14 +13,13 @@ namespace ddl_torch {
 inline c10::intrusive_ptr<c10d::Work> DdlBackend::alltoall_base(
     at::Tensor& output, at::Tensor& input, std::vector<int64_t>& outputSplitSizes,
     std::vector<int64_t>& inputSplitSizes, const c10d::AllToAllOptions& opts) {
-  if (on_device(input) || on_device(output)) {
-    Staging staging;
-    staging.stage(input, true, false);
-    staging.stage(output, false, true);
-    return staged(staging, [&] {
-      return alltoall_base(output, input, outputSplitSizes, inputSplitSizes, opts);
-    });
-  }
+  return alltoall_flat(output, input, outputSplitSizes, inputSplitSizes, opts, nullptr);
+}
+
+inline c10::intrusive_ptr<c10d::Work> DdlBackend::alltoall_flat(
+    at::Tensor& output, at::Tensor& input, const std::vector<int64_t>& outputSplitSizes,
+    const std::vector<int64_t>& inputSplitSizes, const c10d::AllToAllOptions& opts,
+    std::function<void()> then) {
   need(api_->alltoall && api_->ialltoall && api_->ialltoallv, "alltoall");
   check_tensor(input, "all_to_all_single's input");
   check_tensor(output, "all_to_all_single's output");
@@ -57,12 +57,15 @@ inline c10::intrusive_ptr<c10d::Work> DdlBackend::alltoall_base(
   bool equal = true;
   for (int i = 0; i < size_; ++i)
     equal = equal && send_counts[i] == send_counts[0] && recv_counts[i] == send_counts[0];
+  back.push_back(std::move(then));
   if (equal) {
     const size_t n = send_counts[0];
     return run(
         c10d::OpType::ALLTOALL_BASE, opts.asyncOp, {output}, {in, out}, all_of(std::move(back)),
         [&] { return api_->alltoall(s, r, n, dt, comm_); },
-        [&](Req* q) { return api_->ialltoall(s, r, n, dt, comm_, q); });
+        [&](Req* q) { return api_->ialltoall(s, r, n, dt, comm_, q); },
+        stream_call(api_->alltoall_stream,
+                    [&](void* st) { return api_->alltoall_stream(s, r, n, dt, comm_, st); }));
   }
   // ddl copies the arrays at the call.
   std::vector<size_t> send_displs(size_), recv_displs(size_);
@@ -79,7 +82,11 @@ inline c10::intrusive_ptr<c10d::Work> DdlBackend::alltoall_base(
       [&](Req* q) {
         return api_->ialltoallv(s, send_counts.data(), send_displs.data(), r, recv_counts.data(),
                                 recv_displs.data(), dt, comm_, q);
-      });
+      },
+      stream_call(api_->alltoallv_stream, [&](void* st) {
+        return api_->alltoallv_stream(s, send_counts.data(), send_displs.data(), r,
+                                      recv_counts.data(), recv_displs.data(), dt, comm_, st);
+      }));
 }
 
 // The list form: tensor i of inputs to rank i, tensor i of outputs from rank i (any sizes).
@@ -94,18 +101,9 @@ inline c10::intrusive_ptr<c10d::Work> DdlBackend::alltoall(std::vector<at::Tenso
   at::Tensor in = flat_copy(inputs);
   at::Tensor out =
       at::empty({std::accumulate(out_splits.begin(), out_splits.end(), int64_t{0})}, in.options());
-  c10d::AllToAllOptions async_opts = opts;
-  async_opts.asyncOp = true;  // a Work to hang the copy-out on
-  auto work = alltoall_base(out, in, out_splits, in_splits, async_opts);
-  auto* w = dynamic_cast<DdlWork*>(work.get());
-  TORCH_CHECK(w, "ddl backend: all_to_all: internal error (no ddl Work)");
-  // The flat copy is contiguous: nothing else to do. On CUDA, on the caller's stream.
-  w->after = all_of({std::move(w->after), on_callers_stream(out, scatter_back(outputs, out))});
-  if (!opts.asyncOp && !coalescing_) {
-    w->wait(std::chrono::milliseconds(0));
-    return {};
-  }
-  return work;
+  // The flat output is contiguous: its blocks are copied into the caller's tensors after the
+  // call, on the stream the call ran on for CUDA tensors (run_on_stream).
+  return alltoall_flat(out, in, out_splits, in_splits, opts, scatter_back(outputs, out));
 }
 
 // ddl matches sends and receives per pair and tag in order, as gloo and MPI do. Tag 0 needs
@@ -181,11 +179,6 @@ inline c10::intrusive_ptr<c10d::Work> DdlBackend::recvAnysource(std::vector<at::
 
 inline c10::intrusive_ptr<c10d::Work> DdlBackend::reduce(std::vector<at::Tensor>& tensors,
                                                          const c10d::ReduceOptions& opts) {
-  if (!tensors.empty() && on_device(tensors[0])) {
-    Staging staging;
-    staging.stage(tensors, true, true);
-    return staged(staging, [&] { return reduce(tensors, opts); });
-  }
   need(api_->reduce && api_->ireduce, "reduce");
   TORCH_CHECK(tensors.size() == 1 && opts.rootTensor == 0,
               "ddl backend: reduce takes one tensor per process");
@@ -202,19 +195,15 @@ inline c10::intrusive_ptr<c10d::Work> DdlBackend::reduce(std::vector<at::Tensor>
   return run(
       c10d::OpType::REDUCE, opts.asyncOp, tensors, {buf}, all_of(std::move(back)),
       [&] { return api_->reduce(p, p, n, dt, op, root, comm_); },
-      [&](Req* q) { return api_->ireduce(p, p, n, dt, op, root, comm_, q); });
+      [&](Req* q) { return api_->ireduce(p, p, n, dt, op, root, comm_, q); },
+      stream_call(api_->reduce_stream,
+                  [&](void* st) { return api_->reduce_stream(p, p, n, dt, op, root, comm_, st); }));
 }
 
 // outputs[0] (on the root only) gets every rank's inputs[0], in rank order.
 inline c10::intrusive_ptr<c10d::Work> DdlBackend::gather(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::GatherOptions& opts) {
-  if (!inputs.empty() && on_device(inputs[0])) {
-    Staging staging;
-    staging.stage(inputs, true, false);
-    for (auto& o : outputs) staging.stage(o, false, true);
-    return staged(staging, [&] { return gather(outputs, inputs, opts); });
-  }
   need(api_->gather && api_->igather, "gather");
   TORCH_CHECK(inputs.size() == 1, "ddl backend: gather takes one input tensor per process");
   check_root(opts.rootRank, "gather");
@@ -241,19 +230,15 @@ inline c10::intrusive_ptr<c10d::Work> DdlBackend::gather(
       c10d::OpType::GATHER, opts.asyncOp, outs, {in, flat},
       flat.defined() ? scatter_back(outs, flat) : nullptr,
       [&] { return api_->gather(s, r, n, dt, root, comm_); },
-      [&](Req* q) { return api_->igather(s, r, n, dt, root, comm_, q); });
+      [&](Req* q) { return api_->igather(s, r, n, dt, root, comm_, q); },
+      stream_call(api_->gather_stream,
+                  [&](void* st) { return api_->gather_stream(s, r, n, dt, root, comm_, st); }));
 }
 
 // outputs[0] of every rank gets the root's inputs[0][rank].
 inline c10::intrusive_ptr<c10d::Work> DdlBackend::scatter(
     std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
     const c10d::ScatterOptions& opts) {
-  if (!outputs.empty() && on_device(outputs[0])) {
-    Staging staging;
-    staging.stage(outputs, false, true);
-    for (auto& i : inputs) staging.stage(i, true, false);
-    return staged(staging, [&] { return scatter(outputs, inputs, opts); });
-  }
   need(api_->scatter && api_->iscatter, "scatter");
   TORCH_CHECK(outputs.size() == 1, "ddl backend: scatter takes one output tensor per process");
   check_root(opts.rootRank, "scatter");
@@ -278,7 +263,9 @@ inline c10::intrusive_ptr<c10d::Work> DdlBackend::scatter(
   return run(
       c10d::OpType::SCATTER, opts.asyncOp, outputs, {out, flat}, all_of(std::move(back)),
       [&] { return api_->scatter(s, r, n, dt, root, comm_); },
-      [&](Req* q) { return api_->iscatter(s, r, n, dt, root, comm_, q); });
+      [&](Req* q) { return api_->iscatter(s, r, n, dt, root, comm_, q); },
+      stream_call(api_->scatter_stream,
+                  [&](void* st) { return api_->scatter_stream(s, r, n, dt, root, comm_, st); }));
 }
 
 }  // namespace ddl_torch
