@@ -39,19 +39,9 @@ def main(argv=None):
     os.dup2(devnull, sys.stdout.fileno())
     os.close(devnull)
     while not stop.wait(1.0):
-        if args.watch_pid and not _alive(args.watch_pid):
+        if args.watch_pid and not os.path.exists(f"/proc/{args.watch_pid}"):
             break
     del store
-
-
-def _alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 if __name__ == "__main__":
