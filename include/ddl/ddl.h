@@ -386,9 +386,8 @@ DDL_API ddl_result_t ddl_irecv_tag(void *buf, size_t count, ddl_datatype_t dtype
 
 /* ---- Device buffers and stream-ordered collectives (CUDA) -------------------------------
  *
- * Every collective takes CUDA device memory (cudaMalloc, also managed memory) as well as host
- * memory (send and recv do not yet: device buffers fail at the call with DDL_ERR_UNSUPPORTED):
- * ddl finds where each buffer is on every call (the CUDA driver,
+ * Every collective, send and receive takes CUDA device memory (cudaMalloc, also managed memory)
+ * as well as host memory: ddl finds where each buffer is on every call (the CUDA driver,
  * libcuda.so.1, is opened with dlopen at the first collective; without it every buffer is host
  * memory, and DDL_CUDA=0 makes that so; DDL_CUDA_LIBRARY names another driver library). The buffers
  * of one call must be of one kind: host and device buffers mixed fail with DDL_ERR_INVALID_ARGUMENT
@@ -397,9 +396,12 @@ DDL_API ddl_result_t ddl_irecv_tag(void *buf, size_t count, ddl_datatype_t dtype
  * rank), the device copies of one chunk overlapping the host collective of the next (the forms
  * with counts per rank in one chunk, the whole call); an allreduce
  * whose ranks all share one host reads its peers' device memory through CUDA IPC instead; there is
- * no GPUDirect RDMA path yet. Blocking calls return when the result is in the device buffer;
- * nonblocking ones when their request is done. The calling thread must have made CUDA current (the
- * buffers' context is used).
+ * no GPUDirect RDMA path yet. A send's or receive's device buffer goes through host memory of
+ * its own (the send's bytes copied out at the call, after the legacy default stream's work; the
+ * receive's copied in once its message has arrived, by the thread that completes it), and the
+ * two ranks of a message may each pass either kind. Blocking calls return when the result is in the
+ * device buffer; nonblocking ones when their request is done. The calling thread must have made
+ * CUDA current (the buffers' context is used).
  *
  * The _stream forms order the collective on a CUDA stream (a CUstream / cudaStream_t; NULL is
  * the default stream): the collective starts after the work queued on the stream before the

@@ -184,9 +184,12 @@ CallSignature signature_of(const CollectiveCall &call, uint32_t seq) {
   return signature;
 }
 
+// Sends and receives take device memory through a bounce buffer of their own
+// (point_to_point.h); every other call through lib/device's staging.
 Status locate_buffers(const CollectiveCall &call, device::PointerInfo *where) {
   DDL_RETURN_IF_ERROR(device::classify_call(call, where));
-  if (where->kind == device::MemoryKind::kDevice && !staged_on_device(call.collective))
+  if (where->kind == device::MemoryKind::kDevice && !staged_on_device(call.collective) &&
+      !is_point_to_point(call.collective))
     return unsupported("device buffers are not supported by %s yet: pass host memory",
                        collective_name(call.collective));
   return Status::Ok();

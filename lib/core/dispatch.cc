@@ -10,13 +10,17 @@
 namespace ddl {
 namespace {
 
-// send_recv: messages between two ranks, outside the collectives' sequence.
-bool send_recv_possible(const ddl_comm *, const CollectiveCall &call, const CallPlace &place) {
-  return is_point_to_point(call.collective) && !place.on_device();
+// send_recv: messages between two ranks, outside the collectives' sequence; device memory
+// through a bounce buffer of their own.
+bool send_recv_possible(const ddl_comm *, const CollectiveCall &call, const CallPlace &) {
+  return is_point_to_point(call.collective);
 }
-std::string why_send_recv(ddl_comm *, const CollectiveCall &, const CallPlace &) {
-  return "send_recv (matched per pair and tag in posting order, straight from the caller's "
-         "buffer: shared memory inside a host, UCX across hosts)";
+std::string why_send_recv(ddl_comm *, const CollectiveCall &, const CallPlace &place) {
+  return place.on_device() ? "send_recv (matched per pair and tag in posting order, through "
+                             "host memory: the device buffer copied out or in)"
+                           : "send_recv (matched per pair and tag in posting order, straight "
+                             "from the caller's buffer: shared memory inside a host, UCX "
+                             "across hosts)";
 }
 Status run_send_recv(ddl_comm *comm, const CollectiveCall &call, const CallPlace &) {
   return run_point_to_point(comm, {call});
@@ -36,8 +40,9 @@ Status run_cuda_ipc(ddl_comm *comm, const CollectiveCall &call, const CallPlace 
   return device::run_cuda_ipc(comm, call, place.where, place.from_stream);
 }
 
-bool staged_possible(const ddl_comm *, const CollectiveCall &, const CallPlace &place) {
-  return place.on_device();  // locate_buffers refused the calls without a device path
+bool staged_possible(const ddl_comm *, const CollectiveCall &call, const CallPlace &place) {
+  // locate_buffers refused the calls without a device path; send_recv takes the others.
+  return place.on_device() && !is_point_to_point(call.collective);
 }
 std::string why_staged(ddl_comm *comm, const CollectiveCall &call, const CallPlace &) {
   std::string why_not_ipc;

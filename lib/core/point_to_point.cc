@@ -2,6 +2,7 @@
 
 #include "lib/common/datatype.h"
 #include "lib/core/progress.h"
+#include "lib/device/bounce.h"
 
 namespace ddl {
 
@@ -28,6 +29,8 @@ struct PointToPointBatch::Transfer {
   uint32_t number = 0;  // the k-th of this direction, pair and tag (its sequence number)
   uint64_t ticket = 0;  // receives: the order they were posted in (ddl_comm::receives_posted)
   size_t bytes = 0;
+  // Device memory goes through host memory (lib/device/bounce.h); null for host memory.
+  std::unique_ptr<device::Bounce> bounce;
   bool posted = false;  // handed to the transport (a receive from any source: once found)
   bool seen = false;    // its completion was looked at
   TransferRequest request;
@@ -66,6 +69,7 @@ PointToPointBatch::PointToPointBatch(ddl_comm *comm, std::vector<CollectiveCall>
     t.call = &calls_[i];
     t.bytes = call_bytes(calls_[i]);
     t.peer = calls_[i].peer;
+    if (comm->device_buffers && !prepare_bounce(t)) return;
     if (t.call->collective == Collective::kRecv) t.ticket = comm->receives_posted++;
     if (t.peer == DDL_ANY_SOURCE) comm->any_source_open[t.call->tag].insert(t.ticket);
     if (t.peer == DDL_ANY_SOURCE || waits(t)) {
@@ -74,6 +78,18 @@ PointToPointBatch::PointToPointBatch(ddl_comm *comm, std::vector<CollectiveCall>
     }
     if (!post(t)) return;
   }
+}
+
+// A transfer of device memory goes through a bounce buffer in host memory, a send's filled
+// now. False when that copy failed (the batch has failed).
+bool PointToPointBatch::prepare_bounce(Transfer &t) {
+  const bool send = t.call->collective == Collective::kSend;
+  device::Bounce::of(send ? t.call->sendbuf : t.call->recvbuf, t.bytes, &t.bounce);
+  if (!t.bounce || !send) return true;
+  Status s = t.bounce->copy_from_device(comm_, t.call->sendbuf);
+  if (s.ok()) return true;
+  fail(s.prefix(strprintf("rank %d: ", comm_->rank) + t.name() + ": "), true);
+  return false;
 }
 
 // Whether a receive must wait for a receive from any source with its tag posted before it.
@@ -91,10 +107,11 @@ bool PointToPointBatch::post(Transfer &t) {
   t.number = (send ? comm_->pairs_sent : comm_->pairs_received)[{t.peer, call.tag}]++;
   const uint32_t seq = t.number & kNumberMask;
   Transport *transport = comm_->routes.get();
-  Status s = send ? transport->post_send(t.peer, seq, transport_tag(call), call.sendbuf, t.bytes,
-                                         &t.request)
-                  : transport->post_recv(t.peer, seq, transport_tag(call), call.recvbuf, t.bytes,
-                                         &t.request);
+  Status s =
+      send ? transport->post_send(t.peer, seq, transport_tag(call),
+                                  t.bounce ? t.bounce->host() : call.sendbuf, t.bytes, &t.request)
+           : transport->post_recv(t.peer, seq, transport_tag(call),
+                                  t.bounce ? t.bounce->host() : call.recvbuf, t.bytes, &t.request);
   if (!s.ok()) {
     fail(s.prefix(strprintf("rank %d: ", comm_->rank) + t.name() + ": "), true);
     return false;
@@ -176,6 +193,13 @@ bool PointToPointBatch::poll() {
                          where().c_str(), t.peer, t.request.received, t.bytes),
            true);
       return true;
+    }
+    if (t.bounce) {
+      Status s = t.bounce->copy_to_device(comm_, t.call->recvbuf);
+      if (!s.ok()) {
+        fail(s.prefix(where() + ": "), false);
+        return true;
+      }
     }
     if (t.call->source) *t.call->source = t.peer;
   }

@@ -11,7 +11,9 @@
 // the receiver (its size check) and the receiver tells everyone, as for mismatched
 // collectives. The messages leave straight from
 // the caller's buffer: shared memory's cells inside a host, UCX across hosts (rendezvous for
-// large ones: no copy into a bounce buffer).
+// large ones: no copy into a bounce buffer); device memory through a buffer in host memory
+// (lib/device/bounce.h), a send's copied out when it is posted, a receive's copied in when
+// it has arrived, on the thread that polls the batch.
 //
 // A batch (one call, or a group's sends and receives) is posted at once and then polled. The
 // progress thread keeps its batches in flight while it runs later jobs, so an isend and an irecv
@@ -45,6 +47,7 @@ class PointToPointBatch {
 
  private:
   struct Transfer;
+  bool prepare_bounce(Transfer &t);
   bool post(Transfer &t);
   bool waits(const Transfer &t) const;
   bool post_waiting();

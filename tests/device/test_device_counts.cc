@@ -5,6 +5,7 @@
 // not, 2 and 3 ranks, blocking and nonblocking, against values each rank can compute.
 #include <criterion/criterion.h>
 
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -190,6 +191,50 @@ int every_form(ddl_comm_t comm, int rank, int nranks) {
   return 0;
 }
 
+// Sends and receives of device memory go through host memory (lib/device/bounce.h): a ring
+// of isend/irecv between device buffers; a tagged send from device memory into a receive of
+// host memory; a receive from any source into device memory.
+int device_sends_and_receives(ddl_comm_t comm, int rank, int nranks) {
+  FakeCuda::get();
+  const size_t n = 1001;
+  const int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
+  DeviceBuffer out(n * 4), in(n * 4);
+  fill_inputs(DDL_FLOAT32, DDL_SUM, rank, out.shadow(), n);
+  memset(in.shadow(), 0xee, n * 4);
+  ddl_request_t send = nullptr, recv = nullptr;
+  RANK_OK(ddl_irecv(in.device(), n, DDL_FLOAT32, prev, comm, &recv));
+  RANK_OK(ddl_isend(out.device(), n, DDL_FLOAT32, next, comm, &send));
+  RANK_CHECK(ddl_wait(send) == DDL_SUCCESS && ddl_wait(recv) == DDL_SUCCESS, "%s",
+             ddl_comm_last_error(nullptr));
+  for (size_t i = 0; i < n; ++i)
+    RANK_CHECK(
+        load_value(DDL_FLOAT32, in.shadow(), i) == input_value(DDL_FLOAT32, DDL_SUM, prev, i),
+        "ring: [%zu] from rank %d", i, prev);
+  std::vector<double> host(n, -1);
+  DeviceBuffer dev(n * 8);
+  if (rank == 0) {
+    fill_inputs(DDL_FLOAT64, DDL_SUM, 0, dev.shadow(), n);
+    RANK_OK(ddl_send_tag(dev.device(), n, DDL_FLOAT64, 1, 7, comm));
+    memset(dev.shadow(), 0xee, n * 8);
+    int source = -1;
+    RANK_OK(ddl_recv_tag(dev.device(), n, DDL_FLOAT64, DDL_ANY_SOURCE, 8, comm, &source));
+    RANK_CHECK(source == 1, "any source: from rank %d", source);
+    for (size_t i = 0; i < n; ++i)
+      RANK_CHECK(
+          load_value(DDL_FLOAT64, dev.shadow(), i) == input_value(DDL_FLOAT64, DDL_SUM, 1, i),
+          "any source into device memory [%zu]", i);
+  } else if (rank == 1) {
+    RANK_OK(ddl_recv_tag(host.data(), n, DDL_FLOAT64, 0, 7, comm, nullptr));
+    for (size_t i = 0; i < n; ++i)
+      RANK_CHECK(host[i] == input_value(DDL_FLOAT64, DDL_SUM, 0, i), "device to host [%zu]: %g", i,
+                 host[i]);
+    fill_inputs(DDL_FLOAT64, DDL_SUM, 1, reinterpret_cast<unsigned char *>(host.data()), n);
+    RANK_OK(ddl_send_tag(host.data(), n, DDL_FLOAT64, 0, 8, comm));
+  }
+  // The communicator goes on, with device memory in its collectives too.
+  return check_alltoallv(comm, rank, nranks, DDL_FLOAT32, false, false);
+}
+
 }  // namespace
 
 Test(device_counts, every_form_on_2_ranks) {
@@ -203,23 +248,9 @@ Test(device_counts, every_form_on_3_ranks_with_slow_copies) {
   cr_assert(failures.empty(), "%s", failures.c_str());
 }
 
-Test(device_counts, send_and_receive_of_device_memory_are_refused_with_the_reason) {
-  const std::string failures = run_ranks(
-      2,
-      [](ddl_comm_t comm, int rank, int nranks) {
-        FakeCuda::get();
-        DeviceBuffer dev(64 * 4);
-        const int peer = (rank + 1) % nranks;
-        ddl_result_t r = rank == 0 ? ddl_send(dev.device(), 64, DDL_FLOAT32, peer, comm)
-                                   : ddl_recv(dev.device(), 64, DDL_FLOAT32, peer, comm);
-        RANK_CHECK(r == DDL_ERR_UNSUPPORTED, "%s", ddl_result_string(r));
-        const char *why = ddl_comm_last_error(comm);
-        RANK_CHECK(contains(why, rank == 0 ? "send" : "recv") &&
-                       contains(why, "device buffers are not supported"),
-                   "%s", why);
-        // The communicator goes on, with device memory where it is taken.
-        return check_alltoallv(comm, rank, nranks, DDL_FLOAT32, false, false);
-      },
-      with_fake(nullptr));
-  cr_assert(failures.empty(), "%s", failures.c_str());
+Test(device_counts, send_and_receive_take_device_memory) {
+  for (int nranks : {2, 3}) {
+    const std::string failures = run_ranks(nranks, device_sends_and_receives, with_fake(nullptr));
+    cr_assert(failures.empty(), "%d ranks: %s", nranks, failures.c_str());
+  }
 }

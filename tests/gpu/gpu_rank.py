@@ -36,7 +36,7 @@ import time
 import numpy as np
 import torch
 
-SUCCESS, INVALID_ARGUMENT, UNSUPPORTED = 0, 1, 7
+SUCCESS, INVALID_ARGUMENT = 0, 1
 DTYPES = {  # ddl_datatype_t -> torch dtype
     0: torch.int8, 1: torch.uint8, 2: torch.int32, 3: torch.uint32, 4: torch.int64,
     5: torch.uint64, 6: torch.float16, 7: torch.bfloat16, 8: torch.float32, 9: torch.float64,
@@ -363,15 +363,42 @@ def check_rooted_stream_calls(comm, stream, device="cuda"):
         f"scatter_stream: {to_host(sca_out)}"
 
 
+def check_send_recv(comm, device="cuda"):
+    """Device memory in sends and receives (through host memory in libddl): a ring of
+    isend/irecv between device buffers, then rank 0's device buffer to rank 1's host memory.
+    device="cpu": the same on host memory (to check this function's own logic)."""
+    n, r = comm.size, comm.rank
+    nxt, prv = (r + 1) % n, (r - 1) % n
+    out = torch.arange(1 << 20, dtype=torch.float32, device=device) + r
+    got = torch.zeros_like(out)
+    if device == "cuda":
+        torch.cuda.synchronize()
+    recv, send = P(), P()
+    for name, buf, peer, req in (("ddl_irecv", got, prv, recv), ("ddl_isend", out, nxt, send)):
+        rc = getattr(LIB, name)(ptr(buf), S(buf.numel()), FLOAT32, peer, comm.handle,
+                                ctypes.byref(req))
+        if rc != SUCCESS:
+            raise RuntimeError(f"{name}: {comm.error()}")
+    for req in (send, recv):
+        comm.call("ddl_wait", req, comm=False)
+        LIB.ddl_request_free(req)
+    want = np.arange(1 << 20, dtype=np.float64) + prv
+    assert np.array_equal(to_host(got), want), f"ring from rank {prv}: {to_host(got)[:4]}"
+    if n > 1 and r < 2:
+        host = np.zeros(1000, dtype=np.float32)
+        if r == 0:
+            comm.call("ddl_send", ptr(out), S(1000), FLOAT32, 1)
+        else:
+            comm.call("ddl_recv", P(host.ctypes.data), S(1000), FLOAT32, 0)
+            assert np.array_equal(host, np.arange(1000)), f"device to host: {host[:4]}"
+
+
 def check_refusals(comm):
     host = np.zeros(64, dtype=np.float32)
     dev = torch.zeros(64, device="cuda")
     comm.call("ddl_allreduce", P(host.ctypes.data), ptr(dev), S(64), FLOAT32, SUM,
               expect=INVALID_ARGUMENT)
     words = comm.error()
-    # A call that takes no device memory yet (a send): refused with the reason, at the call.
-    comm.call("ddl_send", ptr(dev), S(64), FLOAT32, (comm.rank + 1) % comm.size,
-              expect=UNSUPPORTED)
     # The communicator goes on.
     x = torch.ones(64, device="cuda")
     comm.call("ddl_allreduce", ptr(x), ptr(x), S(64), FLOAT32, SUM)
@@ -386,10 +413,11 @@ def scenario_check():
     checked = check_collectives(comm, [1, 31, 4099, 1000003])
     check_nonblocking(comm)
     check_stream_order(comm)
+    check_send_recv(comm)
     words = check_refusals(comm)
     if comm.rank == 0:
         print(f"gpu check: {comm.size} ranks, {checked} device collectives equal to the float64 "
-              f"reference, nonblocking, stream order, refusals ('{words[:160]}') "
+              f"reference, nonblocking, stream order, send/recv, refusals ('{words[:160]}') "
               f"in {time.monotonic() - t0:.1f} s", flush=True)
     LIB.ddl_comm_destroy(comm.handle)
 

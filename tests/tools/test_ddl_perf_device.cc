@@ -101,7 +101,8 @@ Test(ddl_perf_device, stream_ordered_calls_in_both_modes) {
       {"two hosts", {"/bin/sh", "-c", "DDL_HOST_ID=host$DDL_RANK exec \"$0\" \"$@\""}},
   };
   for (const Mode &mode : modes) {
-    for (const char *collective : {"allreduce", "reduce_scatter", "allgather", "broadcast"}) {
+    for (const char *collective : {"allreduce", "reduce_scatter", "allgather", "broadcast",
+                                   "alltoall", "reduce", "gather", "scatter"}) {
       std::vector<std::string> argv = {
           "/usr/bin/env", "DDL_CUDA_LIBRARY=" + kFake, kDdlrun, "-n", "2", "--timeout", "120"};
       argv.insert(argv.end(), mode.prefix.begin(), mode.prefix.end());
@@ -119,31 +120,9 @@ Test(ddl_perf_device, stream_ordered_calls_in_both_modes) {
   }
 }
 
-// The calls without device support yet (ddl.h) are N/A rows, with ddl's reason on stderr a few
-// times per rank rather than at every size, and a footer that does not claim "0 OK".
-Test(ddl_perf_device, calls_without_device_support_are_n_a_and_say_why_a_few_times) {
-  for (const char *collective : {"sendrecv"}) {
-    const RunResult r = run_perf(kFake, 2, {"-C", collective, "-b", "8", "-e", "1M", "-f", "8"});
-    cr_assert(r.finished && r.exit_status == 0, "%s: exit %d\nstdout:\n%s\nstderr:\n%s", collective,
-              r.exit_status, r.out.c_str(), r.err.c_str());
-    const auto rows = ddltest::perf_rows(r.out);
-    cr_assert_eq(rows.size(), 6u, "%s", r.out.c_str());  // 8 B .. 256 KB
-    for (const auto &row : rows) {
-      cr_assert(row[5] == "N/A" && row[9] == "N/A", "%s: a measured row:\n%s", collective,
-                r.out.c_str());
-    }
-    cr_assert(contains(r.out, "# Out of bounds values : N/A (nothing was checked"), "%s",
-              r.out.c_str());
-    const std::string why = "device buffers are not supported by";
-    size_t logged = 0;
-    for (size_t at = r.err.find(why); at != std::string::npos; at = r.err.find(why, at + 1)) {
-      ++logged;
-    }
-    // Per rank: the warm-up's call at the largest and at the smallest size, the first in-place
-    // call; not one per size and mode (2 + 2 x 6).
-    cr_assert(logged >= 2 && logged <= 6, "%s: ddl's reason %zu times:\n%s", collective, logged,
-              r.err.c_str());
-  }
+// sendrecv (grouped ddl_send/ddl_recv) moves device memory too, checked like the others.
+Test(ddl_perf_device, sendrecv_moves_device_memory) {
+  expect_clean(run_perf(kFake, 2, {"-C", "sendrecv", "-b", "8", "-e", "1M", "-f", "8"}), 6);
 }
 
 Test(ddl_perf_device, a_chosen_gpu_and_a_missing_one) {
@@ -178,8 +157,9 @@ Test(ddl_perf_device, option_errors) {
       {{"-D", "1"}, "-D 1 chooses a GPU for -G, which is not given"},
       {{"-G", "-D", "gpu0"}, "-D wants a GPU number (0, 1, ...), not 'gpu0'"},
       {{"-S"}, "-S (stream-ordered calls) runs on GPU buffers: give -G too"},
-      {{"-G", "-S", "-C", "alltoall"},
-       "-S: only allreduce, broadcast, allgather and reduce_scatter have stream-ordered forms"},
+      {{"-G", "-S", "-C", "scan"},
+       "-S: barrier, scan, exscan and sendrecv have no stream-ordered forms (allreduce, "
+       "broadcast, allgather, reduce_scatter, alltoall, reduce, gather and scatter do)"},
   };
   for (const Case &c : cases) {
     std::vector<std::string> argv = {kDdlPerf};

@@ -5,7 +5,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <string>
 
 #include "ddl/ddl.h"
@@ -28,8 +27,8 @@ void report_failure(int rank, const std::string &what, ddl_result_t result) {
 
 class DdlBackend : public ddl_perf::CollectiveBackend {
  public:
-  // stream_ordered (-S): allreduce, broadcast, allgather and reduce_scatter through their
-  // *_stream forms on the default stream.
+  // stream_ordered (-S): the collectives with *_stream forms through them, on the default
+  // stream.
   DdlBackend(ddl_comm_t comm, bool stream_ordered) : comm_(comm), stream_(stream_ordered) {
     check(ddl_comm_rank(comm_, &rank_), "ddl_comm_rank");
     check(ddl_comm_size(comm_, &nranks_), "ddl_comm_size");
@@ -89,20 +88,24 @@ class DdlBackend : public ddl_perf::CollectiveBackend {
         result = ddl_barrier(comm_);
         break;
       case ddl_perf::Collective::kAlltoall:
-        call = "ddl_alltoall";
-        result = ddl_alltoall(send, recv, count, dtype, comm_);
+        call = stream_ ? "ddl_alltoall_stream" : "ddl_alltoall";
+        result = stream_ ? ddl_alltoall_stream(send, recv, count, dtype, comm_, nullptr)
+                         : ddl_alltoall(send, recv, count, dtype, comm_);
         break;
       case ddl_perf::Collective::kReduce:
-        call = "ddl_reduce";
-        result = ddl_reduce(send, recv, count, dtype, op, root, comm_);
+        call = stream_ ? "ddl_reduce_stream" : "ddl_reduce";
+        result = stream_ ? ddl_reduce_stream(send, recv, count, dtype, op, root, comm_, nullptr)
+                         : ddl_reduce(send, recv, count, dtype, op, root, comm_);
         break;
       case ddl_perf::Collective::kGather:
-        call = "ddl_gather";
-        result = ddl_gather(send, recv, count, dtype, root, comm_);
+        call = stream_ ? "ddl_gather_stream" : "ddl_gather";
+        result = stream_ ? ddl_gather_stream(send, recv, count, dtype, root, comm_, nullptr)
+                         : ddl_gather(send, recv, count, dtype, root, comm_);
         break;
       case ddl_perf::Collective::kScatter:
-        call = "ddl_scatter";
-        result = ddl_scatter(send, recv, count, dtype, root, comm_);
+        call = stream_ ? "ddl_scatter_stream" : "ddl_scatter";
+        result = stream_ ? ddl_scatter_stream(send, recv, count, dtype, root, comm_, nullptr)
+                         : ddl_scatter(send, recv, count, dtype, root, comm_);
         break;
       case ddl_perf::Collective::kScan:
         call = "ddl_scan";
@@ -146,10 +149,9 @@ class DdlBackend : public ddl_perf::CollectiveBackend {
 
   // nccl-tests' sendrecv: to the next rank, from the previous, in one group.
   ddl_result_t send_recv(const void *send, void *recv, size_t count, ddl_datatype_t dtype) {
-    if (nranks_ == 1) {  // nccl-tests sends to itself; ddl has no send to oneself
-      std::memcpy(recv, send, count * ddl_datatype_size(dtype));
-      return DDL_SUCCESS;
-    }
+    // nccl-tests sends to itself; ddl has no send to oneself, and a one-rank alltoall is the
+    // same copy (of device memory too, with -G).
+    if (nranks_ == 1) return ddl_alltoall(send, recv, count, dtype, comm_);
     const int to = (rank_ + 1) % nranks_, from = (rank_ + nranks_ - 1) % nranks_;
     ddl_group_start();
     ddl_result_t r = ddl_send(send, count, dtype, to, comm_);

@@ -137,7 +137,7 @@ Run one process per rank (ddlrun -n N, mpirun -np N).
   -S, --stream             with -G: the stream-ordered calls (ddl_allreduce_stream, ...) on
                            the default stream, timed as nccl-tests times its calls: the -n
                            calls queued, then the stream synchronized (allreduce, broadcast,
-                           allgather and reduce_scatter)
+                           allgather, reduce_scatter, alltoall, reduce, gather, scatter)
   -h, --help               this text
 
 Columns (nccl-tests'; the header's legend line says them for the collective measured):
@@ -313,10 +313,11 @@ ParseOutcome parse_perf_options(int argc, char **argv, PerfOptions *options, std
     return ParseOutcome::kError;
   }
   const Collective c = options->collective;
-  if (options->stream && c != Collective::kAllreduce && c != Collective::kBroadcast &&
-      c != Collective::kAllgather && c != Collective::kReduceScatter) {
+  if (options->stream && (c == Collective::kBarrier || c == Collective::kScan ||
+                          c == Collective::kExscan || c == Collective::kSendRecv)) {
     *error =
-        "-S: only allreduce, broadcast, allgather and reduce_scatter have stream-ordered forms";
+        "-S: barrier, scan, exscan and sendrecv have no stream-ordered forms (allreduce, "
+        "broadcast, allgather, reduce_scatter, alltoall, reduce, gather and scatter do)";
     return ParseOutcome::kError;
   }
   if (options->min_bytes > options->max_bytes) {
