@@ -63,7 +63,7 @@ def torch_env_from_launcher(env=os.environ):
         start_store_process(env)
 
 
-def start_store_process(env):
+def start_store_process(env, watch_pid=None):
     """DDL_TORCH_STORE=process: under mpirun and srun no launcher of ddl's hosts torch's store,
     so env:// puts it in rank 0's process, and a shrink after rank 0's death stalls on it
     (torch's shrink_group clones the store). With this setting every rank uses the store as a
@@ -71,22 +71,24 @@ def start_store_process(env):
     the rank that will be 0 starts it first, in a process of its own in a session of its own
     (`python -m ddl.torch.store`), which serves until the launcher's process that started rank
     0 (Open MPI's daemon, Slurm's step daemon) ends: the job's end, not rank 0's. When the store
-    process cannot start, rank 0 hosts the store itself, with a warning."""
+    process cannot start, rank 0 hosts the store itself, with a warning. Returns the store
+    process (rank 0, started) or None. watch_pid: the process whose end ends the store (default
+    this one's parent, the launcher's)."""
     mode = env.get("DDL_TORCH_STORE", "")
     if mode in ("", "rank0"):
-        return
+        return None
     if mode != "process":
         warnings.warn(f"ddl: ignoring DDL_TORCH_STORE={mode}: expected process or rank0",
                       RuntimeWarning)
-        return
+        return None
     env["TORCHELASTIC_USE_AGENT_STORE"] = "True"
     if env.get("RANK") != "0":
-        return
+        return None
     child_env = dict(env)
     for var in ("DDL_TORCH_STORE", "TORCHELASTIC_USE_AGENT_STORE"):
         child_env.pop(var, None)  # the store's own `import torch` must not start another
     cmd = [sys.executable, "-m", "ddl.torch.store", "--port", env["MASTER_PORT"], "--host",
-           env["MASTER_ADDR"], "--watch-pid", str(os.getppid())]
+           env["MASTER_ADDR"], "--watch-pid", str(watch_pid or os.getppid())]
     # Its stderr goes to a file without a name, not to the launcher's pipe: a launcher waits
     # for the end of its ranks' output, which a store outliving them would hold open.
     errors = tempfile.TemporaryFile()
@@ -100,11 +102,13 @@ def start_store_process(env):
             errors.seek(0)
             said = errors.read().decode(errors="replace").strip().splitlines()[-3:]
             raise RuntimeError(f"exit status {store.wait()}: {' '.join(said) or 'no output'}")
+        return store
     except (OSError, RuntimeError) as e:
         env.pop("TORCHELASTIC_USE_AGENT_STORE", None)
         warnings.warn(f"ddl: DDL_TORCH_STORE=process: could not start torch's store process "
                       f"({e}); rank 0 hosts the store, so losing it stalls a shrink",
                       RuntimeWarning)
+        return None
     finally:
         errors.close()
 
