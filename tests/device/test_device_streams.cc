@@ -220,6 +220,14 @@ int rooted_calls_follow_the_stream(ddl_comm_t comm, int rank, int nranks) {
                                    stream);
        },
        "scatter"}};
+  // First an allreduce, queued to the progress thread in the asynchronous mode: the calls
+  // after it wait for it through the stream.
+  DeviceBuffer ar(n * 4);
+  Writer w_ar{ar.shadow(), DDL_FLOAT32, rank, n, 60};
+  Reader r_ar{ar.shadow(), n * 4, {}};
+  RANK_CHECK(cu.launch_host_func(stream, write_kernel, &w_ar) == 0, "launch");
+  RANK_OK(ddl_allreduce_stream(ar.device(), ar.device(), n, DDL_FLOAT32, DDL_SUM, comm, stream));
+  RANK_CHECK(cu.launch_host_func(stream, read_kernel, &r_ar) == 0, "launch");
   for (const Step &step : steps) {
     RANK_CHECK(cu.launch_host_func(stream, write_kernel, step.writer) == 0, "launch");
     RANK_CHECK(step.call() == DDL_SUCCESS, "%s_stream: %s", step.name, ddl_comm_last_error(comm));
@@ -245,6 +253,9 @@ int rooted_calls_follow_the_stream(ddl_comm_t comm, int rank, int nranks) {
                  "alltoallv_stream block %d [%zu]", q, i);
   }
   for (size_t i = 0; i < n; ++i) {
+    RANK_CHECK(load_value(DDL_FLOAT32, r_ar.seen.data(), i) ==
+                   expected_value(DDL_FLOAT32, DDL_SUM, nranks, i),
+               "allreduce_stream before them [%zu]", i);
     if (rank == root)
       RANK_CHECK(
           load_value(DDL_FLOAT64, reduced, i) == expected_value(DDL_FLOAT64, DDL_SUM, nranks, i),
