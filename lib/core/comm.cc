@@ -434,7 +434,7 @@ Status create_comm(const BootstrapOptions &options, const CommConfig &config, dd
   DDL_RETURN_IF_ERROR(exchange_placements(comm.get()));
   DDL_RETURN_IF_ERROR(make_transport(comm.get(), source));
   DDL_RETURN_IF_ERROR(connect_shm(comm.get()));
-  DDL_RETURN_IF_ERROR(connect_rails(comm.get()));
+  DDL_RETURN_IF_ERROR(connect_rails(comm.get(), source));
   comm->carriers = comm->routes->carriers();
   DDL_RETURN_IF_ERROR(connect_cma(comm.get()));
   choose_single_copy_tier(comm.get());

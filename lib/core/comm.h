@@ -52,6 +52,9 @@ struct ddl_comm {
   bool gave_connections = false;
   std::unique_ptr<ddl::ShmTransport> shm;       // peers on this host, when it works here
   std::unique_ptr<ddl::NetworkTransport> rail;  // this rank's own NIC (lib/core/rails.h), or null
+  std::string rail_nic;                         // its NIC's name, when there is one
+  std::vector<int> rail_of;                     // by rank: the rail it drives (rails_in_use > 1)
+  bool kept_parent_rail = false;                // rail is the shrunk-from communicator's (subset)
   std::vector<std::string> rdma_rails;          // this host's RDMA NICs (lib/core/rails.h)
   // The rails every rank drives (1: none), the same on every rank: what the cost models are
   // told a host's ranks share between hosts (CollectiveArgs::rails).

@@ -64,11 +64,13 @@ std::function<Status()> watch_members(ddl_comm *comm, std::vector<int> members, 
 
 // The shrunk communicator took over comm's connections: comm lets go of them before the
 // shrink returns, for the new one may drive them from another thread from then on.
-void give_connections(ddl_comm *comm, int new_rank, int new_size) {
+void give_connections(ddl_comm *comm, const ddl_comm *shrunk) {
   detach_requests(comm);
-  comm->transport->retire(
+  const std::string why =
       strprintf("went to the communicator shrunk from it (rank %d of %d there): use that one",
-                new_rank, new_size));
+                shrunk->rank, shrunk->nranks);
+  comm->transport->retire(why);
+  if (shrunk->kept_parent_rail) comm->rail->retire(why);
   comm->gave_connections = true;
 }
 
@@ -153,10 +155,12 @@ Status shrink_comm(ddl_comm *comm, const std::vector<int> &exclude, ddl_comm **o
     source.members = members;
     s = create_comm(options, config, out, source);
     if (s.ok()) {
-      if ((*out)->kept_parent_connections) give_connections(comm, options.rank, options.nranks);
+      if ((*out)->kept_parent_connections) give_connections(comm, *out);
       DDL_INFO("shrink: rank %d of %d in the new communicator of %zu (failed: %s; %s), %.3f s",
                options.rank, options.nranks, members.size(), rank_list(decision.failed).c_str(),
-               (*out)->kept_parent_connections ? "connections kept" : "new connections",
+               (*out)->kept_parent_rail          ? "connections and rail kept"
+               : (*out)->kept_parent_connections ? "connections kept"
+                                                 : "new connections",
                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
       return Status::Ok();
     }

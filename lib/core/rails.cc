@@ -219,7 +219,33 @@ RailPlan plan_rails(const std::vector<RailOffer> &offers, const std::vector<std:
   return plan_by_network(offers);
 }
 
-Status connect_rails(ddl_comm *comm) {
+// A shrink keeps the parent's rail when every rank drives the NIC it drove there (the rails
+// follow the GPUs, or each rank's place on its host, which a shrink may change) and its rail
+// transport can serve the new communicator's members. Every rank takes the same branch.
+Status keep_parent_rail(ddl_comm *comm, const TransportSource &source, const std::string &nic,
+                        const std::vector<int> &rail_of, const std::vector<bool> &via_rail,
+                        bool *kept) {
+  *kept = false;
+  const ddl_comm *parent = source.parent;
+  // Only with the main transport's connections (the same on every rank): the parent gives up
+  // both at once (lib/core/elastic.cc).
+  bool mine = comm->kept_parent_connections && parent->rail && parent->rail_nic == nic &&
+              parent->rail->can_subset(source.members);
+  for (int r = 0; mine && r < comm->nranks; ++r)
+    mine = parent->rail_of[source.members[r]] == rail_of[r];
+  std::vector<std::string> verdicts;
+  Status s = comm->bootstrap->allgather(mine ? "1" : "0", &verdicts);
+  if (!s.ok()) return s.prefix("agreeing on keeping the rails: ");
+  if (!std::all_of(verdicts.begin(), verdicts.end(), [](const std::string &v) { return v == "1"; }))
+    return Status::Ok();
+  DDL_RETURN_IF_ERROR(parent->rail->subset(comm->rank, source.members, &comm->rail));
+  comm->rails_in_use = parent->rails_in_use;
+  comm->routes->add_rail(comm->rail.get(), via_rail);
+  *kept = true;
+  return Status::Ok();
+}
+
+Status connect_rails(ddl_comm *comm, const TransportSource &source) {
   const std::string setting = env_string("DDL_RAILS");
   if (setting == "none") return Status::Ok();
   const topo::Tier &hosts = comm->tiers.at(topo::TierLevel::kHost);
@@ -268,6 +294,22 @@ Status connect_rails(ddl_comm *comm) {
           ? strprintf("closest to this rank's GPU %s, path %s", comm->gpu_rail.gpu.c_str(),
                       topo::path_type_name(comm->gpu_rail.path.type))
           : strprintf("local index %d of its host", comm->host_index[comm->rank]);
+  comm->rail_nic = nic;
+  comm->rail_of = rail_of;
+  if (source.parent) {
+    // Every rank of the parent had a rail on this plan, or keeping fails on some rank.
+    std::vector<bool> via_rail(comm->nranks, false);
+    for (int r = 0; r < comm->nranks; ++r)
+      via_rail[r] =
+          rail_of[r] == rail_of[comm->rank] && hosts.group_of[r] != hosts.group_of[comm->rank];
+    DDL_RETURN_IF_ERROR(
+        keep_parent_rail(comm, source, nic, rail_of, via_rail, &comm->kept_parent_rail));
+    if (comm->kept_parent_rail) {
+      DDL_INFO("rail %d of %zu: NIC %s kept from the communicator shrunk from", rail_of[comm->rank],
+               rails, nic.c_str());
+      return Status::Ok();
+    }
+  }
   NetworkOptions options;
   options.net_device = nic;
   options.heartbeats = false;  // the main transport watches every peer

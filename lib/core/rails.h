@@ -56,7 +56,11 @@ struct RailPlan {
 // listed: DDL_RAILS's names (every rank the same list), or empty for every NIC in common.
 RailPlan plan_rails(const std::vector<RailOffer> &offers, const std::vector<std::string> &listed);
 
+struct TransportSource;  // lib/core/comm.h
+
 // Connects this rank's rail, if the plan has rails and the job spans several hosts. Collective.
-Status connect_rails(ddl_comm *comm);
+// A shrink's communicator (source.parent) keeps the parent's rails where every rank drives the
+// same NIC as there and every connection it needs is healthy (NetworkTransport::subset).
+Status connect_rails(ddl_comm *comm, const TransportSource &source);
 
 }  // namespace ddl

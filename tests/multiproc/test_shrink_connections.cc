@@ -3,6 +3,8 @@
 // would need its connections and lets them go at its destroy, and after 15 shrinks in a row
 // (the tags' generations) the 16th builds new connections. Every message goes over UCX here
 // (DDL_SHM=0), where the connections are kept; the kill tests in test_elastic keep them too.
+// Rails (DDL_RAILS, two emulated hosts of two ranks): kept when every rank drives the rail it
+// drove, made anew when a rank's place on its host, and so its rail, changed.
 #include <criterion/criterion.h>
 #include <stdlib.h>
 
@@ -17,6 +19,8 @@ namespace {
 
 constexpr int kStaleTag = 5, kAnySourceTag = 6;
 constexpr int kShrinksInARow = 16;  // after the first: crosses the generations' end once
+
+constexpr size_t kRailBytes = 1 << 20;  // an allreduce large enough to take the rails
 
 int count_of(const std::string &text, const std::string &needle) {
   int n = 0;
@@ -90,7 +94,50 @@ int keep_connections(ddl_comm_t comm, int rank, int n) {
   return ddl_comm_destroy(comm) == DDL_SUCCESS ? 0 : 1;
 }
 
+// Rank `left_out` does not call (excluded on purpose); the others shrink and allreduce over
+// the rails.
+int shrink_with_rails(ddl_comm_t comm, int rank, int n, int left_out) {
+  if (rank == left_out) return 0;
+  ddl_comm_t shrunk = nullptr;
+  RANK_OK(ddl_comm_shrink(comm, &left_out, 1, &shrunk));
+  std::vector<float> data(kRailBytes / sizeof(float), 1.0f);
+  const ddl_result_t r =
+      ddl_allreduce(data.data(), data.data(), data.size(), DDL_FLOAT32, DDL_SUM, shrunk);
+  RANK_CHECK(r == DDL_SUCCESS, "allreduce over the rails: %s", ddl_comm_last_error(shrunk));
+  RANK_CHECK(data[0] == n - 1 && data.back() == n - 1, "sum %g on %d ranks", data[0], n - 1);
+  return ddl_comm_destroy(shrunk) == DDL_SUCCESS ? 0 : 1;
+}
+
 }  // namespace
+
+Test(shrink_connections, rails_kept_where_every_rank_keeps_its_rail) {
+  RunOptions options;
+  options.comm_timeout_ms = 30000;
+  options.before_init = [](int rank) {
+    setenv("DDL_HOST_ID", ("rails" + std::to_string(rank / 2)).c_str(), 1);
+    setenv("DDL_RAILS", "lo,lo", 1);  // two rails over loopback: every machine has it
+  };
+  // Rank 3 left out: rank 2 stays its host's first, on rail 0; rank 2 left out: rank 3
+  // becomes its host's first, rail 1 -> 0, so every rank makes new rails.
+  for (const int left_out : {3, 2}) {
+    std::vector<std::string> logs;
+    const std::string failures = ddltest::run_ranks_logged(
+        4,
+        [left_out](ddl_comm_t comm, int rank, int n) {
+          return shrink_with_rails(comm, rank, n, left_out);
+        },
+        options, &logs);
+    cr_assert(failures.empty(), "rank %d left out: %s", left_out, failures.c_str());
+    for (int r = 0; r < 4; ++r) {
+      if (r == left_out) continue;
+      const bool kept = count_of(logs[r], "connections and rail kept") == 1;
+      cr_expect(kept == (left_out == 3), "rank %d (rank %d left out): rail %s:\n%s", r, left_out,
+                kept ? "kept" : "not kept", logs[r].c_str());
+      cr_expect_eq(count_of(logs[r], "connections kept") + count_of(logs[r], "rail kept"), 1,
+                   "rank %d: the connections were not kept:\n%s", r, logs[r].c_str());
+    }
+  }
+}
 
 Test(shrink_connections, kept_through_shrinks_and_made_anew_after_the_generations) {
   setenv("DDL_SHM", "0", 1);

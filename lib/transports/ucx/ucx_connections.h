@@ -60,7 +60,8 @@ class UcxConnections {
   Status send_failed(int index, ucs_status_t status, const std::vector<int> &rank_of);
   // Called by UCX when an endpoint fails.
   void on_endpoint_error(int index, ucs_status_t status);
-  // Whether `index` is this rank, or its endpoint exists and its peer looks alive.
+  // Whether `index` is this rank, a peer this transport does not carry (a rail's), or one
+  // whose endpoint exists and looks alive.
   bool healthy(int index) const;
 
   // Lands the placeholder byte of empty messages (written by several receives; never read).
