@@ -139,6 +139,29 @@ Test(shrink_connections, rails_kept_where_every_rank_keeps_its_rail) {
   }
 }
 
+// One rank that will not keep its connections (DDL_SHRINK_KEEP_CONNECTIONS=0 there alone):
+// every rank makes new ones, and the shrunk communicator works.
+Test(shrink_connections, one_rank_that_will_not_keep_them_makes_every_rank_connect_anew) {
+  RunOptions options;
+  options.comm_timeout_ms = 30000;
+  options.before_init = [](int rank) {
+    if (rank == 1) setenv("DDL_SHRINK_KEEP_CONNECTIONS", "0", 1);
+  };
+  std::vector<std::string> logs;
+  const std::string failures = ddltest::run_ranks_logged(
+      3,
+      [](ddl_comm_t comm, int, int n) {
+        ddl_comm_t shrunk = nullptr;
+        RANK_OK(ddl_comm_shrink(comm, nullptr, 0, &shrunk));
+        if (sum_is_right(shrunk, n) != 0) return 1;
+        return ddl_comm_destroy(shrunk) == DDL_SUCCESS ? 0 : 1;
+      },
+      options, &logs);
+  cr_assert(failures.empty(), "%s", failures.c_str());
+  for (int r = 0; r < 3; ++r)
+    cr_expect_eq(count_of(logs[r], "new connections"), 1, "rank %d:\n%s", r, logs[r].c_str());
+}
+
 Test(shrink_connections, kept_through_shrinks_and_made_anew_after_the_generations) {
   setenv("DDL_SHM", "0", 1);
   RunOptions options;
