@@ -285,6 +285,13 @@ Status Bootstrap::allgather(const std::string &mine, std::vector<std::string> *a
   return exchange(wire::kAllgather, mine, all);
 }
 
+Status Bootstrap::all_true(bool mine, bool *all) {
+  std::vector<std::string> flags;
+  DDL_RETURN_IF_ERROR(allgather(mine ? "1" : "0", &flags));
+  *all = std::all_of(flags.begin(), flags.end(), [](const std::string &f) { return f == "1"; });
+  return Status::Ok();
+}
+
 Status Bootstrap::barrier() {
   std::vector<std::string> unused;
   return exchange(wire::kBarrier, std::string(), &unused);

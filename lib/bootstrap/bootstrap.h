@@ -106,6 +106,9 @@ class Bootstrap {
   // #3"), counting allgathers and barriers together.
   Status allgather(const std::string &mine, std::vector<std::string> *all);
   Status barrier();
+  // *all: whether every rank passed true (an allgather of one flag each). Collective; how
+  // ranks that decide a way of their own take the same one.
+  Status all_true(bool mine, bool *all);
 
   // Socket fds of the connections to rank 0 (rank 0: one per peer, in rank order; others:
   // one; the relays' are not among them). Owned by the Bootstrap: do not close or read them.

@@ -201,11 +201,10 @@ Status make_transport(ddl_comm *comm, const TransportSource &source) {
     const ddl_comm *parent = source.parent;
     const bool mine = env_string("DDL_SHRINK_KEEP_CONNECTIONS") != "0" && parent->transport &&
                       parent->transport->can_subset(source.members);
-    std::vector<std::string> verdicts;
-    Status s = comm->bootstrap->allgather(mine ? "1" : "0", &verdicts);
+    bool all = false;
+    Status s = comm->bootstrap->all_true(mine, &all);
     if (!s.ok()) return s.prefix("agreeing on keeping the connections: ");
-    if (std::all_of(verdicts.begin(), verdicts.end(),
-                    [](const std::string &v) { return v == "1"; })) {
+    if (all) {
       DDL_RETURN_IF_ERROR(parent->transport->subset(comm->rank, source.members, &comm->transport));
       for (int m : source.members) {
         comm->pids.push_back(parent->pids[m]);
@@ -331,11 +330,8 @@ Status connect_cma(ddl_comm *comm) {
       DDL_INFO("no single-copy transfers: cannot read rank %d's memory (pid %d)", r,
                static_cast<int>(comm->pids[r]));
   }
-  std::vector<std::string> verdicts;
-  s = comm->bootstrap->allgather(readable ? "1" : "0", &verdicts);
+  s = comm->bootstrap->all_true(readable, &comm->cma);
   if (!s.ok()) return s.prefix("agreeing on single-copy transfers: ");
-  comm->cma =
-      std::all_of(verdicts.begin(), verdicts.end(), [](const std::string &v) { return v == "1"; });
   return Status::Ok();
 }
 

@@ -233,11 +233,10 @@ Status keep_parent_rail(ddl_comm *comm, const TransportSource &source, const std
               parent->rail->can_subset(source.members);
   for (int r = 0; mine && r < comm->nranks; ++r)
     mine = parent->rail_of[source.members[r]] == rail_of[r];
-  std::vector<std::string> verdicts;
-  Status s = comm->bootstrap->allgather(mine ? "1" : "0", &verdicts);
+  bool all = false;
+  Status s = comm->bootstrap->all_true(mine, &all);
   if (!s.ok()) return s.prefix("agreeing on keeping the rails: ");
-  if (!std::all_of(verdicts.begin(), verdicts.end(), [](const std::string &v) { return v == "1"; }))
-    return Status::Ok();
+  if (!all) return Status::Ok();
   DDL_RETURN_IF_ERROR(parent->rail->subset(comm->rank, source.members, &comm->rail));
   comm->rails_in_use = parent->rails_in_use;
   comm->routes->add_rail(comm->rail.get(), via_rail);

@@ -93,8 +93,7 @@ void UcxTransport::close(int timeout_ms) {
 bool UcxTransport::can_subset(const std::vector<int> &members) const {
   if (!connections_ || generation_ + 1 >= kGenerations) return false;
   for (int m : members)
-    if (m < 0 || m >= nranks_ || !connections_->healthy(index_of_.empty() ? m : index_of_[m]))
-      return false;
+    if (m < 0 || m >= nranks_ || !connections_->healthy(index_of(m))) return false;
   return true;
 }
 
@@ -108,7 +107,7 @@ Status UcxTransport::subset(int rank, const std::vector<int> &members,
   t->connections_ = connections_;
   t->rank_of_.assign(connections_->count(), -1);
   for (int r = 0; r < n; ++r) {
-    const int index = index_of_.empty() ? members[r] : index_of_[members[r]];
+    const int index = index_of(members[r]);
     t->index_of_.push_back(index);
     t->rank_of_[index] = r;
   }
@@ -129,19 +128,18 @@ Status UcxTransport::retired_error() const {
 Status UcxTransport::peer_status(int peer) const {
   if (!connections_) return retired_error();
   if (peer < 0 || peer >= nranks_) return Status::Ok();
-  return connections_->peer_status(index_of_.empty() ? peer : index_of_[peer], rank_of_);
+  return connections_->peer_status(index_of(peer), rank_of_);
 }
 
 bool UcxTransport::peer_death_final(int peer) const {
-  return connections_ && peer >= 0 && peer < nranks_ &&
-         connections_->death_final(index_of_.empty() ? peer : index_of_[peer]);
+  return connections_ && peer >= 0 && peer < nranks_ && connections_->death_final(index_of(peer));
 }
 
 Status UcxTransport::post_send(int peer, uint32_t seq, uint32_t tag, const void *buf, size_t bytes,
                                TransferRequest *req) {
   *req = TransferRequest();
   DDL_RETURN_IF_ERROR(peer_status(peer));
-  const int index = index_of_.empty() ? peer : index_of_[peer];
+  const int index = index_of(peer);
   ucp_ep_h endpoint = connections_->endpoint(index);
   if (!endpoint)
     return internal_error("rank %d: no UCX endpoint to rank %d on this transport (%s)", rank_, peer,

@@ -75,6 +75,8 @@ class UcxTransport : public NetworkTransport {
   Status post_tag_recv(uint64_t tag, uint64_t mask, void *buf, size_t bytes, TransferRequest *req,
                        const char *from);
   Status retired_error() const;
+  // A rank here: its index in connections_.
+  int index_of(int peer) const { return index_of_.empty() ? peer : index_of_[peer]; }
 
   int rank_;
   int nranks_;
