@@ -10,15 +10,23 @@ namespace ddl {
 
 // Steps of collectives use the lower half; the upper half is point-to-point messages
 // (ddl_send_tag and ddl_recv_tag: the base plus the user's tag, lib/core/point_to_point.h),
-// whose span ends below the tags the runtime keeps for itself: agreement values
+// whose span ends below the tags the runtime keeps for itself: the agreement's messages
 // (lib/core/agreement.cc) above the span, then the call signature every rank sends ahead of a
 // collective, and the notices a rank sends everyone when it finds the job's calls
 // inconsistent.
 constexpr uint32_t kMaxStepTag = (1u << 23) - 1;
 constexpr uint32_t kPointToPointTagBase = 1u << 23;
 constexpr uint32_t kPointToPointTagSpan = 1u << 22;
+constexpr uint32_t kAgreementTag = kPointToPointTagBase + kPointToPointTagSpan;
 constexpr uint32_t kNoticeTag = (1u << 24) - 2;
 constexpr uint32_t kSignatureTag = (1u << 24) - 1;
+static_assert(kAgreementTag < kNoticeTag, "the agreement's tag below the reserved ones");
+
+// Notices and the agreement's messages are received from any rank (one standing receive),
+// which only the network transport offers: they never take a shared-memory path or a rail.
+inline bool out_of_band_tag(uint32_t tag) {
+  return tag == kNoticeTag || tag == kAgreementTag;
+}
 
 // Tags from the point-to-point base up belong to no collective call: transports that stamp
 // messages with the current call leave them unstamped and never compare them, except the

@@ -1,89 +1,30 @@
 #include "lib/core/agreement.h"
 
 #include <sched.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
+#include <cstdlib>
+#include <set>
+#include <utility>
 
-#include "lib/algorithms/schedule.h"
 #include "lib/bootstrap/token.h"
 #include "lib/common/log.h"
+#include "lib/common/params.h"
 #include "lib/common/process_liveness.h"
+#include "lib/common/tags.h"
 #include "lib/core/comm.h"
 
 namespace ddl {
 namespace {
 
-// Above the point-to-point messages' tags and below the two reserved last ones (tags.h):
-// unstamped, so that no collective's stamp check ever looks at them.
-constexpr uint32_t kValueTag = kPointToPointTagBase + kPointToPointTagSpan;
-constexpr uint32_t kDecisionTag = kValueTag + 1;
-static_assert(kDecisionTag < kNoticeTag, "agreement tags below the reserved ones");
-constexpr uint32_t kMagic = 0x64646c41;  // "ddlA"
-constexpr size_t kMaxRendezvousBytes = 1024;
+// Standing receives of agreement messages: a rank gets one from its parent and one from each
+// child (about log2 n) in a short time; more wait among UCX's unexpected messages.
+constexpr int kMailboxSlots = 8;
 // How often a peer's process state is read from /proc while waiting for it.
 constexpr int64_t kStateCheckMs = 10;
-
-struct ValueMessage {
-  uint32_t magic = kMagic;
-  uint32_t epoch = 0;
-  uint64_t value = 0;
-};
-
-// A decision on the wire: this header, the failed ranks as a bitmap of nranks bits, then the
-// rendezvous text.
-struct DecisionHeader {
-  uint32_t magic = kMagic;
-  uint32_t epoch = 0;
-  int32_t proposer = -1;
-  int32_t nranks = 0;
-  uint64_t value = 0;
-  uint32_t rendezvous_bytes = 0;
-  uint32_t reserved = 0;
-};
-
-size_t bitmap_bytes(int nranks) {
-  return (static_cast<size_t>(nranks) + 7) / 8;
-}
-size_t max_decision_bytes(int nranks) {
-  return sizeof(DecisionHeader) + bitmap_bytes(nranks) + kMaxRendezvousBytes;
-}
-
-std::string encode(const Decision &d, uint32_t epoch, int nranks) {
-  DecisionHeader h;
-  h.epoch = epoch;
-  h.proposer = d.proposer;
-  h.nranks = nranks;
-  h.value = d.value;
-  h.rendezvous_bytes = static_cast<uint32_t>(d.rendezvous.size());
-  std::string bytes(reinterpret_cast<const char *>(&h), sizeof h);
-  std::string bitmap(bitmap_bytes(nranks), '\0');
-  for (int r : d.failed) bitmap[static_cast<size_t>(r) / 8] |= static_cast<char>(1 << (r % 8));
-  return bytes + bitmap + d.rendezvous;
-}
-
-// False for anything that is not a decision of this agreement (it comes from the network).
-bool decode(const std::string &bytes, size_t received, uint32_t epoch, int nranks, Decision *d) {
-  DecisionHeader h;
-  if (received < sizeof h + bitmap_bytes(nranks) || received > bytes.size()) return false;
-  std::memcpy(&h, bytes.data(), sizeof h);
-  const size_t text_at = sizeof h + bitmap_bytes(nranks);
-  if (h.magic != kMagic || h.epoch != epoch || h.nranks != nranks || h.proposer < 0 ||
-      h.proposer >= nranks || h.rendezvous_bytes > kMaxRendezvousBytes ||
-      text_at + h.rendezvous_bytes != received)
-    return false;
-  *d = Decision();
-  d->proposer = h.proposer;
-  d->value = h.value;
-  for (int r = 0; r < nranks; ++r)
-    if (bytes[text_at - bitmap_bytes(nranks) + static_cast<size_t>(r) / 8] & (1 << (r % 8)))
-      d->failed.push_back(r);
-  d->rendezvous = bytes.substr(text_at, h.rendezvous_bytes);
-  // The proposer never declares itself failed: it is the new communicator's rank 0.
-  return !d->excludes(d->proposer);
-}
 
 int64_t now_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -105,6 +46,113 @@ bool on_this_host(const ddl_comm *comm, int peer) {
          comm->host_ranks.end();
 }
 
+// DDL_AGREEMENT_FAULT=RANK:POINT (agreement.h): this process dies at that point of the
+// communicator's first agreement.
+void fault_point(const ddl_comm *comm, uint32_t epoch, const char *point) {
+  static const std::string spec = env_string("DDL_AGREEMENT_FAULT");
+  if (spec.empty() || epoch != 1) return;
+  const size_t colon = spec.find(':');
+  if (colon == std::string::npos || std::atoi(spec.c_str()) != comm->rank ||
+      spec.compare(colon + 1, std::string::npos, point) != 0)
+    return;
+  DDL_WARN("DDL_AGREEMENT_FAULT: rank %d dies at '%s'", comm->rank, point);
+  raise(SIGKILL);
+}
+
+// Sends one message (fire and forget: a send to a failed peer is refused at once, and the
+// receiver's waits find it failed as well).
+void send(ddl_comm *comm, int peer, const AgreementMessage &message) {
+  AgreementState &st = state_of(comm);
+  st.in_flight.push_back({encode(message, comm->nranks), TransferRequest()});
+  AgreementState::Message &m = st.in_flight.back();
+  const uint32_t seq = message.epoch & ((1u << kTransportSeqBits) - 1);
+  if (!comm->transport->post_send(peer, seq, kAgreementTag, &m.bytes[0], m.bytes.size(), &m.request)
+           .ok())
+    st.in_flight.pop_back();
+}
+
+AgreementMessage down_message(uint32_t epoch, int from, int ballot, const Decision &decision) {
+  AgreementMessage m;
+  m.kind = AgreementKind::kDown;
+  m.epoch = epoch;
+  m.from = from;
+  m.ballot = ballot;
+  m.has_decision = true;
+  m.decision = decision;
+  return m;
+}
+
+// The children of this rank in the tree it sees now.
+std::vector<int> children_of(const ddl_comm *comm, const std::function<bool(int)> &failed) {
+  std::vector<int> children;
+  AgreementTree(comm->nranks, failed).children(comm->rank, [&](int child) {
+    children.push_back(child);
+  });
+  return children;
+}
+
+// Polls the standing receives and hands each message that arrived to `deliver`, or keeps it
+// for a later agreement; reposts them. Made by the first agreement.
+void pump(ddl_comm *comm, const std::function<void(const AgreementMessage &)> &deliver) {
+  AgreementState &st = state_of(comm);
+  const size_t room = max_agreement_message_bytes(comm->nranks);
+  if (st.mailbox.empty()) {
+    for (int i = 0; i < kMailboxSlots; ++i) {
+      st.mailbox.push_back({std::string(room, '\0'), TransferRequest()});
+      AgreementState::Message &m = st.mailbox.back();
+      if (!comm->transport->post_recv_any(kAgreementTag, &m.bytes[0], room, &m.request).ok()) {
+        st.mailbox.pop_back();
+        break;
+      }
+    }
+  }
+  for (auto it = st.mailbox.begin(); it != st.mailbox.end();) {
+    if (!it->request.done) {
+      ++it;
+      continue;
+    }
+    AgreementMessage message;
+    const bool ok = it->request.status.ok() &&
+                    decode(it->bytes.data(), it->request.received, comm->nranks, &message);
+    if (ok && message.epoch > st.epoch)
+      st.later.push_back(it->bytes.substr(0, it->request.received));
+    if (!it->request.status.ok() ||
+        !comm->transport->post_recv_any(kAgreementTag, &it->bytes[0], room, &it->request).ok()) {
+      it = st.mailbox.erase(it);  // the transport is gone or failing: no more receives here
+    } else {
+      ++it;
+    }
+    if (ok && message.epoch <= st.epoch) deliver(message);
+  }
+}
+
+// What a rank that decided answers about that agreement (agreement.h): the decision, to a
+// rank that asks or sends its values up; a higher ballot of the same decision, passed on.
+void answer(ddl_comm *comm, const AgreementMessage &m) {
+  AgreementState &st = state_of(comm);
+  if (m.epoch != st.decided_epoch || st.decided_ballot < 0) return;
+  if (m.kind != AgreementKind::kDown) {
+    send(comm, m.from, down_message(m.epoch, comm->rank, st.decided_ballot, st.decided));
+    return;
+  }
+  if (m.ballot <= st.decided_ballot) return;
+  if (!(m.decision == st.decided)) {
+    DDL_WARN(
+        "agreement #%u: rank %d's ballot carries another decision than this rank's (rank "
+        "%d's): ignored",
+        m.epoch, m.from, st.decided.proposer);
+    return;
+  }
+  st.decided_ballot = m.ballot;
+  const AgreementMessage down = down_message(m.epoch, comm->rank, m.ballot, st.decided);
+  for (int child : children_of(comm, [&](int r) {
+         if (r != comm->rank && !st.decided_view[r] && !peer_failure(comm, r).ok())
+           st.decided_view[r] = 1;
+         return r != comm->rank && st.decided_view[r] != 0;
+       }))
+    send(comm, child, down);
+}
+
 // Drives the transport until a condition holds or the communicator's deadline passes,
 // handing the core over between polls: ranks may outnumber cores, and the one waited for
 // may be queued behind this one.
@@ -123,29 +171,265 @@ class Waiter {
         usleep(polls < 20000 ? 50 : 1000);
     }
   }
-  Status timeout(uint32_t epoch, const char *what, int peer) const {
-    return timeout_error(
-        "agreement #%u: timed out after %lld ms waiting for %s of rank %d, which this rank does "
-        "not find failed: every live rank must make the same calls (ddl_comm_agree, "
-        "ddl_comm_shrink) in the same order",
-        epoch, static_cast<long long>(now_ms() - start_ms_), what, peer);
-  }
+  int64_t elapsed_ms() const { return now_ms() - start_ms_; }
 
  private:
   ddl_comm *comm_;
   int64_t start_ms_;
 };
 
+// One agreement, as one rank runs it (agreement.h).
+class Agreement {
+ public:
+  Agreement(ddl_comm *comm, const AgreeRequest &request, uint32_t epoch)
+      : comm_(comm),
+        request_(request),
+        epoch_(epoch),
+        n_(comm->nranks),
+        me_(comm->rank),
+        failed_(static_cast<size_t>(n_), 0),
+        ups_(static_cast<size_t>(n_)),
+        answered_(static_cast<size_t>(n_), false) {
+    for (int r : request.exclude) failed_[r] = 1;
+  }
+
+  Status run(Decision *decision, int *listen_fd) {
+    fault_point(comm_, epoch_, "start");
+    AgreementState &st = state_of(comm_);
+    std::vector<std::string> later;
+    later.swap(st.later);
+    for (const std::string &bytes : later) {
+      AgreementMessage m;
+      if (!decode(bytes.data(), bytes.size(), n_, &m)) continue;
+      if (m.epoch == epoch_)
+        handle(m);
+      else if (m.epoch > epoch_)
+        st.later.push_back(bytes);
+    }
+    Waiter wait(comm_);
+    Status error;
+    const bool over = wait.until([&] {
+      pump(comm_, [&](const AgreementMessage &m) {
+        if (m.epoch == epoch_ && !decided_)
+          handle(m);
+        else
+          answer(comm_, m);
+      });
+      if (!decided_) error = step(listen_fd);
+      return decided_ || !error.ok();
+    });
+    if (!error.ok()) return error;
+    if (!over) return timed_out(wait.elapsed_ms());
+    *decision = decision_;
+    if (decision_.excludes(me_)) {
+      if (*listen_fd >= 0) ::close(*listen_fd);
+      *listen_fd = -1;
+      return remote_error(
+          "agreement #%u: the other ranks declared rank %d failed (rank %d's decision) and went "
+          "on without it: it was stopped, cut off or too late; destroy this communicator",
+          epoch_, me_, decision_.proposer);
+    }
+    fault_point(comm_, epoch_, "returned");
+    return Status::Ok();
+  }
+
+ private:
+  bool failed(int r) {
+    if (r == me_) return false;
+    if (!failed_[r] && !peer_failure(comm_, r).ok()) failed_[r] = 1;
+    return failed_[r] != 0;
+  }
+
+  // Whether x's part of the tree is in for the ballot gathered now: its values, or word that
+  // it took a decision (which stands for its subtree in any ballot).
+  bool known(int x) const { return answered_[x] || ups_[x].ballot == ballot_; }
+
+  void handle(const AgreementMessage &m) {
+    // A sender gathering for (or deciding at) a higher ballot found every rank below it failed.
+    for (int r = 0; r < std::min(m.ballot, me_); ++r) failed_[r] = 1;
+    switch (m.kind) {
+      case AgreementKind::kPull:
+        pullers_.push_back({m.from, m.ballot});
+        break;
+      case AgreementKind::kUp:
+        if (m.ballot >= ups_[m.from].ballot) ups_[m.from] = m;
+        if (m.has_decision) hear_of(m.report_ballot, m.decision);
+        break;
+      case AgreementKind::kDown:
+        if (m.ballot >= promise_) {
+          accept(m.ballot, m.decision);
+        } else {
+          // A decision of a ballot this rank promised to overrule: the sender took it, so
+          // the root must propose it again (agreement.h).
+          answered_[m.from] = true;
+          hear_of(m.ballot, m.decision);
+        }
+        break;
+    }
+  }
+
+  void hear_of(int ballot, const Decision &d) {
+    if (ballot <= report_ballot_) return;
+    report_ballot_ = ballot;
+    report_ = d;
+  }
+
+  // One look at the tree as this rank sees it now: send what can be sent, decide if root.
+  Status step(int *listen_fd) {
+    AgreementTree tree(n_, [&](int r) { return failed(r); });
+    const int root = tree.root();
+    if (initial_ballot_ < 0) initial_ballot_ = root;
+    ballot_ = root;
+    // A root takes no decision of a lower ballot from now on: it proposes it again (Paxos).
+    if (root == me_) promise_ = std::max(promise_, me_);
+    uint64_t value = request_.value;
+    std::vector<bool> covered(static_cast<size_t>(n_), false);
+    covered[me_] = true;
+    pending_.clear();
+    tree.children(
+        me_,
+        [&](int x) {
+          if (!known(x)) {
+            pending_.push_back(x);
+            // A child gathering for another ballot, or any child once the root changed, is
+            // asked for this ballot's values (one that decided answers with its decision).
+            if ((ballot_ != initial_ballot_ || ups_[x].ballot >= 0) &&
+                pulled_.insert({x, ballot_}).second) {
+              AgreementMessage pull;
+              pull.kind = AgreementKind::kPull;
+              pull.epoch = epoch_;
+              pull.from = me_;
+              pull.ballot = ballot_;
+              send(comm_, x, pull);
+            }
+            return;
+          }
+          if (answered_[x] || ups_[x].ballot != ballot_) return;
+          const AgreementMessage &up = ups_[x];
+          value = request_.op == AgreeOp::kAnd ? value & up.value : value | up.value;
+          for (int r = 0; r < n_; ++r)
+            if (up.covered[r]) covered[r] = true;
+        },
+        [&](int x) { return known(x); });
+    if (!pending_.empty()) return Status::Ok();
+    if (root == me_) return decide(value, covered, listen_fd);
+
+    AgreementMessage up;
+    up.kind = AgreementKind::kUp;
+    up.epoch = epoch_;
+    up.from = me_;
+    up.ballot = ballot_;
+    up.value = value;
+    up.covered = covered;
+    up.has_decision = report_ballot_ >= 0;
+    up.report_ballot = report_ballot_;
+    up.decision = report_;
+    const int parent = tree.parent(me_);
+    if (sent_up_ != std::make_pair(parent, ballot_)) {
+      fault_point(comm_, epoch_, "gathered");
+      promise_ = std::max(promise_, ballot_);
+      send(comm_, parent, up);
+      sent_up_ = {parent, ballot_};
+      fault_point(comm_, epoch_, "sent_up");
+    }
+    for (auto &puller : pullers_)
+      if (puller.second == ballot_ && puller.first != parent) {
+        send(comm_, puller.first, up);
+        puller.second = -1;  // answered
+      }
+    return Status::Ok();
+  }
+
+  // The root's decision: one a rank had taken already, proposed again, else its own.
+  Status decide(uint64_t value, const std::vector<bool> &covered, int *listen_fd) {
+    Decision d;
+    if (report_ballot_ >= 0) {
+      d = report_;
+    } else {
+      d.proposer = me_;
+      d.value = value;
+      for (int r = 0; r < n_; ++r)
+        if (!covered[r]) d.failed.push_back(r);
+      if (request_.open_rendezvous && static_cast<int>(d.failed.size()) < n_ - 1) {
+        std::string served, token;
+        Status s = random_token(&token);
+        if (s.ok()) s = comm_->bootstrap->open_group_listener(listen_fd, &served);
+        if (!s.ok()) return s.prefix("opening the new communicator's rendezvous: ");
+        d.rendezvous = served + " " + token;
+      }
+    }
+    DDL_INFO("agreement #%u: rank %d decides at ballot %d: %zu rank%s failed%s", epoch_, me_,
+             ballot_, d.failed.size(), d.failed.size() == 1 ? "" : "s",
+             report_ballot_ >= 0 ? " (a decision taken before, proposed again)" : "");
+    accept(ballot_, d);
+    // A live rank declared failed learns from the decision that it was left out.
+    if (d.proposer == me_)
+      for (int r : d.failed)
+        if (comm_->transport->peer_status(r).ok())
+          send(comm_, r, down_message(epoch_, me_, ballot_, d));
+    return Status::Ok();
+  }
+
+  void accept(int ballot, const Decision &d) {
+    decided_ = true;
+    decision_ = d;
+    AgreementState &st = state_of(comm_);
+    st.decided_epoch = epoch_;
+    st.decided_ballot = ballot;
+    st.decided = d;
+    st.decided_view = failed_;
+    const AgreementMessage down = down_message(epoch_, me_, ballot, d);
+    if (!d.excludes(me_)) {
+      const std::vector<int> children = children_of(comm_, [&](int r) { return failed(r); });
+      for (size_t i = 0; i < children.size(); ++i) {
+        send(comm_, children[i], down);
+        if (i == 0) fault_point(comm_, epoch_, "passing_on");
+      }
+    }
+    for (const auto &puller : pullers_)
+      if (puller.second >= 0) send(comm_, puller.first, down);
+    comm_->transport->progress();
+  }
+
+  Status timed_out(int64_t elapsed_ms) {
+    AgreementTree tree(n_, [&](int r) { return failed(r); });
+    const int peer = pending_.empty() ? tree.parent(me_) : pending_.front();
+    return timeout_error(
+        "agreement #%u: timed out after %lld ms waiting for %s of rank %d, which this rank does "
+        "not find failed: every live rank must make the same calls (ddl_comm_agree, "
+        "ddl_comm_shrink) in the same order",
+        epoch_, static_cast<long long>(elapsed_ms),
+        pending_.empty() ? "the decision" : "the values", peer);
+  }
+
+  ddl_comm *comm_;
+  const AgreeRequest &request_;
+  const uint32_t epoch_;
+  const int n_, me_;
+  std::vector<char> failed_;                  // by rank: found failed (only ever set)
+  int initial_ballot_ = -1;                   // the root when this rank began
+  int ballot_ = -1;                           // the root it gathers for now
+  int promise_ = -1;                          // the highest ballot it sent its values up for
+  std::vector<AgreementMessage> ups_;         // by rank: the latest up message from it
+  std::vector<bool> answered_;                // by rank: answered with a decision it took
+  std::vector<int> pending_;                  // children whose part is not in yet
+  std::set<std::pair<int, int>> pulled_;      // (child, ballot) asked
+  std::vector<std::pair<int, int>> pullers_;  // (rank, ballot) that asked this rank
+  std::pair<int, int> sent_up_{-1, -1};       // (parent, ballot) of the last up message
+  int report_ballot_ = -1;                    // the highest ballot of a decision heard of
+  Decision report_;
+  bool decided_ = false;
+  Decision decision_;
+};
+
 }  // namespace
 
-bool Decision::excludes(int rank) const {
-  return std::binary_search(failed.begin(), failed.end(), rank);
-}
-
 void AgreementState::cancel_all(Transport *transport) {
-  for (Message &m : in_flight)
-    if (!m.request.done) transport->cancel(&m.request);
+  for (std::list<Message> *list : {&in_flight, &mailbox})
+    for (Message &m : *list)
+      if (!m.request.done) transport->cancel(&m.request);
   in_flight.clear();
+  mailbox.clear();
 }
 
 Status peer_failure(ddl_comm *comm, int peer) {
@@ -177,127 +461,14 @@ Status agree(ddl_comm *comm, const AgreeRequest &request, Decision *decision, in
   *decision = Decision();
   AgreementState &st = state_of(comm);
   st.in_flight.remove_if([](const AgreementState::Message &m) { return m.request.done; });
-  const uint32_t epoch = ++st.epoch;
-  // The transport's sequence numbers wrap there.
-  const uint32_t seq = epoch & ((1u << kTransportSeqBits) - 1);
-  const int n = comm->nranks, me = comm->rank;
-  Transport *transport = comm->transport.get();
-  std::vector<bool> excluded(static_cast<size_t>(n), false);
-  for (int r : request.exclude) excluded[r] = true;
-  auto failed = [&](int r) { return excluded[r] || !peer_failure(comm, r).ok(); };
-  Waiter wait(comm);
+  Agreement agreement(comm, request, ++st.epoch);
+  return agreement.run(decision, listen_fd);
+}
 
-  // A send to a failed peer is refused at once; the waits find it failed as well.
-  auto send = [&](int peer, uint32_t tag, std::string bytes) {
-    st.in_flight.push_back({std::move(bytes), TransferRequest()});
-    AgreementState::Message &m = st.in_flight.back();
-    if (!transport->post_send(peer, seq, tag, &m.bytes[0], m.bytes.size(), &m.request).ok())
-      st.in_flight.pop_back();
-  };
-  // One receive from every other rank; nullptr where it could not be posted (a failed peer).
-  auto receive_all = [&](uint32_t tag, size_t bytes) {
-    std::vector<AgreementState::Message *> in(static_cast<size_t>(n), nullptr);
-    for (int r = 0; r < n; ++r) {
-      if (r == me) continue;
-      st.in_flight.push_back({std::string(bytes, '\0'), TransferRequest()});
-      AgreementState::Message &m = st.in_flight.back();
-      if (transport->post_recv(r, seq, tag, &m.bytes[0], bytes, &m.request).ok())
-        in[r] = &m;
-      else
-        st.in_flight.pop_back();
-    }
-    return in;
-  };
-  auto arrived = [](const AgreementState::Message *m) {
-    return m && m->request.done && m->request.status.ok();
-  };
-  auto settled = [&](const AgreementState::Message *m, int r) {
-    return !m || m->request.done || failed(r);
-  };
-
-  // The values, first, when they are to be combined: each rank combines those it gets from
-  // every rank it does not find failed.
-  uint64_t value = request.value;
-  if (request.exchange_values) {
-    ValueMessage mine;
-    mine.epoch = epoch;
-    mine.value = request.value;
-    const std::string bytes(reinterpret_cast<const char *>(&mine), sizeof mine);
-    for (int r = 0; r < n; ++r)
-      if (r != me && !failed(r)) send(r, kValueTag, bytes);
-    std::vector<AgreementState::Message *> in = receive_all(kValueTag, sizeof(ValueMessage));
-    for (int r = 0; r < n; ++r) {
-      if (r == me) continue;
-      if (!wait.until([&] { return settled(in[r], r); }))
-        return wait.timeout(epoch, "the value", r);
-      ValueMessage theirs;
-      if (!arrived(in[r]) || in[r]->request.received != sizeof theirs || excluded[r]) continue;
-      std::memcpy(&theirs, in[r]->bytes.data(), sizeof theirs);
-      if (theirs.magic != kMagic || theirs.epoch != epoch) continue;
-      value = request.op == AgreeOp::kAnd ? value & theirs.value : value | theirs.value;
-    }
-  }
-
-  // The decision: adopted from the highest lower rank that spoke, else this rank's own. So
-  // the lower ranks are looked at from the nearest down, and the first that spoke decides:
-  // without failures, only rank me-1 is waited for (whose decision is rank 0's).
-  std::vector<AgreementState::Message *> in = receive_all(kDecisionTag, max_decision_bytes(n));
-  bool adopted = false;
-  for (int i = me - 1; i >= 0 && !adopted; --i) {
-    if (!wait.until([&] { return settled(in[i], i); }))
-      return wait.timeout(epoch, "the decision", i);
-    Decision theirs;
-    if (arrived(in[i]) && decode(in[i]->bytes, in[i]->request.received, epoch, n, &theirs)) {
-      *decision = std::move(theirs);
-      adopted = true;
-    }
-  }
-  if (!adopted) {
-    decision->proposer = me;
-    decision->value = value;
-    // Every lower rank failed (none spoke), and those this rank finds failed above it.
-    for (int r = 0; r < n; ++r)
-      if (r < me || (r > me && failed(r))) decision->failed.push_back(r);
-    if (request.open_rendezvous && static_cast<int>(decision->failed.size()) < n - 1) {
-      std::string served, token;
-      Status s = random_token(&token);
-      if (s.ok()) s = comm->bootstrap->open_group_listener(listen_fd, &served);
-      if (!s.ok()) return s.prefix("opening the new communicator's rendezvous: ");
-      decision->rendezvous = served + " " + token;
-    }
-    DDL_INFO("agreement #%u: rank %d decides: %zu rank%s failed", epoch, me,
-             decision->failed.size(), decision->failed.size() == 1 ? "" : "s");
-  }
-  // Passed on to every rank that can still hear it: the higher ones adopt it; a lower one
-  // (stopped, or late, while the others went on) learns from it that it was left out. The
-  // next rank first, then upwards: rank me+1 waits for this message alone, and posting the
-  // sends from rank 0 would put me sends before it, so that the chain's k-th hop took k
-  // sends' time (n^2/2 in all: ~4 s among 4,096 ranks at 0.5 us a send, against ~10 ms).
-  const std::string bytes = encode(*decision, epoch, n);
-  for (int k = 1; k < n; ++k) {
-    const int r = (me + k) % n;
-    if (transport->peer_status(r).ok()) send(r, kDecisionTag, bytes);
-  }
-  transport->progress();
-  int left_out_by = decision->excludes(me) ? decision->proposer : -1;
-  for (int j = me + 1; j < n && left_out_by < 0; ++j) {
-    Decision theirs;
-    if (arrived(in[j]) && decode(in[j]->bytes, in[j]->request.received, epoch, n, &theirs) &&
-        theirs.excludes(me))
-      left_out_by = j;
-  }
-  // The receives still open stay posted (with their buffers, in in_flight) until the
-  // communicator goes: what the other ranks send later lands there, not in UCX's queue of
-  // unexpected messages.
-  if (left_out_by >= 0) {
-    if (*listen_fd >= 0) ::close(*listen_fd);
-    *listen_fd = -1;
-    return remote_error(
-        "agreement #%u: the other ranks declared rank %d failed (rank %d's decision) and went "
-        "on without it: it was stopped, cut off or too late; destroy this communicator",
-        epoch, me, left_out_by);
-  }
-  return Status::Ok();
+void answer_agreements(ddl_comm *comm) {
+  if (!comm->agreement || comm->agreement->decided_ballot < 0) return;
+  comm->transport->progress();
+  pump(comm, [comm](const AgreementMessage &m) { answer(comm, m); });
 }
 
 }  // namespace ddl

@@ -5,41 +5,44 @@
 // ranks it covers) and the set of ranks it declares failed. No rank coordinates alone, so any
 // rank, rank 0 included, may die during the agreement.
 //
-// How (hierarchical consensus with a failure detector, as in Cachin, Guerraoui and Rodrigues,
-// "Introduction to Reliable and Secure Distributed Programming", 5.1): ranks take turns in
-// rank order. Rank j waits for the lower ranks from j-1 down, each until its decision arrives
-// or it is known failed, and adopts the decision of the first (the highest) that spoke, or,
-// when every lower rank failed, makes its own (the ranks it finds failed, its value, and for
-// a shrink the rendezvous of the new communicator, which it will serve as its rank 0). Then it
-// sends that decision to every rank, rank j+1 first, and keeps it. The lowest rank that stays
-// alive makes or passes on a decision that every higher rank adopts, so all survivors keep
-// the same one; a rank that decided and then died changes nothing for the others. No round
-// trips: the decision travels up the ranks, one message per pair.
+// How: over a binomial tree of the ranks (AgreementTree, agreement_wire.h), depth ceil(log2
+// n), from which each rank drops the ranks it finds failed. The values go up: each rank waits
+// for an "up" message from each child (the AND/OR of its subtree's values and which ranks they
+// are) and sends its own to its parent. The root (the lowest rank not failed) then decides:
+// the combined value, every rank no up message covered as failed, and for a shrink the new
+// communicator's rendezvous, which it serves as its rank 0. The decision goes down the tree
+// ("down"), each rank passing it to its children before it returns. Without failures: 2
+// ceil(log2 n) message latencies (24 among 4,096 ranks: ~50 us at 2 us a latency), and each
+// rank sends one message up and one to each child (the chain this replaces took n - 1
+// latencies and n - 1 sends per rank).
 //
-// Cost: without failures rank j waits for rank j-1 alone, so the last rank decides after n-1
-// message latencies and sends (a chain: ~10 ms among 4,096 ranks at 2 us a latency and 0.5 us
-// a send), and every rank sends n-1 messages. A tree would take log2 n latencies, but then a
-// rank returns before it knows that every other got the decision, and must answer the ranks
-// that did not, later, wherever its program is (ULFM's early-returning agreement does it in
-// MPI's progress engine); ddl has no such responder.
-//
-// Tried (2026-11-28, bench/recovery.md): hierarchical uniform consensus (Cachin, Guerraoui
-// and Rodrigues), leaders in rank order proposing, every live rank acknowledging, the
-// decided word passed on by every rank before it returns: three latencies whatever n, the
-// same O(n) work per rank. Correct under every kill tried (the stress script's kinds, rank 0
-// killed at a random moment of the shrink), but it doubles the messages of a call and adds
-// two phases: on this host ddl_comm_agree took 25-28 us against 15-16 on 2 ranks and 1.3-1.5x
-// the chain's time on 16 ranks sharing 2 cores, kill -> next collective the same; it would
-// gain only among thousands of ranks, each on its own core (~1.4x by the counts above).
+// A rank returns as soon as it passed the decision on, before it knows that every other got
+// it (ULFM's early-returning agreement, "ERA", works so too). Should a rank die on the way,
+// the ranks below it lose their path: they find it failed, their parent is now its parent,
+// and they send their up message there again. A rank that has decided answers whatever
+// reaches it about that agreement with the decision, also after it returned, whenever it
+// drives the communicator: in its next agreement and while a shrink builds the new
+// communicator (answer_agreements). Should the root die, the next lowest rank becomes root:
+// a new ballot (numbered by its root). Safety, as in Paxos: a rank that sent an up message
+// for ballot b takes no decision of a lower ballot any more, but reports what it had taken
+// before, and a new root that hears of a decision proposes it again rather than its own. So a
+// decision one rank returned with is the one every survivor returns with. A rank that finds
+// a ballot higher than its own in a message counts the ranks below it failed too: views of
+// who failed only grow, and meet.
 //
 // Failed means: the transport says so (a closed connection, a silent remote host: UCX
-// heartbeats, a dead pid on this host), the caller excludes it, or the process is stopped on
-// this host (SIGSTOP) for longer than DDL_PEER_TIMEOUT_MS, the heartbeats' limit for frozen
-// processes elsewhere. A rank that is merely slow to arrive (still computing) is waited for,
-// up to the communicator's deadline: only a detector, never impatience, excludes a rank.
+// heartbeats, a dead pid on this host), the caller excludes it, another rank's higher ballot
+// says so, or the process is stopped on this host (SIGSTOP) for longer than
+// DDL_PEER_TIMEOUT_MS, the heartbeats' limit for frozen processes elsewhere. A rank that is
+// merely slow to arrive (still computing) is waited for, up to the communicator's deadline:
+// only a detector, never impatience, excludes a rank. A live rank the root declares failed is
+// sent the decision, and learns from it that it was left out (an error).
 //
-// For ddl_comm_agree, a first exchange sends every rank's value to every rank, and each
-// proposes the AND/OR of those that arrived from the ranks it did not find failed.
+// Testing: DDL_AGREEMENT_FAULT=RANK:POINT kills (SIGKILL) that rank at that point of its
+// first agreement, POINT one of start (on entry), gathered (its subtree's values in, before
+// sending them up), sent_up (after), passing_on (the decision taken and sent to its first
+// child only) and returned (after its first agreement returned, on its next call into ddl
+// that drives the communicator).
 #pragma once
 
 #include <cstdint>
@@ -50,6 +53,7 @@
 #include <memory>
 
 #include "lib/common/status.h"
+#include "lib/core/agreement_wire.h"
 #include "lib/transports/transport.h"
 
 struct ddl_comm;
@@ -57,7 +61,8 @@ struct ddl_comm;
 namespace ddl {
 
 // What a communicator keeps between agreements: their count (every rank counts alike: it
-// numbers their messages), and the messages whose buffers the transport may still use.
+// numbers their messages), the standing receives of their messages, the messages whose
+// buffers the transport may still use, and the latest decision, which this rank answers with.
 struct AgreementState {
   struct Message {
     std::string bytes;
@@ -65,8 +70,16 @@ struct AgreementState {
   };
   uint32_t epoch = 0;
   std::list<Message> in_flight;           // sends still going, receives given up on
+  std::list<Message> mailbox;             // standing receives from any rank (made by the first)
+  std::vector<std::string> later;         // messages of an agreement this rank has not begun
   std::vector<int64_t> stopped_since_ms;  // by rank: when it was first seen stopped (-1: not)
   std::vector<int64_t> state_checked_ms;  // by rank: when its process state was last read
+  // The latest decision this rank took: its agreement, the highest ballot it came with, and
+  // the ranks this rank found failed then (whom its answers go past).
+  uint32_t decided_epoch = 0;
+  int decided_ballot = -1;
+  Decision decided;
+  std::vector<char> decided_view;
   // Cancels what is still in flight (before the transport goes).
   void cancel_all(Transport *transport);
 };
@@ -83,18 +96,14 @@ struct AgreeRequest {
   bool open_rendezvous = false;
 };
 
-struct Decision {
-  uint64_t value = 0;
-  std::vector<int> failed;  // ascending
-  int proposer = -1;        // the rank that made it: the lowest rank it does not declare failed
-  std::string rendezvous;   // "host:port token", when opened
-  bool excludes(int rank) const;
-};
-
 // Collective over the live ranks of comm (every live rank calls it, in the same order as its
 // other agreements). Bounded by the communicator's deadline. *listen_fd is the rendezvous
 // socket when this rank made the decision and opened one (else -1); the caller owns it.
 Status agree(ddl_comm *comm, const AgreeRequest &request, Decision *decision, int *listen_fd);
+
+// Answers what reached this rank about the agreement it decided last (see above): called
+// while it waits on comm outside an agreement (a shrink building the new communicator).
+void answer_agreements(ddl_comm *comm);
 
 // Whether `peer` counts as failed for an agreement on comm (see above). Also the watch that
 // a shrink keeps on the members of its new communicator while it is built.

@@ -53,6 +53,7 @@ Status check_quorum(const ddl_comm *comm, const Decision &decision,
 std::function<Status()> watch_members(ddl_comm *comm, std::vector<int> members, int leader) {
   return [comm, members = std::move(members), leader]() -> Status {
     comm->transport->progress();
+    answer_agreements(comm);  // a rank still in the agreement may need this one's decision
     for (int m : members) {
       if (m == comm->rank || (comm->rank != leader && m != leader)) continue;
       Status s = peer_failure(comm, m);
