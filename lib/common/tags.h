@@ -22,12 +22,6 @@ constexpr uint32_t kNoticeTag = (1u << 24) - 2;
 constexpr uint32_t kSignatureTag = (1u << 24) - 1;
 static_assert(kAgreementTag < kNoticeTag, "the agreement's tag below the reserved ones");
 
-// Notices and the agreement's messages are received from any rank (one standing receive),
-// which only the network transport offers: they never take a shared-memory path or a rail.
-inline bool out_of_band_tag(uint32_t tag) {
-  return tag == kNoticeTag || tag == kAgreementTag;
-}
-
 // Tags from the point-to-point base up belong to no collective call: transports that stamp
 // messages with the current call leave them unstamped and never compare them, except the
 // signatures and notices.

@@ -20,9 +20,14 @@
 namespace ddl {
 namespace {
 
-// Standing receives of agreement messages: a rank gets one from its parent and one from each
-// child (about log2 n) in a short time; more wait among UCX's unexpected messages.
+// Standing receives of agreement messages from any rank, over the network transport (the one
+// that offers them): a rank gets one from its parent and one from each child (about log2 n)
+// in a short time; more wait among UCX's unexpected messages. And one from each rank on this
+// host over the communicator's routes (shared memory; see path()).
 constexpr int kMailboxSlots = 8;
+// Every agreement message goes with this sequence number: a standing receive from one rank
+// takes its messages in order, whichever agreement they belong to (the epoch is inside).
+constexpr uint32_t kAgreementSeq = 0;
 // How often a peer's process state is read from /proc while waiting for it.
 constexpr int64_t kStateCheckMs = 10;
 
@@ -59,14 +64,38 @@ void fault_point(const ddl_comm *comm, uint32_t epoch, const char *point) {
   raise(SIGKILL);
 }
 
+// The routes (shared memory, then the network), which also poll and cancel what was posted
+// on the network transport itself.
+Transport *every_path(ddl_comm *comm) {
+  return comm->routes ? static_cast<Transport *>(comm->routes.get()) : comm->transport.get();
+}
+
+// What this rank's agreement messages take. While no call on comm has failed here, the
+// routes: shared memory to ranks on this host. Ranks that agree over UCX's tcp transport on
+// one host meet a bug of UCX 1.13 when one of them dies meanwhile: a survivor with a message
+// still going to it gets two events of its socket at once, the second after the first closed
+// the endpoint, and aborts ("Assertion `ep->conn_state != UCT_TCP_EP_CONN_STATE_CLOSED'" in
+// uct_tcp_iface_handle_events; 3 of 84 runs of tests/multiproc/test_agreement's kills, every
+// rank on one host). After a failed call, the network transport: a collective cut short may
+// leave part of a message in a shared-memory channel, which would swallow what follows.
+Transport *path(ddl_comm *comm) {
+  return comm->failure.ok() ? every_path(comm) : comm->transport.get();
+}
+
 // Sends one message (fire and forget: a send to a failed peer is refused at once, and the
-// receiver's waits find it failed as well).
+// receiver's waits find it failed as well). Not to a rank on this host whose process is gone:
+// the transport looks at pids only now and then, and UCX 1.13's tcp transport, asked to
+// connect to a process that just died, can abort this one (an event of the refused
+// connection handled after its endpoint closed: "Assertion `ep->conn_state !=
+// UCT_TCP_EP_CONN_STATE_CLOSED'" in uct_tcp_iface_handle_events).
 void send(ddl_comm *comm, int peer, const AgreementMessage &message) {
+  if (on_this_host(comm, peer) && comm->pids[peer] > 0 && !process_is_alive(comm->pids[peer]))
+    return;
   AgreementState &st = state_of(comm);
   st.in_flight.push_back({encode(message, comm->nranks), TransferRequest()});
   AgreementState::Message &m = st.in_flight.back();
-  const uint32_t seq = message.epoch & ((1u << kTransportSeqBits) - 1);
-  if (!comm->transport->post_send(peer, seq, kAgreementTag, &m.bytes[0], m.bytes.size(), &m.request)
+  if (!path(comm)
+           ->post_send(peer, kAgreementSeq, kAgreementTag, &m.bytes[0], m.bytes.size(), &m.request)
            .ok())
     st.in_flight.pop_back();
 }
@@ -96,14 +125,20 @@ std::vector<int> children_of(const ddl_comm *comm, const std::function<bool(int)
 void pump(ddl_comm *comm, const std::function<void(const AgreementMessage &)> &deliver) {
   AgreementState &st = state_of(comm);
   const size_t room = max_agreement_message_bytes(comm->nranks);
+  auto post = [&](AgreementState::Message &m) {
+    return (m.from < 0
+                ? comm->transport->post_recv_any(kAgreementTag, &m.bytes[0], room, &m.request)
+                : every_path(comm)->post_recv(m.from, kAgreementSeq, kAgreementTag, &m.bytes[0],
+                                              room, &m.request))
+        .ok();
+  };
   if (st.mailbox.empty()) {
-    for (int i = 0; i < kMailboxSlots; ++i) {
-      st.mailbox.push_back({std::string(room, '\0'), TransferRequest()});
-      AgreementState::Message &m = st.mailbox.back();
-      if (!comm->transport->post_recv_any(kAgreementTag, &m.bytes[0], room, &m.request).ok()) {
-        st.mailbox.pop_back();
-        break;
-      }
+    std::vector<int> sources(kMailboxSlots, -1);
+    for (int r : comm->host_ranks)
+      if (r != comm->rank) sources.push_back(r);
+    for (int from : sources) {
+      st.mailbox.push_back({std::string(room, '\0'), TransferRequest(), from});
+      if (!post(st.mailbox.back())) st.mailbox.pop_back();
     }
   }
   for (auto it = st.mailbox.begin(); it != st.mailbox.end();) {
@@ -116,12 +151,11 @@ void pump(ddl_comm *comm, const std::function<void(const AgreementMessage &)> &d
                     decode(it->bytes.data(), it->request.received, comm->nranks, &message);
     if (ok && message.epoch > st.epoch)
       st.later.push_back(it->bytes.substr(0, it->request.received));
-    if (!it->request.status.ok() ||
-        !comm->transport->post_recv_any(kAgreementTag, &it->bytes[0], room, &it->request).ok()) {
-      it = st.mailbox.erase(it);  // the transport is gone or failing: no more receives here
-    } else {
+    // A receive that failed (its rank died, the transport went) is not made again.
+    if (!it->request.status.ok() || !post(*it))
+      it = st.mailbox.erase(it);
+    else
       ++it;
-    }
     if (ok && message.epoch <= st.epoch) deliver(message);
   }
 }
@@ -162,7 +196,7 @@ class Waiter {
   template <class Done>
   bool until(Done done) {
     for (int polls = 0;; ++polls) {
-      comm_->transport->progress();
+      every_path(comm_)->progress_all();
       if (done()) return true;
       if (now_ms() - start_ms_ >= comm_->config.timeout_ms) return false;
       if (polls < 100)
@@ -250,13 +284,15 @@ class Agreement {
     switch (m.kind) {
       case AgreementKind::kPull:
         pullers_.push_back({m.from, m.ballot});
+        asked_by_.insert(m.from);
         break;
       case AgreementKind::kUp:
+        asked_by_.insert(m.from);
         if (m.ballot >= ups_[m.from].ballot) ups_[m.from] = m;
         if (m.has_decision) hear_of(m.report_ballot, m.decision);
         break;
       case AgreementKind::kDown:
-        if (m.ballot >= promise_) {
+        if (m.ballot >= promise_ || only_sent_up_to(m.from, m.ballot)) {
           accept(m.ballot, m.decision);
         } else {
           // A decision of a ballot this rank promised to overrule: the sender took it, so
@@ -266,6 +302,18 @@ class Agreement {
         }
         break;
     }
+  }
+
+  // Whether every up message this rank sent for a ballot above `ballot` went to `rank`. A
+  // rank that decided at `ballot` passes no up message on (it answers them), so then none of
+  // this rank's values reached a root of a higher ballot but through `rank`, whose answer to
+  // that root will be its decision: taking it here breaks no promise. (Its parent may have
+  // returned with a decision while this rank's view moved on to another root, which never
+  // runs that ballot: it decided already.)
+  bool only_sent_up_to(int rank, int ballot) const {
+    return std::all_of(ups_sent_.begin(), ups_sent_.end(), [&](const std::pair<int, int> &up) {
+      return up.second <= ballot || up.first == rank;
+    });
   }
 
   void hear_of(int ballot, const Decision &d) {
@@ -329,12 +377,14 @@ class Agreement {
       fault_point(comm_, epoch_, "gathered");
       promise_ = std::max(promise_, ballot_);
       send(comm_, parent, up);
+      ups_sent_.push_back({parent, ballot_});
       sent_up_ = {parent, ballot_};
       fault_point(comm_, epoch_, "sent_up");
     }
     for (auto &puller : pullers_)
       if (puller.second == ballot_ && puller.first != parent) {
         send(comm_, puller.first, up);
+        ups_sent_.push_back({puller.first, ballot_});
         puller.second = -1;  // answered
       }
     return Status::Ok();
@@ -365,8 +415,7 @@ class Agreement {
     // A live rank declared failed learns from the decision that it was left out.
     if (d.proposer == me_)
       for (int r : d.failed)
-        if (comm_->transport->peer_status(r).ok())
-          send(comm_, r, down_message(epoch_, me_, ballot_, d));
+        if (peer_failure(comm_, r).ok()) send(comm_, r, down_message(epoch_, me_, ballot_, d));
     return Status::Ok();
   }
 
@@ -379,16 +428,17 @@ class Agreement {
     st.decided = d;
     st.decided_view = failed_;
     const AgreementMessage down = down_message(epoch_, me_, ballot, d);
-    if (!d.excludes(me_)) {
-      const std::vector<int> children = children_of(comm_, [&](int r) { return failed(r); });
-      for (size_t i = 0; i < children.size(); ++i) {
-        send(comm_, children[i], down);
-        if (i == 0) fault_point(comm_, epoch_, "passing_on");
-      }
+    if (d.excludes(me_)) return;
+    // Its children first, then every other rank that sent it values or asked for them (they
+    // took it for their parent, seeing other ranks failed than this one does).
+    std::vector<int> to = children_of(comm_, [&](int r) { return failed(r); });
+    for (int r : asked_by_)
+      if (std::find(to.begin(), to.end(), r) == to.end() && !failed(r)) to.push_back(r);
+    for (size_t i = 0; i < to.size(); ++i) {
+      send(comm_, to[i], down);
+      if (i == 0) fault_point(comm_, epoch_, "passing_on");
     }
-    for (const auto &puller : pullers_)
-      if (puller.second >= 0) send(comm_, puller.first, down);
-    comm_->transport->progress();
+    every_path(comm_)->progress_all();
   }
 
   Status timed_out(int64_t elapsed_ms) {
@@ -406,17 +456,19 @@ class Agreement {
   const AgreeRequest &request_;
   const uint32_t epoch_;
   const int n_, me_;
-  std::vector<char> failed_;                  // by rank: found failed (only ever set)
-  int initial_ballot_ = -1;                   // the root when this rank began
-  int ballot_ = -1;                           // the root it gathers for now
-  int promise_ = -1;                          // the highest ballot it sent its values up for
-  std::vector<AgreementMessage> ups_;         // by rank: the latest up message from it
-  std::vector<bool> answered_;                // by rank: answered with a decision it took
-  std::vector<int> pending_;                  // children whose part is not in yet
-  std::set<std::pair<int, int>> pulled_;      // (child, ballot) asked
-  std::vector<std::pair<int, int>> pullers_;  // (rank, ballot) that asked this rank
-  std::pair<int, int> sent_up_{-1, -1};       // (parent, ballot) of the last up message
-  int report_ballot_ = -1;                    // the highest ballot of a decision heard of
+  std::vector<char> failed_;                   // by rank: found failed (only ever set)
+  int initial_ballot_ = -1;                    // the root when this rank began
+  int ballot_ = -1;                            // the root it gathers for now
+  int promise_ = -1;                           // the highest ballot it sent its values up for
+  std::vector<AgreementMessage> ups_;          // by rank: the latest up message from it
+  std::vector<bool> answered_;                 // by rank: answered with a decision it took
+  std::vector<int> pending_;                   // children whose part is not in yet
+  std::set<std::pair<int, int>> pulled_;       // (child, ballot) asked
+  std::vector<std::pair<int, int>> pullers_;   // (rank, ballot) that asked this rank
+  std::set<int> asked_by_;                     // ranks that sent it values or asked for them
+  std::pair<int, int> sent_up_{-1, -1};        // (parent, ballot) of the last up message
+  std::vector<std::pair<int, int>> ups_sent_;  // (rank, ballot) of every up message sent
+  int report_ballot_ = -1;                     // the highest ballot of a decision heard of
   Decision report_;
   bool decided_ = false;
   Decision decision_;
@@ -467,7 +519,7 @@ Status agree(ddl_comm *comm, const AgreeRequest &request, Decision *decision, in
 
 void answer_agreements(ddl_comm *comm) {
   if (!comm->agreement || comm->agreement->decided_ballot < 0) return;
-  comm->transport->progress();
+  every_path(comm)->progress_all();
   pump(comm, [comm](const AgreementMessage &m) { answer(comm, m); });
 }
 

@@ -67,6 +67,7 @@ struct AgreementState {
   struct Message {
     std::string bytes;
     TransferRequest request;
+    int from = -1;  // a standing receive: the rank on this host it takes (-1: any rank)
   };
   uint32_t epoch = 0;
   std::list<Message> in_flight;           // sends still going, receives given up on

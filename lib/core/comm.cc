@@ -478,7 +478,11 @@ void detach_requests(ddl_comm *comm) {
   if (!comm->transport) return;
   comm->transport->cancel(&comm->notice_recv);
   for (TransferRequest &send : comm->notice_sends) comm->transport->cancel(&send);
-  if (comm->agreement) comm->agreement->cancel_all(comm->transport.get());
+  // The agreement's receives from ranks on this host went by the routes, which cancel the
+  // rest too.
+  if (comm->agreement)
+    comm->agreement->cancel_all(comm->routes ? static_cast<ddl::Transport *>(comm->routes.get())
+                                             : comm->transport.get());
 }
 
 void destroy_comm(ddl_comm *comm) {

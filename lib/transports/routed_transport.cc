@@ -28,13 +28,13 @@ void RoutedTransport::add_rail(Transport *rail, std::vector<bool> via_rail) {
 }
 
 bool RoutedTransport::local_peer(int peer, uint32_t tag) const {
-  return !out_of_band_tag(tag) && peer >= 0 && static_cast<size_t>(peer) < via_local_.size() &&
+  return tag != kNoticeTag && peer >= 0 && static_cast<size_t>(peer) < via_local_.size() &&
          via_local_[peer];
 }
 
 RoutedTransport::Route RoutedTransport::route_of(int peer, uint32_t tag) const {
   if (local_peer(peer, tag)) return kLocal;
-  if (rail_ && !out_of_band_tag(tag) && peer >= 0 && static_cast<size_t>(peer) < via_rail_.size() &&
+  if (rail_ && tag != kNoticeTag && peer >= 0 && static_cast<size_t>(peer) < via_rail_.size() &&
       via_rail_[peer])
     return kRail;
   return kNetwork;
