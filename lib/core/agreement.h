@@ -22,13 +22,16 @@
 // and they send their up message there again. A rank that has decided answers whatever
 // reaches it about that agreement with the decision, also after it returned, whenever it
 // drives the communicator: in its next agreement and while a shrink builds the new
-// communicator (answer_agreements). Should the root die, the next lowest rank becomes root:
-// a new ballot (numbered by its root). Safety, as in Paxos: a rank that sent an up message
-// for ballot b takes no decision of a lower ballot any more, but reports what it had taken
-// before, and a new root that hears of a decision proposes it again rather than its own. So a
-// decision one rank returned with is the one every survivor returns with. A rank that finds
-// a ballot higher than its own in a message counts the ranks below it failed too: views of
-// who failed only grow, and meet.
+// communicator (answer_agreements). It also sends the decision to every rank that sent it
+// values or asked for them (ranks that see other ranks failed than it does). Should the root
+// die, the next lowest rank becomes root: a new ballot (numbered by its root), whose root asks
+// its children for their values again. Safety, as in Paxos: a rank that sent an up message
+// for ballot b takes no decision of a lower ballot any more (unless every such message of its
+// went to the rank that offers it, which decided and so passed none of them on), but reports
+// it upwards, and a new root that hears of a decision proposes it again rather than its own.
+// So a decision one rank returned with is the one every survivor returns with. A rank that
+// finds a ballot higher than its own in a message counts the ranks below it failed too: views
+// of who failed only grow, and meet.
 //
 // Failed means: the transport says so (a closed connection, a silent remote host: UCX
 // heartbeats, a dead pid on this host), the caller excludes it, another rank's higher ballot
@@ -38,11 +41,13 @@
 // only a detector, never impatience, excludes a rank. A live rank the root declares failed is
 // sent the decision, and learns from it that it was left out (an error).
 //
-// Testing: DDL_AGREEMENT_FAULT=RANK:POINT kills (SIGKILL) that rank at that point of its
-// first agreement, POINT one of start (on entry), gathered (its subtree's values in, before
-// sending them up), sent_up (after), passing_on (the decision taken and sent to its first
-// child only) and returned (after its first agreement returned, on its next call into ddl
-// that drives the communicator).
+// Messages go over shared memory to ranks on this host while no call failed here, else over
+// the network transport (agreement.cc, path(): why), received by standing receives.
+//
+// Testing: DDL_AGREEMENT_FAULT=RANK:POINT kills (SIGKILL) that rank at that point of the
+// communicator's first agreement, POINT one of start (on entry), gathered (its subtree's
+// values in, before sending them up), sent_up (after), passing_on (the decision taken and
+// sent to its first child only) and returned (the decision passed on, as it returns).
 #pragma once
 
 #include <cstdint>
