@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Repeats every failure kind of tests/multiproc/test_elastic (ranks killed mid-allreduce,
-# mid-alltoall and mid-shrink (rank 0 too), two at once, a rank stopped, agree, grow), as root
+# mid-alltoall and mid-shrink (rank 0 too), two at once, a rank stopped, agree, grow) and of
+# tests/multiproc/test_agreement (the root, inner ranks and leaves killed at every point of
+# the agreement: each run is 14 kills), as root
 # test_host_failure's lost host and downed link, and under torch examples/elastic_train.py
 # losing rank 2 or rank 0 (DDP over the "ddl" backend under ddlrun --keep-going; rank 0 with
 # torch's store in ddlrun, --torch-store; rank 0 again under mpirun --enable-recovery with
@@ -21,6 +23,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${2:-$root/build}
 limit=${LIMIT:-120}
 elastic=$build/tests/multiproc/test_elastic
+agreement=$build/tests/multiproc/test_agreement
 hosts=$build/tests/multiproc/test_host_failure
 [ -x "$elastic" ] || { echo "no $elastic: build first (scripts/build.sh)" >&2; exit 1; }
 logs=$(mktemp -d /tmp/elastic_stress.XXXXXX)
@@ -36,6 +39,9 @@ kinds=(
   "$elastic elastic/a_stopped_rank_is_left_out_and_told_so_when_it_continues"
   "$elastic elastic/agree_combines_the_live_ranks_values_and_names_the_failed"
   "$elastic elastic/a_shrunk_job_grows_back_with_a_new_process"
+  "$agreement agreement/the_root_dying_at_every_point_is_agreed_away"
+  "$agreement agreement/an_inner_rank_dying_at_every_point_is_agreed_away"
+  "$agreement agreement/a_leaf_dying_is_agreed_away_in_a_tree_that_is_not_full"
 )
 host_count=${HOST_COUNT:-$count}
 if [ "$(id -u)" = 0 ] && [ -x "$hosts" ] && [ "$host_count" -gt 0 ]; then

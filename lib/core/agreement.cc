@@ -92,6 +92,7 @@ void send(ddl_comm *comm, int peer, const AgreementMessage &message) {
   if (on_this_host(comm, peer) && comm->pids[peer] > 0 && !process_is_alive(comm->pids[peer]))
     return;
   AgreementState &st = state_of(comm);
+  ++st.sent;
   st.in_flight.push_back({encode(message, comm->nranks), TransferRequest()});
   AgreementState::Message &m = st.in_flight.back();
   if (!path(comm)
@@ -230,6 +231,7 @@ class Agreement {
   Status run(Decision *decision, int *listen_fd) {
     fault_point(comm_, epoch_, "start");
     AgreementState &st = state_of(comm_);
+    const uint64_t sent_before = st.sent;
     std::vector<std::string> later;
     later.swap(st.later);
     for (const std::string &bytes : later) {
@@ -255,6 +257,8 @@ class Agreement {
     if (!error.ok()) return error;
     if (!over) return timed_out(wait.elapsed_ms());
     *decision = decision_;
+    DDL_DEBUG("agreement #%u: rank %d decided at ballot %d, %llu message(s) sent", epoch_, me_,
+              st.decided_ballot, static_cast<unsigned long long>(st.sent - sent_before));
     if (decision_.excludes(me_)) {
       if (*listen_fd >= 0) ::close(*listen_fd);
       *listen_fd = -1;

@@ -75,8 +75,9 @@ struct AgreementState {
     int from = -1;  // a standing receive: the rank on this host it takes (-1: any rank)
   };
   uint32_t epoch = 0;
-  std::list<Message> in_flight;           // sends still going, receives given up on
-  std::list<Message> mailbox;             // standing receives from any rank (made by the first)
+  uint64_t sent = 0;             // messages sent, all agreements together (a debug log counts them)
+  std::list<Message> in_flight;  // sends still going, receives given up on
+  std::list<Message> mailbox;    // standing receives from any rank (made by the first)
   std::vector<std::string> later;         // messages of an agreement this rank has not begun
   std::vector<int64_t> stopped_since_ms;  // by rank: when it was first seen stopped (-1: not)
   std::vector<int64_t> state_checked_ms;  // by rank: when its process state was last read
