@@ -75,19 +75,17 @@ Transport *every_path(ddl_comm *comm) {
 // one host meet a bug of UCX 1.13 when one of them dies meanwhile: a survivor with a message
 // still going to it gets two events of its socket at once, the second after the first closed
 // the endpoint, and aborts ("Assertion `ep->conn_state != UCT_TCP_EP_CONN_STATE_CLOSED'" in
-// uct_tcp_iface_handle_events; 3 of 84 runs of tests/multiproc/test_agreement's kills, every
-// rank on one host). After a failed call, the network transport: a collective cut short may
-// leave part of a message in a shared-memory channel, which would swallow what follows.
+// uct_tcp_iface_handle_events; 3 of 84 of tests/multiproc/test_agreement's kills, every rank
+// on one host; bench/recovery.md). After a failed call, the network transport: a collective cut
+// short may leave part of a message in a shared-memory channel, which would swallow what follows.
 Transport *path(ddl_comm *comm) {
   return comm->failure.ok() ? every_path(comm) : comm->transport.get();
 }
 
 // Sends one message (fire and forget: a send to a failed peer is refused at once, and the
-// receiver's waits find it failed as well). Not to a rank on this host whose process is gone:
-// the transport looks at pids only now and then, and UCX 1.13's tcp transport, asked to
-// connect to a process that just died, can abort this one (an event of the refused
-// connection handled after its endpoint closed: "Assertion `ep->conn_state !=
-// UCT_TCP_EP_CONN_STATE_CLOSED'" in uct_tcp_iface_handle_events).
+// receiver's waits find it failed as well). Not to a rank on this host whose process is gone,
+// which the transport finds only at its next look at the pids: UCX's tcp transport may be
+// the path (see path()).
 void send(ddl_comm *comm, int peer, const AgreementMessage &message) {
   if (on_this_host(comm, peer) && comm->pids[peer] > 0 && !process_is_alive(comm->pids[peer]))
     return;
