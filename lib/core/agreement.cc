@@ -99,12 +99,17 @@ void send(ddl_comm *comm, int peer, const AgreementMessage &message) {
     st.in_flight.pop_back();
 }
 
-AgreementMessage down_message(uint32_t epoch, int from, int ballot, const Decision &decision) {
+AgreementMessage message_of(AgreementKind kind, uint32_t epoch, int from, int ballot) {
   AgreementMessage m;
-  m.kind = AgreementKind::kDown;
+  m.kind = kind;
   m.epoch = epoch;
   m.from = from;
   m.ballot = ballot;
+  return m;
+}
+
+AgreementMessage down_message(uint32_t epoch, int from, int ballot, const Decision &decision) {
+  AgreementMessage m = message_of(AgreementKind::kDown, epoch, from, ballot);
   m.has_decision = true;
   m.decision = decision;
   return m;
@@ -345,12 +350,7 @@ class Agreement {
             // asked for this ballot's values (one that decided answers with its decision).
             if ((ballot_ != initial_ballot_ || ups_[x].ballot >= 0) &&
                 pulled_.insert({x, ballot_}).second) {
-              AgreementMessage pull;
-              pull.kind = AgreementKind::kPull;
-              pull.epoch = epoch_;
-              pull.from = me_;
-              pull.ballot = ballot_;
-              send(comm_, x, pull);
+              send(comm_, x, message_of(AgreementKind::kPull, epoch_, me_, ballot_));
             }
             return;
           }
@@ -364,11 +364,7 @@ class Agreement {
     if (!pending_.empty()) return Status::Ok();
     if (root == me_) return decide(value, covered, listen_fd);
 
-    AgreementMessage up;
-    up.kind = AgreementKind::kUp;
-    up.epoch = epoch_;
-    up.from = me_;
-    up.ballot = ballot_;
+    AgreementMessage up = message_of(AgreementKind::kUp, epoch_, me_, ballot_);
     up.value = value;
     up.covered = covered;
     up.has_decision = report_ballot_ >= 0;
