@@ -2,7 +2,7 @@
 # Repeats every failure kind of tests/multiproc/test_elastic (ranks killed mid-allreduce,
 # mid-alltoall and mid-shrink (rank 0 too), two at once, a rank stopped, agree, grow) and of
 # tests/multiproc/test_agreement (the root, inner ranks and leaves killed at every point of
-# the agreement: each run is 14 kills), as root
+# the agreement, on one host and on hosts of their own: 18 kills in all), as root
 # test_host_failure's lost host and downed link, and under torch examples/elastic_train.py
 # losing rank 2 or rank 0 (DDP over the "ddl" backend under ddlrun --keep-going; rank 0 with
 # torch's store in ddlrun, --torch-store; rank 0 again under mpirun --enable-recovery with
@@ -42,6 +42,7 @@ kinds=(
   "$agreement agreement/the_root_dying_at_every_point_is_agreed_away"
   "$agreement agreement/an_inner_rank_dying_at_every_point_is_agreed_away"
   "$agreement agreement/a_leaf_dying_is_agreed_away_in_a_tree_that_is_not_full"
+  "$agreement agreement/ranks_on_hosts_of_their_own_agree_round_a_death"
 )
 host_count=${HOST_COUNT:-$count}
 if [ "$(id -u)" = 0 ] && [ -x "$hosts" ] && [ "$host_count" -gt 0 ]; then

@@ -4,7 +4,8 @@
 // the rank there (SIGKILL). Whatever the point, every survivor must return the same decision
 // (value and failed ranks, the one consistent with the other), and the shrink that follows
 // must hold every survivor. The root (rank 0), inner ranks (4 of 8: children 5 and 6; 2:
-// child 3) and leaves (7, 1) die; 6 ranks for a tree that is not full.
+// child 3) and leaves (7, 1) die; 6 ranks for a tree that is not full; and ranks on hosts of
+// their own (DDL_HOST_ID), where every message goes over UCX and heartbeats watch the ranks.
 #include <criterion/criterion.h>
 
 #include <cstdint>
@@ -99,14 +100,21 @@ int shrink_at_once(ddl_comm_t comm, int rank, int n, int victim) {
   return 0;
 }
 
-void expect_agreement_survives(int nranks, int victim, const char *point, Form form) {
+// hosts_apart: every rank a host of its own (DDL_HOST_ID), so that every message goes over
+// UCX and the ranks watch each other by heartbeats, not pids.
+void expect_agreement_survives(int nranks, int victim, const char *point, Form form,
+                               bool hosts_apart = false) {
   const std::string fault = std::to_string(victim) + ":" + point;
-  fprintf(stderr, "-- %d ranks, DDL_AGREEMENT_FAULT=%s, %s\n", nranks, fault.c_str(),
+  fprintf(stderr, "-- %d ranks%s, DDL_AGREEMENT_FAULT=%s, %s\n", nranks,
+          hosts_apart ? " on hosts of their own" : "", fault.c_str(),
           form == Form::kShrink ? "shrink" : "agree");
   RunOptions options;
   options.comm_timeout_ms = 20000;
   options.timeout_ms = 60000;
-  options.before_init = [fault](int) { setenv("DDL_AGREEMENT_FAULT", fault.c_str(), 1); };
+  options.before_init = [fault, hosts_apart](int rank) {
+    setenv("DDL_AGREEMENT_FAULT", fault.c_str(), 1);
+    if (hosts_apart) setenv("DDL_HOST_ID", ("host" + std::to_string(rank)).c_str(), 1);
+  };
   const std::string failures = run_ranks(
       nranks,
       [victim, form](ddl_comm_t comm, int rank, int n) {
@@ -144,4 +152,11 @@ Test(agreement, a_leaf_dying_is_agreed_away_in_a_tree_that_is_not_full, .timeout
   expect_agreement_survives(6, 5, "gathered", Form::kAgreeThenShrink);
   expect_agreement_survives(6, 4, "passing_on", Form::kAgreeThenShrink);
   expect_agreement_survives(6, 1, "returned", Form::kShrink);
+}
+
+// The same over UCX alone: ranks on hosts of their own.
+Test(agreement, ranks_on_hosts_of_their_own_agree_round_a_death, .timeout = 240) {
+  expect_agreement_survives(8, 0, "passing_on", Form::kAgreeThenShrink, true);
+  expect_agreement_survives(8, 4, "sent_up", Form::kAgreeThenShrink, true);
+  expect_agreement_survives(6, 1, "returned", Form::kShrink, true);
 }
