@@ -83,17 +83,19 @@ Transport *path(ddl_comm *comm) {
 }
 
 // Sends one message (fire and forget: a send to a failed peer is refused at once, and the
-// receiver's waits find it failed as well). Not to a rank on this host whose process is gone,
-// which the transport finds only at its next look at the pids: UCX's tcp transport may be
-// the path (see path()).
+// receiver's waits find it failed as well). Over UCX, not to a rank on this host whose
+// process is gone, which the transport finds only at its next look at the pids (see path()).
 void send(ddl_comm *comm, int peer, const AgreementMessage &message) {
-  if (on_this_host(comm, peer) && comm->pids[peer] > 0 && !process_is_alive(comm->pids[peer]))
+  Transport *transport = path(comm);
+  // Read from /proc (microseconds): only where it matters, on the network transport.
+  if (transport == comm->transport.get() && on_this_host(comm, peer) && comm->pids[peer] > 0 &&
+      !process_is_alive(comm->pids[peer]))
     return;
   AgreementState &st = state_of(comm);
   ++st.sent;
   st.in_flight.push_back({encode(message, comm->nranks), TransferRequest()});
   AgreementState::Message &m = st.in_flight.back();
-  if (!path(comm)
+  if (!transport
            ->post_send(peer, kAgreementSeq, kAgreementTag, &m.bytes[0], m.bytes.size(), &m.request)
            .ok())
     st.in_flight.pop_back();
