@@ -373,12 +373,12 @@ class Agreement {
     up.report_ballot = report_ballot_;
     up.decision = report_;
     const int parent = tree.parent(me_);
-    if (sent_up_ != std::make_pair(parent, ballot_)) {
+    if (std::find(ups_sent_.begin(), ups_sent_.end(), std::make_pair(parent, ballot_)) ==
+        ups_sent_.end()) {
       fault_point(comm_, epoch_, "gathered");
       promise_ = std::max(promise_, ballot_);
       send(comm_, parent, up);
       ups_sent_.push_back({parent, ballot_});
-      sent_up_ = {parent, ballot_};
       fault_point(comm_, epoch_, "sent_up");
     }
     for (auto &puller : pullers_)
@@ -466,7 +466,6 @@ class Agreement {
   std::set<std::pair<int, int>> pulled_;       // (child, ballot) asked
   std::vector<std::pair<int, int>> pullers_;   // (rank, ballot) that asked this rank
   std::set<int> asked_by_;                     // ranks that sent it values or asked for them
-  std::pair<int, int> sent_up_{-1, -1};        // (parent, ballot) of the last up message
   std::vector<std::pair<int, int>> ups_sent_;  // (rank, ballot) of every up message sent
   int report_ballot_ = -1;                     // the highest ballot of a decision heard of
   Decision report_;
@@ -475,6 +474,10 @@ class Agreement {
 };
 
 }  // namespace
+
+void cancel_agreement(ddl_comm *comm) {
+  if (comm->agreement) comm->agreement->cancel_all(every_path(comm));
+}
 
 void AgreementState::cancel_all(Transport *transport) {
   for (std::list<Message> *list : {&in_flight, &mailbox})

@@ -108,6 +108,10 @@ struct AgreeRequest {
 // socket when this rank made the decision and opened one (else -1); the caller owns it.
 Status agree(ddl_comm *comm, const AgreeRequest &request, Decision *decision, int *listen_fd);
 
+// Cancels what the agreements left with the transports (before they go, or go to a shrunk
+// communicator).
+void cancel_agreement(ddl_comm *comm);
+
 // Answers what reached this rank about the agreement it decided last (see above): called
 // while it waits on comm outside an agreement (a shrink building the new communicator).
 void answer_agreements(ddl_comm *comm);

@@ -478,11 +478,7 @@ void detach_requests(ddl_comm *comm) {
   if (!comm->transport) return;
   comm->transport->cancel(&comm->notice_recv);
   for (TransferRequest &send : comm->notice_sends) comm->transport->cancel(&send);
-  // The agreement's receives from ranks on this host went by the routes, which cancel the
-  // rest too.
-  if (comm->agreement)
-    comm->agreement->cancel_all(comm->routes ? static_cast<ddl::Transport *>(comm->routes.get())
-                                             : comm->transport.get());
+  cancel_agreement(comm);
 }
 
 void destroy_comm(ddl_comm *comm) {
