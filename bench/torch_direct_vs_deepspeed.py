@@ -52,9 +52,18 @@ def main():
     dist.init_process_group("ddl")
     rank = dist.get_rank()
     handle = ddl.torch.direct_handle()
+    # torch's path to the backend in layers, to tell what each costs: the process group's
+    # binding (pybind, the dispatcher's c10d::allreduce_, the backend) and the backend's own
+    # binding (pybind and the backend: no dispatcher).
+    group = dist.group.WORLD
+    backend = group._get_backend(torch.device("cpu"))
+    opts = dist.AllreduceOptions()
+    opts.asyncOp = False  # as dist.all_reduce(t) sets it: the blocking path
     cases = {
         "torch.ops.ddl.all_reduce_": lambda t: torch.ops.ddl.all_reduce_(t, handle, 0),
         "ddl.torch.all_reduce_": ddl.torch.all_reduce_,
+        "backend.allreduce": lambda t: backend.allreduce([t], opts),
+        "group.allreduce": lambda t: group.allreduce([t], opts),
         "dist.all_reduce (ddl)": dist.all_reduce,
     }
     ds = deepspeed_allreduce()

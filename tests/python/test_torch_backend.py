@@ -323,9 +323,17 @@ def scenario_direct(torch, dist, rank, size):
         return b + 1
     out = step(torch.full((7,), float(rank)))
     assert torch.equal(out, torch.full((7,), 2.0 * sum(range(size)) + 1)), out
+
+    @torch.compile(backend="aot_eager")  # the wrapper itself, in a compiled function
+    def wrapped(a):
+        return ddl.torch.all_reduce_(a * 2, op="max") + 1
+    out = wrapped(torch.full((5,), float(rank)))
+    assert torch.equal(out, torch.full((5,), 2.0 * (size - 1) + 1)), out
     for bad, words in ((lambda: ddl.torch.all_reduce_(torch.ones(4, 2).t()), "contiguous"),
                        (lambda: ddl.torch.all_reduce_(torch.ones(2), op="xor"), "xor"),
                        (lambda: torch.ops.ddl.all_reduce_(torch.ones(2), 12345, 0),
+                        "not a live communicator"),
+                       (lambda: ddl.torch.extension().all_reduce_(torch.ones(2), 12345, 0),
                         "not a live communicator")):
         try:
             bad()

@@ -334,9 +334,14 @@ def all_reduce_(tensor, op="sum", group=None):
     tensor-parallel inference, DeepSpeed's inference_all_reduce). op: sum, prod, min, max,
     avg. Returns the tensor. Inside torch.compile call the op itself with a handle looked up
     beforehand: torch.ops.ddl.all_reduce_(tensor, ddl.torch.direct_handle(), 0)."""
-    if op not in _DIRECT_OPS:
+    code = _DIRECT_OPS.get(op)
+    if code is None:
         raise ValueError(f"all_reduce_: op {op!r} is not one of {sorted(_DIRECT_OPS)}")
-    torch.ops.ddl.all_reduce_(tensor, _direct_comm(group)._live().value, _DIRECT_OPS[op])
+    handle = _direct_comm(group)._live().value
+    if torch.compiler.is_compiling():
+        torch.ops.ddl.all_reduce_(tensor, handle, code)
+    else:  # the op's kernel, called without torch's operator machinery (backend.cpp)
+        (_ext or extension()).all_reduce_(tensor, handle, code)
     return tensor
 
 

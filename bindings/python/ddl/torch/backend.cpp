@@ -667,4 +667,17 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
                              "tensors made in ddl's memory for torch (DDP's buckets)")
       .def_property_readonly("nonblocking", &ddl_torch::DdlBackend::nonblocking,
                              "whether libddl has nonblocking collectives (else every call blocks)");
+  // torch.ops.ddl.all_reduce_'s kernel without torch's operator call from Python (parsing the
+  // arguments against the schema, the dispatcher's boxed path: ~1.3 us of a 2.4 us call at 8
+  // B), for ddl.torch.all_reduce_ outside torch.compile. The GIL is released during the call.
+  m.def(
+      "all_reduce_",
+      [](at::Tensor tensor, int64_t comm, int64_t op) {
+        try {
+          ddl_torch::all_reduce_direct(tensor, comm, op);
+        } catch (const c10::Error& e) {
+          throw std::runtime_error(e.what_without_backtrace());
+        }
+      },
+      py::arg("tensor"), py::arg("comm"), py::arg("op"), py::call_guard<py::gil_scoped_release>());
 }
