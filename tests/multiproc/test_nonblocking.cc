@@ -252,6 +252,52 @@ Test(nonblocking, abort_ends_a_request_that_cannot_match) {
   cr_assert(failures.find("check failed") == std::string::npos, "%s", failures.c_str());
 }
 
+// Calls waited at once (as torch's async_op=True then wait): each result right; several
+// queued ones run in call order when the last is waited first; sends and receives queued
+// ahead of a collective complete while the rank waits for the collective.
+Test(nonblocking, waited_at_once) {
+  for (int nranks : {2, 3}) {
+    std::string failures = run_ranks(nranks, [](ddl_comm_t comm, int rank, int n) {
+      const size_t sizes[] = {1, 1000, 65537};
+      for (int k = 0; k < 300; ++k) {
+        std::vector<double> sum(sizes[k % 3]);
+        fill(&sum, rank);
+        ddl_request_t r = nullptr;
+        RANK_OK(ddl_iallreduce(sum.data(), sum.data(), sum.size(), DDL_FLOAT64, DDL_SUM, comm, &r));
+        WAIT_OK(r);
+        for (size_t i = 0; i < sum.size(); ++i)
+          RANK_CHECK(sum[i] == expected_sum(n, i), "rank %d: call %d [%zu] = %g", rank, k, i,
+                     sum[i]);
+        if (k % 10 != 0) continue;
+        // Three queued, the last waited first: the first two run before it.
+        std::vector<int32_t> value(5, rank == k % n ? k : -1);
+        std::vector<int32_t> all(5 * static_cast<size_t>(n), -1);
+        int32_t token = rank;
+        ddl_request_t q[3] = {};
+        RANK_OK(ddl_ibroadcast(value.data(), value.size(), DDL_INT32, k % n, comm, &q[0]));
+        RANK_OK(ddl_iallgather(value.data(), all.data(), value.size(), DDL_INT32, comm, &q[1]));
+        RANK_OK(ddl_iallreduce(&token, &token, 1, DDL_INT32, DDL_MAX, comm, &q[2]));
+        for (int i = 2; i >= 0; --i) WAIT_OK(q[i]);
+        for (int32_t v : all) RANK_CHECK(v == k, "rank %d: call %d allgather %d", rank, k, v);
+        RANK_CHECK(token == n - 1, "rank %d: call %d max %d", rank, k, token);
+        // A ring of sends and receives queued ahead of a collective, the collective waited
+        // first: the receive must complete on the thread while this rank waits.
+        int32_t got = -1, mine = rank * 1000 + k;
+        ddl_request_t p[3] = {};
+        RANK_OK(ddl_irecv(&got, 1, DDL_INT32, (rank + n - 1) % n, comm, &p[0]));
+        RANK_OK(ddl_isend(&mine, 1, DDL_INT32, (rank + 1) % n, comm, &p[1]));
+        double one = 1;
+        RANK_OK(ddl_iallreduce(&one, &one, 1, DDL_FLOAT64, DDL_SUM, comm, &p[2]));
+        for (int i = 2; i >= 0; --i) WAIT_OK(p[i]);
+        RANK_CHECK(got == ((rank + n - 1) % n) * 1000 + k, "rank %d: received %d", rank, got);
+        RANK_CHECK(one == n, "rank %d: sum after the ring %g", rank, one);
+      }
+      return 0;
+    });
+    cr_assert(failures.empty(), "%d ranks:\n%s", nranks, failures.c_str());
+  }
+}
+
 // A group: 200 small allreduces (fused into a few), a large one, a broadcast and blocking
 // calls between, nested; every result as if issued one by one.
 Test(nonblocking, groups_fuse_small_allreduces_and_keep_results) {
