@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""ddl's direct op (torch.ops.ddl.all_reduce_, and its wrapper ddl.torch.all_reduce_) and
-dist.all_reduce on the ddl backend, against DeepSpeed's CPU shared-memory allreduce
+"""ddl's direct op (torch.ops.ddl.all_reduce_, and its wrapper ddl.torch.all_reduce_), torch's
+path to the ddl backend in layers (the backend's binding, the process group's binding with the
+dispatcher) and dist.all_reduce on it, against DeepSpeed's CPU shared-memory allreduce
 (deepspeed.comm.inference_all_reduce, the op tensor-parallel inference calls once per layer
 per token), in place, float32, in one job of 2 processes: every case in every round, the
 order alternating, medians over rounds of the per-call mean.
