@@ -340,9 +340,20 @@ def all_reduce_(tensor, op="sum", group=None):
     handle = _direct_comm(group)._live().value
     if torch.compiler.is_compiling():
         torch.ops.ddl.all_reduce_(tensor, handle, code)
-    else:  # the op's kernel, called without torch's operator machinery (backend.cpp)
-        (_ext or extension()).all_reduce_(tensor, handle, code)
+    else:
+        (_direct_kernel or _find_direct_kernel())(tensor, handle, code)
     return tensor
+
+
+_direct_kernel = None
+
+
+def _find_direct_kernel():
+    """The op's kernel called without torch's operator machinery (the extension's own
+    binding, backend.cpp), or the op where the extension predates that binding."""
+    global _direct_kernel
+    _direct_kernel = getattr(extension(), "all_reduce_", None) or torch.ops.ddl.all_reduce_
+    return _direct_kernel
 
 
 def _register():
