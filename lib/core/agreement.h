@@ -94,8 +94,7 @@ struct AgreementState {
 enum class AgreeOp { kAnd, kOr };
 
 struct AgreeRequest {
-  bool exchange_values = false;  // ddl_comm_agree: combine every live rank's value
-  uint64_t value = 0;            // this rank's value
+  uint64_t value = 0;  // this rank's value, combined with every live rank's by op
   AgreeOp op = AgreeOp::kAnd;
   std::vector<int> exclude;  // ranks the caller declares failed (the same on every rank)
   // Shrink: a rank that makes its own decision opens the new communicator's rendezvous and

@@ -94,7 +94,6 @@ void revoke_comm(ddl_comm *comm) {
 Status agree_comm(ddl_comm *comm, AgreeOp op, uint64_t *value) {
   DDL_RETURN_IF_ERROR(check_connections(comm));
   AgreeRequest request;
-  request.exchange_values = true;
   request.value = *value;
   request.op = op;
   Decision decision;
