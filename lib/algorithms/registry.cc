@@ -8,6 +8,7 @@
 #include "lib/algorithms/dissemination.h"
 #include "lib/algorithms/hier.h"
 #include "lib/algorithms/hier_alltoall.h"
+#include "lib/algorithms/hier_bruck_allreduce.h"
 #include "lib/algorithms/hier_two_level.h"
 #include "lib/algorithms/linear.h"
 #include "lib/algorithms/pairwise.h"
@@ -102,6 +103,9 @@ const std::vector<AlgorithmInfo> &algorithm_table() {
       {"hier", Collective::kAllreduce,
        "multi-tier: reduce-scatter in each host, allreduce each shard across hosts, allgather",
        build_hier_allreduce, hier_allreduce_cost},
+      {"hier_bruck", Collective::kAllreduce,
+       "per rail, its segment reduce-scattered and allgathered in Bruck rounds, tiers in one pass",
+       build_hier_bruck_allreduce, hier_bruck_allreduce_cost},
       {"ring", Collective::kReduceScatter, "n-1 ring steps, each reducing one block",
        build_ring_reduce_scatter, ring_reduce_scatter_cost},
       {"hier", Collective::kReduceScatter,

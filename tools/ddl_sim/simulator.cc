@@ -8,6 +8,7 @@
 
 #include "lib/algorithms/every_rank.h"
 #include "lib/algorithms/hier.h"
+#include "lib/algorithms/hier_bruck_allreduce.h"
 #include "lib/algorithms/registry.h"
 #include "lib/algorithms/walk.h"
 
@@ -610,6 +611,9 @@ Status simulate(const Cluster &cluster, const ddl::CollectiveArgs &args, SimResu
     if (plan.pieces > 1) result->algorithm += ddl::strprintf("/%d", plan.pieces);
     if (plan.leaf) result->algorithm += ddl::strprintf("/%s", plan.leaf);
   }
+  if (algorithm == "hier_bruck" && args.collective == ddl::Collective::kAllreduce &&
+      ddl::hier_bruck_pieces(args) > 1)
+    result->algorithm += ddl::strprintf("/%d", ddl::hier_bruck_pieces(args));
   result->why = why;
   return Simulation(cluster, std::move(ranks), trace_ranks).run(result);
 }
