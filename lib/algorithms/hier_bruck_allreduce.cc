@@ -8,13 +8,13 @@
 #include "lib/algorithms/bruck.h"
 #include "lib/algorithms/hier.h"
 #include "lib/algorithms/hosts.h"
+#include "lib/algorithms/registry.h"
 
 namespace ddl {
 namespace {
 
 bool applies(const CollectiveArgs &args, const Hosts &hosts) {
-  return !args.tiers.empty() && hosts.even() && args.count > 0 &&
-         args.count % static_cast<size_t>(args.nranks) == 0;
+  return !args.tiers.empty() && hosts.even() && args.count >= static_cast<size_t>(args.nranks);
 }
 
 // A rank's view of its rail's segment: cells in the order of positions (position j: host
@@ -336,8 +336,7 @@ double cost_in_pieces(const CollectiveArgs &args, int pieces) {
   const TierGroups tier = fastest_tier_groups(args);
   const int H = tier.groups, L = tier.largest;
   const size_t ranks_pieces = static_cast<size_t>(args.nranks) * static_cast<size_t>(pieces);
-  if (args.tiers.empty() || H < 2 || L < 2 || H * L != args.nranks || args.count == 0 ||
-      args.count % ranks_pieces != 0)
+  if (args.tiers.empty() || H < 2 || L < 2 || H * L != args.nranks || args.count < ranks_pieces)
     return inf;
   const double bytes = count_bytes(args);
   const double network = (H - 1.0) / H * bytes * args.net.beta / rails_for(args, L);
@@ -371,9 +370,43 @@ double cost_in_pieces(const CollectiveArgs &args, int pieces) {
 // pieces win there (72.6 -> 77.7 %).
 int pieces_of(const CollectiveArgs &args) {
   const size_t ranks = static_cast<size_t>(std::max(1, args.nranks));
-  const bool divides =
-      args.pieces > 1 && args.count % (ranks * static_cast<size_t>(args.pieces)) == 0;
-  return divides ? args.pieces : 1;
+  const bool fits = args.pieces > 1 && args.count >= ranks * static_cast<size_t>(args.pieces);
+  return fits ? args.pieces : 1;
+}
+
+// The elements the pieces take: a multiple of the ranks in every piece. The rest (fewer than
+// ranks x pieces, at the end) go to the tail (append_tail).
+size_t pieces_count(const CollectiveArgs &args, int pieces) {
+  const size_t unit = static_cast<size_t>(args.nranks) * static_cast<size_t>(pieces);
+  return args.count - args.count % unit;
+}
+
+// The last `args.count - offset` elements, allreduced by the models' choice for so few (not
+// this: they do not divide among the ranks) beside the pieces: its own memory, scratch and
+// tags (from tag_base), nothing to wait for, so that its latency hides under theirs.
+void append_tail(const CollectiveArgs &args, size_t offset, uint32_t tag_base, Schedule *schedule) {
+  CollectiveArgs tail = args;
+  tail.count = args.count - offset;
+  tail.algorithm.clear();
+  tail.pieces = 0;
+  Schedule part;
+  build_schedule(tail, &part);
+  const uint32_t base = static_cast<uint32_t>(schedule->steps.size());
+  const size_t scratch = schedule->scratch_count;
+  for (Step step : part.steps) {
+    for (Range *r : {&step.src, &step.dst, &step.tmp})
+      r->offset += r->buffer == BufferId::kScratch ? scratch : offset;
+    if (is_message(step.kind)) {
+      const uint64_t tag = static_cast<uint64_t>(step.tag) + tag_base;
+      // Past the transport's range: the plan fails with advice (make_comm_plan).
+      step.tag =
+          tag > kMaxStepTag ? std::numeric_limits<uint32_t>::max() : static_cast<uint32_t>(tag);
+    }
+    for (uint32_t &d : step.deps) d += base;
+    add_step(schedule, std::move(step));
+  }
+  schedule->scratch_count += part.scratch_count;
+  schedule->peer_memory = schedule->peer_memory || part.peer_memory;
 }
 
 }  // namespace
@@ -383,7 +416,7 @@ void build_hier_bruck_allreduce(const CollectiveArgs &args, Schedule *schedule) 
   if (!applies(args, hosts)) return build_hier_allreduce(args, schedule);
   if (!start_allreduce_schedule(args, "hier_bruck", schedule)) return;
   const int pieces = pieces_of(args);
-  const size_t piece_count = args.count / static_cast<size_t>(pieces);
+  const size_t piece_count = pieces_count(args, pieces) / static_cast<size_t>(pieces);
   const RailSegment first(args, hosts, 0, piece_count);
   schedule->peer_memory = args.peer_memory && first.L > 1;
   const std::vector<int> &here = hosts.ranks[static_cast<size_t>(first.h)];
@@ -397,12 +430,15 @@ void build_hier_bruck_allreduce(const CollectiveArgs &args, Schedule *schedule) 
   shared.staging = &staging;
   shared.round_staging = &round_staging;
   int64_t gate = -1;
+  const uint32_t piece_tags = 2 * static_cast<uint32_t>(first.cells());
   for (int p = 0; p < pieces; ++p) {
     const RailSegment seg(args, hosts, static_cast<size_t>(p) * piece_count, piece_count);
-    gate = build_piece(args, hosts, seg, shared,
-                       static_cast<uint32_t>(p) * 2 * static_cast<uint32_t>(seg.cells()), gate,
+    gate = build_piece(args, hosts, seg, shared, static_cast<uint32_t>(p) * piece_tags, gate,
                        schedule);
   }
+  const size_t taken = piece_count * static_cast<size_t>(pieces);
+  if (taken < args.count)
+    append_tail(args, taken, static_cast<uint32_t>(pieces) * piece_tags, schedule);
 }
 
 int hier_bruck_pieces(const CollectiveArgs &args) {

@@ -18,10 +18,12 @@
 // not one block at a time, and its steps grow with the rounds' messages, not with hosts x
 // ranks.
 //
-// Every host must have as many ranks, and the count must divide among all of them (else
-// hier is built). Positions are kept relative to the rank's host (position j: host h+j's
-// block), so each round passes one run of positions; a position's block larger than a
-// network chunk is cut into chunks (cells), and the rounds then pass one cell a message.
+// Every host must have as many ranks, and the count must be at least one element a rank (else
+// hier is built); the last count % ranks elements (which do not divide among them) are
+// allreduced beside, by the models' choice for so few. Positions are kept relative to the rank's
+// host (position j: host h+j's block), so each round passes one run of positions; a position's
+// block larger than a network chunk is cut into chunks (cells), and the rounds then pass one cell a
+// message.
 #pragma once
 
 #include "lib/algorithms/schedule.h"
@@ -31,8 +33,8 @@ namespace ddl {
 void build_hier_bruck_allreduce(const CollectiveArgs &args, Schedule *schedule);
 
 // Predicted seconds: its reduce-scatter's and allgather's rounds, each with its tiers
-// overlapped (the slower tier's bytes plus both tiers' latencies); infinite where it is not
-// built (above) or a host has one rank.
+// overlapped (the slower tier's bytes plus both tiers' latencies); infinite below 4 MB, where
+// it is not built (above) or a host has one rank.
 double hier_bruck_allreduce_cost(const CollectiveArgs &args);
 // How many pieces it cuts the vector into, each a whole hier_bruck of its own, each rank's host
 // tier working piece after piece (as hier's): CollectiveArgs::pieces where the count divides

@@ -137,6 +137,26 @@ void expect_sweep_on_hosts(const char *algorithm, const std::vector<int> &sizes,
             single_copy ? "" : " (DDL_CMA=0)", failures.c_str());
 }
 
+// Counts of a few elements per rank, with and without a tail that does not divide among the
+// ranks (hier_bruck allreduces it beside): every type and op small, float32 sum and avg over
+// several chunks, in and out of place.
+int per_rank_sweep(ddl_comm_t comm, int rank, int nranks) {
+  const size_t n = static_cast<size_t>(nranks);
+  for (int d = 0; d < DDL_DATATYPE_COUNT; ++d)
+    for (int o = 0; o < DDL_OP_COUNT; ++o)
+      for (size_t count : {n, 7 * n + 3})
+        for (bool in_place : {false, true})
+          if (int rc = check_allreduce(comm, rank, nranks, static_cast<ddl_datatype_t>(d),
+                                       static_cast<ddl_op_t>(o), count, in_place))
+            return rc;
+  for (ddl_op_t op : {DDL_SUM, DDL_AVG})
+    for (size_t count : {1021 * n + 5, 100003 * n})
+      for (bool in_place : {false, true})
+        if (int rc = check_allreduce(comm, rank, nranks, DDL_FLOAT32, op, count, in_place))
+          return rc;
+  return 0;
+}
+
 // Runs nranks with DDL_ALGO=algorithm, logged (run_ranks_logged).
 std::string run_logged(const char *algorithm, int nranks, const RankBody &body,
                        std::vector<std::string> *logs) {
@@ -185,6 +205,18 @@ ALGORITHM_TESTS(tree)
 ALGORITHM_TESTS(dbtree)
 ALGORITHM_TESTS(direct)
 ALGORITHM_TESTS(flat)
+
+// hier_bruck's allreduce (each rail's segment in Bruck rounds) on 3 hosts of 2 and 2 of 3, by
+// single copy inside hosts and through the cells.
+Test(algorithms, hier_bruck_on_hosts) {
+  for (const std::vector<int> &sizes : {std::vector<int>{2, 2, 2}, std::vector<int>{3, 3}})
+    for (bool single_copy : {true, false}) {
+      const std::string failures =
+          run_ranks(ranks_on(sizes), per_rank_sweep, on_hosts("hier_bruck", sizes, single_copy));
+      cr_assert(failures.empty(), "DDL_ALGO=hier_bruck on %zu hosts%s:\n%s", sizes.size(),
+                single_copy ? "" : " (DDL_CMA=0)", failures.c_str());
+    }
+}
 
 // hier over hosts of equal and unequal sizes; the verifier covers the shapes beyond 8 ranks.
 Test(algorithms, hier_2_hosts_of_2) {

@@ -1,5 +1,6 @@
 // Every algorithm's schedules at 1024 ranks, those with O(log n) rounds per rank at 3000 and
-// 4096, hier over sampled uneven hosts at 4096, hier_bruck over 512 hosts
+// 4096, hier over sampled uneven hosts at 4096, hier_bruck over 512 hosts (its allreduce at
+// 4096)
 // (lib/algorithms/scale_check.h: values summed instead of rank sets, so that thousands of ranks
 // fit); mutated schedules prove that the check catches what it claims to.
 #include <criterion/criterion.h>
@@ -113,6 +114,20 @@ Test(schedules_at_scale, hier_over_uneven_hosts_at_4096_ranks, .timeout = 300) {
     uneven_hosts(&bruck, 8, 9);
     expect_ok(bruck, "uneven hosts");
   }
+  // hier_bruck's allreduce over 512 hosts of 8 (4 elements a rank and a tail of 3 beside),
+  // also in 2 pieces, and of 2; on uneven hosts it builds hier.
+  CollectiveArgs rails = call(Collective::kAllreduce, "hier_bruck", 4096);
+  rails.count = 4 * 4096 + 3;
+  even_hosts(&rails, 8);
+  expect_ok(rails, "512 hosts x 8");
+  rails.pieces = 2;
+  expect_ok(rails, "512 hosts x 8, 2 pieces");
+  rails = call(Collective::kAllreduce, "hier_bruck", 1024);
+  rails.count = 3 * 1024;
+  even_hosts(&rails, 2);
+  expect_ok(rails, "512 hosts x 2");
+  uneven_hosts(&rails, 8, 11);
+  expect_ok(rails, "uneven hosts");
   CollectiveArgs b = call(Collective::kBroadcast, "hier", 4096);
   uneven_hosts(&b, 16, 3);
   expect_ok(b, "uneven hosts");
