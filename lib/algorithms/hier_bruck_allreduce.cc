@@ -17,13 +17,29 @@ bool applies(const CollectiveArgs &args, const Hosts &hosts) {
   return !args.tiers.empty() && hosts.even() && args.count >= static_cast<size_t>(args.nranks);
 }
 
+// The rounds among H hosts, nearest first (the allgather's order): at each level d = 1, r,
+// r^2, ... (r: the radix) one to each of the hosts k·d on, k = 1 .. r-1, each passing on up to
+// d positions (its width). With r = 2, Bruck's rounds; a larger radix sends to r-1 hosts at
+// once and has fewer levels one after the other.
+struct Round {
+  int distance, width, level;
+};
+std::vector<Round> bruck_rounds(int H, int radix) {
+  std::vector<Round> all;
+  for (int d = 1; d < H; d *= radix)
+    for (int k = 1; k < radix && k * d < H; ++k)
+      all.push_back(Round{k * d, std::min(d, H - k * d), d});
+  return all;
+}
+
 // A rank's view of its rail's segment: cells in the order of positions (position j: host
 // h+j's block, cut into C cells of at most a network chunk), the runs of cells each round's
 // messages pass, and the runs the host tier reduces at once.
 class RailSegment {
  public:
   // The piece [base, base + count) of the vector (count a multiple of the ranks).
-  RailSegment(const CollectiveArgs &args, const Hosts &hosts, size_t first, size_t count)
+  RailSegment(const CollectiveArgs &args, const Hosts &hosts, size_t first, size_t count,
+              int rounds_radix)
       : H(hosts.count()),
         L(static_cast<int>(hosts.ranks[0].size())),
         h(hosts.host_of[args.rank]),
@@ -35,6 +51,7 @@ class RailSegment {
         cell(C > 1 ? chunk : block),
         per_message(C > 1 ? 1 : blocks_per_message(args, block, H)),
         least(C > 1 ? 1 : least_split(args, block)),
+        radix(rounds_radix),
         hosts_(hosts) {}
 
   int cells() const { return H * C; }
@@ -65,21 +82,16 @@ class RailSegment {
       visit(x, y);
     }
   }
-  // The rounds' distances, nearest first, and how many positions each passes on.
-  std::vector<int> distances() const {
-    std::vector<int> d;
-    for (int at = 1; at < H; at *= 2) d.push_back(at);
-    return d;
-  }
-  int passed(int d) const { return std::min(d, H - d); }
-  // Round d's messages: runs [first, first + count) of the cells it passes (counted from the
+  std::vector<Round> rounds() const { return bruck_rounds(H, radix); }
+  // A round's messages: runs [first, first + count) of the cells it passes (counted from the
   // first of them), the first first or (`last_first`) the last first.
-  int cells_per_message(int d) const {
-    return C > 1 ? 1 : round_message_blocks(per_message, least, d);
+  int cells_per_message(int level) const {
+    return C > 1 ? 1 : round_message_blocks(per_message, least, level);
   }
   template <typename Visit>
-  void messages(int d, bool last_first, Visit visit) const {
-    const int per = cells_per_message(d), n = passed(d) * C, count = (n + per - 1) / per;
+  void messages(const Round &round, bool last_first, Visit visit) const {
+    const int per = cells_per_message(round.level), n = round.width * C;
+    const int count = (n + per - 1) / per;
     for (int i = 0; i < count; ++i) {
       const int first = (last_first ? count - 1 - i : i) * per;
       visit(first, std::min(per, n - first));
@@ -110,7 +122,7 @@ class RailSegment {
   const size_t base, block, chunk;
   const int C;
   const size_t cell;
-  const int per_message, least;
+  const int per_message, least, radix;
 
  private:
   const Hosts &hosts_;
@@ -188,8 +200,9 @@ uint32_t build_piece(const CollectiveArgs &args, const Hosts &hosts, const RailS
   //    (`arrived`), which join them when a position is passed on (`folded`: already in).
   //    Position 0's last sum lands in the output.
   int receiving = 0;  // positions that receive before the last round
-  for (int d : seg.distances())
-    if (d > 1) receiving = std::max(receiving, seg.passed(d));
+  const std::vector<Round> rounds = seg.rounds();
+  for (const auto &round : rounds)
+    if (round.distance > 1) receiving = std::max(receiving, round.width);
   const size_t arrivals = schedule->scratch_count;
   schedule->scratch_count += seg.offset(receiving * seg.C);
   auto arrived_at = [&](int x) { return scratch_at(arrivals + seg.offset(x)); };
@@ -238,16 +251,15 @@ uint32_t build_piece(const CollectiveArgs &args, const Hosts &hosts, const RailS
   };
   std::vector<std::vector<uint32_t>> written(static_cast<size_t>(cells));  // output, by cell
   std::vector<std::pair<int, int>> landed;  // the output's runs, in the order they complete
-  const std::vector<int> distances = seg.distances();
-  for (auto d = distances.rbegin(); d != distances.rend(); ++d)
-    seg.messages(*d, true, [&](int first, int count) {
-      const int x = *d * seg.C + first, y = first + count;
+  for (auto round = rounds.rbegin(); round != rounds.rend(); ++round)
+    seg.messages(*round, true, [&](int first, int count) {
+      const int d = round->distance, x = d * seg.C + first, y = first + count;
       const uint32_t tag = tag_base + static_cast<uint32_t>(first);
-      add_step(schedule, send_step(seg.rail_rank(*d), tag, sum_at(x), seg.elems(x, x + count),
+      add_step(schedule, send_step(seg.rail_rank(d), tag, sum_at(x), seg.elems(x, x + count),
                                    whole_sums(x, x + count)));
-      const int from = seg.rail_rank(-*d);
+      const int from = seg.rail_rank(-d);
       const size_t n = seg.elems(first, y);
-      if (*d == 1) {  // the last round: cells of position 0, whole, into the output
+      if (d == 1) {  // the last round: cells of position 0, whole, into the output
         Range operand = sum_at(first);
         std::vector<uint32_t> after = steps_of(host_sum, first, count);
         if (!steps_of(arrived, first, count).empty()) {
@@ -275,8 +287,9 @@ uint32_t build_piece(const CollectiveArgs &args, const Hosts &hosts, const RailS
   //    around the buffer goes as two messages). A receive waits for the host's sums of its
   //    cells: in place, they read this rank's input there.
   const uint32_t gather_tags = tag_base + static_cast<uint32_t>(cells);
-  for (int d : distances)
-    seg.messages(d, false, [&](int first, int count) {
+  for (const auto &round : rounds)
+    seg.messages(round, false, [&](int first, int count) {
+      const int d = round.distance;
       seg.split(first, first + count, [&](int a, int b) {
         add_step(schedule, send_step(seg.rail_rank(-d), gather_tags + static_cast<uint32_t>(a),
                                      at(a), seg.elems(a, b), steps_of(written, a, b - a)));
@@ -321,17 +334,19 @@ uint32_t build_piece(const CollectiveArgs &args, const Hosts &hosts, const RailS
 // dgx-h100 16 x 8 at 1 MB: hier 46.7 us, this 59.1; its model 68, hier's 73).
 constexpr double kMinBytes = 4.0 * 1024 * 1024;
 
-// The rank's work on its messages overlaps the bytes on the wire unless it takes more than
-// two thirds of their time (as hier's pieces are priced, hier_plan.cc).
-constexpr double kMessageWorkShare = 1.5;
+// The rank's work on its messages (a send's and a receive's overhead each) overlaps the bytes
+// on the wire, and sets the pace where it takes longer (ddl_sim, dgx-h100 16 x 8 at 4 MB: 9
+// messages a half, 66 us in all; priced as hier's pieces are, with half as much again, 82).
+constexpr double kMessageWorkShare = 1;
 
 // The model in `pieces` pieces. Each half (reduce-scatter, allgather): the host's bytes over
 // its rails, inside the host, or the rank's work on its messages, the slowest setting the
 // pace (run by run each tier passes work on to the other). Between them, a piece's rounds one
 // after the other (the reduce-scatter's last ones and the allgather's first ones carry
 // little), each a network latency and a message's work, and the host tier's latency: the
-// wire idles meanwhile (other pieces do not fill it: pieces_of).
-double cost_in_pieces(const CollectiveArgs &args, int pieces) {
+// wire idles meanwhile (other pieces do not fill it: pieces_of). Below a few MB the pipeline's
+// fill and drain count too (dgx-h100 2 x 8 at 4 MB: one run of the whole segment each way).
+double cost_in_pieces(const CollectiveArgs &args, int pieces, int radix) {
   const double inf = std::numeric_limits<double>::infinity();
   const TierGroups tier = fastest_tier_groups(args);
   const int H = tier.groups, L = tier.largest;
@@ -348,17 +363,42 @@ double cost_in_pieces(const CollectiveArgs &args, int pieces) {
   const int C = block > chunk ? static_cast<int>((block + chunk - 1) / chunk) : 1;
   const int per_message = C > 1 ? 1 : blocks_per_message(args, block, H);
   const int least = C > 1 ? 1 : least_split(args, block);
-  double rounds = 0, messages = 0;
-  for (int d = 1; d < H; d *= 2) {
-    ++rounds;
-    const int per = C > 1 ? 1 : round_message_blocks(per_message, least, d);
-    messages += std::ceil(static_cast<double>(std::min(d, H - d)) * C / per);
+  double levels = 0, messages = 0;
+  for (const Round &round : bruck_rounds(H, radix)) {
+    levels += round.distance == round.level ? 1 : 0;
+    const int per = C > 1 ? 1 : round_message_blocks(per_message, least, round.level);
+    messages += std::ceil(static_cast<double>(round.width) * C / per);
   }
   const double message_work = kMessageWorkShare * pieces * messages * 2 * args.net.overhead;
-  const double chain = rounds * (args.net.alpha + args.net.overhead) + args.local.alpha;
+  // A level's messages to its r-1 hosts are posted one after the other.
+  const double level = args.net.alpha + (radix - 1) * args.net.overhead;
+  const double chain = levels * level + args.local.alpha;
   const double scatter = std::max({network, reduced, message_work});
   const double gather = std::max({network, inside, message_work});
-  return scatter + gather + 2 * chain;
+  // The pipeline's fill and drain: the first run the host tier sums before anything leaves,
+  // the last message's run written to the host's other ranks after everything arrived.
+  int rounds_below = 0;
+  const int unit =
+      C > 1 ? 1
+            : power_of_two_below(
+                  static_cast<int>(std::min<size_t>(chunk / block, static_cast<size_t>(H))),
+                  &rounds_below);
+  const double cell_bytes = static_cast<double>(C > 1 ? chunk : block) * args.elem_size;
+  const double fill = unit * cell_bytes * (L - 1) * std::max(local_beta, args.local.gamma);
+  const double drain = per_message * cell_bytes * (L - 1) * local_beta;
+  return scatter + gather + 2 * chain + fill + drain;
+}
+
+// The radix its model prices lowest, 2 or 4 (ddl_sim, dgx-h100 512 x 8 at 64 MB: 74.4 and 77.4
+// % of the bound; 16 and 64 hosts at 4-16 MB: radix 4 6-15 % faster, 64 hosts at 64 MB 1.2 %
+// slower). Not 8: 73.1 % there, and among 8 emulated hosts x 2 (one level: every host to
+// every other at once) 12 % slower than radix 2.
+int radix_of(const CollectiveArgs &args, int pieces) {
+  int best = 2;
+  for (int radix : {4})
+    if (cost_in_pieces(args, pieces, radix) < cost_in_pieces(args, pieces, best) * (1 - 1e-9))
+      best = radix;
+  return best;
 }
 
 // How many pieces: CollectiveArgs::pieces (DDL_HIER_PIECES) where the count divides among
@@ -417,7 +457,8 @@ void build_hier_bruck_allreduce(const CollectiveArgs &args, Schedule *schedule) 
   if (!start_allreduce_schedule(args, "hier_bruck", schedule)) return;
   const int pieces = pieces_of(args);
   const size_t piece_count = pieces_count(args, pieces) / static_cast<size_t>(pieces);
-  const RailSegment first(args, hosts, 0, piece_count);
+  const int radix = radix_of(args, pieces);
+  const RailSegment first(args, hosts, 0, piece_count, radix);
   schedule->peer_memory = args.peer_memory && first.L > 1;
   const std::vector<int> &here = hosts.ranks[static_cast<size_t>(first.h)];
   Shared shared;
@@ -432,7 +473,7 @@ void build_hier_bruck_allreduce(const CollectiveArgs &args, Schedule *schedule) 
   int64_t gate = -1;
   const uint32_t piece_tags = 2 * static_cast<uint32_t>(first.cells());
   for (int p = 0; p < pieces; ++p) {
-    const RailSegment seg(args, hosts, static_cast<size_t>(p) * piece_count, piece_count);
+    const RailSegment seg(args, hosts, static_cast<size_t>(p) * piece_count, piece_count, radix);
     gate = build_piece(args, hosts, seg, shared, static_cast<uint32_t>(p) * piece_tags, gate,
                        schedule);
   }
@@ -445,9 +486,18 @@ int hier_bruck_pieces(const CollectiveArgs &args) {
   return pieces_of(args);
 }
 
+// What its model says is its whole gain over hier's pieces: their network rounds' latencies,
+// piece by piece. Where the two are priced within a few percent, neither is known to be
+// faster, and hier keeps the call: on the emulated hosts (1 Gbit/s links, where latencies
+// are a sliver of a large call's time) the models priced this 0.1-0.5 % lower, and it
+// measured 0-1.5 % slower (bench/projections.md); ddl_sim's model of those hosts' shared
+// cores makes it 8 % slower among 8 hosts x 2.
+constexpr double kHierMargin = 1.02;
+
 double hier_bruck_allreduce_cost(const CollectiveArgs &args) {
   if (count_bytes(args) < kMinBytes) return std::numeric_limits<double>::infinity();
-  return cost_in_pieces(args, pieces_of(args));
+  const int pieces = pieces_of(args);
+  return kHierMargin * cost_in_pieces(args, pieces, radix_of(args, pieces));
 }
 
 }  // namespace ddl

@@ -532,6 +532,25 @@ Test(hier_schedules, bruck_forms) {
 // does not divide among the ranks, uneven hosts and hosts out of rank order (hier's, built
 // instead).
 Test(hier_schedules, bruck_allreduce) {
+  // Its radix by the models (messages that cost nothing: 8; dear ones: 2).
+  for (double overhead : {0.0, 1e-3})
+    for (int hosts : {3, 5, 9, 17})
+      for (size_t count : {size_t{2 * 17 * 2}, size_t{9 * 17 * 2 + 5}})
+        for (bool in_place : {false, true}) {
+          CollectiveArgs a;
+          a.nranks = 2 * hosts;
+          a.count = count;
+          a.chunk_elems = 4;
+          a.in_place = in_place;
+          a.algorithm = "hier_bruck";
+          a.tiers = hosts_of_sizes(std::vector<int>(static_cast<size_t>(hosts), 2));
+          a.hosts = hosts;
+          a.peer_memory = true;
+          a.net.overhead = overhead;
+          const Status s = verify_collective(a);
+          cr_assert(s.ok(), "%d hosts x 2, count %zu, overhead %g, in place %d: %s", hosts, count,
+                    overhead, in_place, s.message().c_str());
+        }
   for (bool peer_memory : {false, true}) {
     for (int hosts = 2; hosts <= 9; ++hosts)
       for (int local = 1; local <= 3; ++local) {
