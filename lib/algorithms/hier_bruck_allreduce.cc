@@ -17,17 +17,21 @@ bool applies(const CollectiveArgs &args, const Hosts &hosts) {
   return !args.tiers.empty() && hosts.even() && args.count >= static_cast<size_t>(args.nranks);
 }
 
-// The rounds among H hosts, nearest first (the allgather's order): at each level d = 1, r,
-// r^2, ... (r: the radix) one to each of the hosts k·d on, k = 1 .. r-1, each passing on up to
-// d positions (its width). With r = 2, Bruck's rounds; a larger radix sends to r-1 hosts at
-// once and has fewer levels one after the other.
+// The rounds among H hosts, nearest first (the allgather's order): at each level d = 1, 4, 16,
+// ... one to each of the hosts k·d on, k = 1, 2, 3, each passing on up to d positions (its
+// width). Bruck's rounds are radix 2, one host a level; at radix 4 a rank sends to 3 at once,
+// and half as many levels follow one another (ddl_sim, dgx-h100 512 x 8 at 64 MB: radix 2,
+// 4, 8 74.4, 77.4, 73.1 % of the bound; 16 and 64 hosts at 4-16 MB radix 4 6-15 % faster
+// than 2; 64 hosts at 64 MB 1.2 % slower).
+constexpr int kRadix = 4;
+
 struct Round {
   int distance, width, level;
 };
-std::vector<Round> bruck_rounds(int H, int radix) {
+std::vector<Round> bruck_rounds(int H) {
   std::vector<Round> all;
-  for (int d = 1; d < H; d *= radix)
-    for (int k = 1; k < radix && k * d < H; ++k)
+  for (int d = 1; d < H; d *= kRadix)
+    for (int k = 1; k < kRadix && k * d < H; ++k)
       all.push_back(Round{k * d, std::min(d, H - k * d), d});
   return all;
 }
@@ -38,8 +42,7 @@ std::vector<Round> bruck_rounds(int H, int radix) {
 class RailSegment {
  public:
   // The piece [base, base + count) of the vector (count a multiple of the ranks).
-  RailSegment(const CollectiveArgs &args, const Hosts &hosts, size_t first, size_t count,
-              int rounds_radix)
+  RailSegment(const CollectiveArgs &args, const Hosts &hosts, size_t first, size_t count)
       : H(hosts.count()),
         L(static_cast<int>(hosts.ranks[0].size())),
         h(hosts.host_of[args.rank]),
@@ -51,7 +54,6 @@ class RailSegment {
         cell(C > 1 ? chunk : block),
         per_message(C > 1 ? 1 : blocks_per_message(args, block, H)),
         least(C > 1 ? 1 : least_split(args, block)),
-        radix(rounds_radix),
         hosts_(hosts) {}
 
   int cells() const { return H * C; }
@@ -82,7 +84,7 @@ class RailSegment {
       visit(x, y);
     }
   }
-  std::vector<Round> rounds() const { return bruck_rounds(H, radix); }
+  std::vector<Round> rounds() const { return bruck_rounds(H); }
   // A round's messages: runs [first, first + count) of the cells it passes (counted from the
   // first of them), the first first or (`last_first`) the last first.
   int cells_per_message(int level) const {
@@ -122,7 +124,7 @@ class RailSegment {
   const size_t base, block, chunk;
   const int C;
   const size_t cell;
-  const int per_message, least, radix;
+  const int per_message, least;
 
  private:
   const Hosts &hosts_;
@@ -344,9 +346,8 @@ constexpr double kMessageWorkShare = 1;
 // pace (run by run each tier passes work on to the other). Between them, a piece's rounds one
 // after the other (the reduce-scatter's last ones and the allgather's first ones carry
 // little), each a network latency and a message's work, and the host tier's latency: the
-// wire idles meanwhile (other pieces do not fill it: pieces_of). Below a few MB the pipeline's
-// fill and drain count too (dgx-h100 2 x 8 at 4 MB: one run of the whole segment each way).
-double cost_in_pieces(const CollectiveArgs &args, int pieces, int radix) {
+// wire idles meanwhile (other pieces do not fill it: pieces_of).
+double cost_in_pieces(const CollectiveArgs &args, int pieces) {
   const double inf = std::numeric_limits<double>::infinity();
   const TierGroups tier = fastest_tier_groups(args);
   const int H = tier.groups, L = tier.largest;
@@ -364,41 +365,16 @@ double cost_in_pieces(const CollectiveArgs &args, int pieces, int radix) {
   const int per_message = C > 1 ? 1 : blocks_per_message(args, block, H);
   const int least = C > 1 ? 1 : least_split(args, block);
   double levels = 0, messages = 0;
-  for (const Round &round : bruck_rounds(H, radix)) {
+  for (const Round &round : bruck_rounds(H)) {
     levels += round.distance == round.level ? 1 : 0;
     const int per = C > 1 ? 1 : round_message_blocks(per_message, least, round.level);
     messages += std::ceil(static_cast<double>(round.width) * C / per);
   }
   const double message_work = kMessageWorkShare * pieces * messages * 2 * args.net.overhead;
-  // A level's messages to its r-1 hosts are posted one after the other.
-  const double level = args.net.alpha + (radix - 1) * args.net.overhead;
-  const double chain = levels * level + args.local.alpha;
+  const double chain = levels * (args.net.alpha + args.net.overhead) + args.local.alpha;
   const double scatter = std::max({network, reduced, message_work});
   const double gather = std::max({network, inside, message_work});
-  // The pipeline's fill and drain: the first run the host tier sums before anything leaves,
-  // the last message's run written to the host's other ranks after everything arrived.
-  int rounds_below = 0;
-  const int unit =
-      C > 1 ? 1
-            : power_of_two_below(
-                  static_cast<int>(std::min<size_t>(chunk / block, static_cast<size_t>(H))),
-                  &rounds_below);
-  const double cell_bytes = static_cast<double>(C > 1 ? chunk : block) * args.elem_size;
-  const double fill = unit * cell_bytes * (L - 1) * std::max(local_beta, args.local.gamma);
-  const double drain = per_message * cell_bytes * (L - 1) * local_beta;
-  return scatter + gather + 2 * chain + fill + drain;
-}
-
-// The radix its model prices lowest, 2 or 4 (ddl_sim, dgx-h100 512 x 8 at 64 MB: 74.4 and 77.4
-// % of the bound; 16 and 64 hosts at 4-16 MB: radix 4 6-15 % faster, 64 hosts at 64 MB 1.2 %
-// slower). Not 8: 73.1 % there, and among 8 emulated hosts x 2 (one level: every host to
-// every other at once) 12 % slower than radix 2.
-int radix_of(const CollectiveArgs &args, int pieces) {
-  int best = 2;
-  for (int radix : {4})
-    if (cost_in_pieces(args, pieces, radix) < cost_in_pieces(args, pieces, best) * (1 - 1e-9))
-      best = radix;
-  return best;
+  return scatter + gather + 2 * chain;
 }
 
 // How many pieces: CollectiveArgs::pieces (DDL_HIER_PIECES) where the count divides among
@@ -457,8 +433,7 @@ void build_hier_bruck_allreduce(const CollectiveArgs &args, Schedule *schedule) 
   if (!start_allreduce_schedule(args, "hier_bruck", schedule)) return;
   const int pieces = pieces_of(args);
   const size_t piece_count = pieces_count(args, pieces) / static_cast<size_t>(pieces);
-  const int radix = radix_of(args, pieces);
-  const RailSegment first(args, hosts, 0, piece_count, radix);
+  const RailSegment first(args, hosts, 0, piece_count);
   schedule->peer_memory = args.peer_memory && first.L > 1;
   const std::vector<int> &here = hosts.ranks[static_cast<size_t>(first.h)];
   Shared shared;
@@ -473,7 +448,7 @@ void build_hier_bruck_allreduce(const CollectiveArgs &args, Schedule *schedule) 
   int64_t gate = -1;
   const uint32_t piece_tags = 2 * static_cast<uint32_t>(first.cells());
   for (int p = 0; p < pieces; ++p) {
-    const RailSegment seg(args, hosts, static_cast<size_t>(p) * piece_count, piece_count, radix);
+    const RailSegment seg(args, hosts, static_cast<size_t>(p) * piece_count, piece_count);
     gate = build_piece(args, hosts, seg, shared, static_cast<uint32_t>(p) * piece_tags, gate,
                        schedule);
   }
@@ -486,18 +461,17 @@ int hier_bruck_pieces(const CollectiveArgs &args) {
   return pieces_of(args);
 }
 
-// What its model says is its whole gain over hier's pieces: their network rounds' latencies,
-// piece by piece. Where the two are priced within a few percent, neither is known to be
-// faster, and hier keeps the call: on the emulated hosts (1 Gbit/s links, where latencies
-// are a sliver of a large call's time) the models priced this 0.1-0.5 % lower, and it
-// measured 0-1.5 % slower (bench/projections.md); ddl_sim's model of those hosts' shared
-// cores makes it 8 % slower among 8 hosts x 2.
-constexpr double kHierMargin = 1.02;
+// Where the models consider it: among 16 hosts or more. Its gain is what hier's pieces pay in
+// their network rounds' latencies, piece by piece, which grows with the hosts; among a few
+// its model and hier's differ by less than their error, and on the emulated hosts (1 Gbit/s)
+// it measured alike or slower: 4 hosts x 2 at 4 / 16 MB 8 / 5 % slower, 2 x 4 at 4-16 MB and
+// 2 x 2 (1 or 2 rails) at 16-64 MB within noise (5 alternating rounds, bench/projections.md).
+constexpr int kMinHosts = 16;
 
 double hier_bruck_allreduce_cost(const CollectiveArgs &args) {
-  if (count_bytes(args) < kMinBytes) return std::numeric_limits<double>::infinity();
-  const int pieces = pieces_of(args);
-  return kHierMargin * cost_in_pieces(args, pieces, radix_of(args, pieces));
+  if (count_bytes(args) < kMinBytes || fastest_tier_groups(args).groups < kMinHosts)
+    return std::numeric_limits<double>::infinity();
+  return cost_in_pieces(args, pieces_of(args));
 }
 
 }  // namespace ddl
