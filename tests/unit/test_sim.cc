@@ -53,6 +53,20 @@ Cluster gpu_cluster(int hosts, int gpus) {
   return c;
 }
 
+// H hosts x 2 GPUs, single copy inside the hosts, a NIC per GPU at half the port's `rate`, no
+// latencies or per-message costs, 64 KB chunks: for an allreduce of N bytes both tiers take
+// N / rate (pipelined_hier_overlaps_equal_tiers).
+Cluster equal_tiers_cluster(int hosts, double rate) {
+  Cluster c = flat_cluster(hosts, 2, rate / 2, 0);
+  c.nics = 2;
+  c.local_rate = rate;
+  c.local_latency = 0;
+  c.single_copy = true;
+  c.gpu = true;
+  c.chunk_bytes = 64 * 1024;
+  return c;
+}
+
 void expect_near(double got, double want, double tolerance, const char *what) {
   cr_assert(std::fabs(got - want) <= tolerance * want, "%s: simulated %.3f us, expected %.3f us",
             what, got * 1e6, want * 1e6);
@@ -198,13 +212,7 @@ Test(sim, pipelined_hier_overlaps_equal_tiers) {
   // the other (the pipeline's fill and drain), + 5 %.
   for (int hosts : {2, 4}) {
     const double rate = 2e9;
-    Cluster c = flat_cluster(hosts, 2, rate / 2, 0);
-    c.nics = 2;
-    c.local_rate = rate;
-    c.local_latency = 0;
-    c.single_copy = true;
-    c.gpu = true;
-    c.chunk_bytes = 64 * 1024;
+    Cluster c = equal_tiers_cluster(hosts, rate);
     const size_t count = size_t{1} << 22;  // 16 MB of float32
     const double t_host = 4.0 * count / rate, t_net = t_host * 2 * (hosts - 1) / hosts;
     for (int pieces : {1, 4, 8, 16}) {
@@ -270,14 +278,8 @@ Test(sim, hier_bruck_overlaps_equal_tiers_in_one_pass) {
   // slower tier, at least; at most that plus one run of each tier (a network chunk), + 5 %.
   for (int hosts : {2, 4, 5, 16}) {
     const double rate = 2e9;
-    Cluster c = flat_cluster(hosts, 2, rate / 2, 0);
-    c.nics = 2;
-    c.local_rate = rate;
-    c.local_latency = 0;
-    c.single_copy = true;
-    c.gpu = true;
-    c.chunk_bytes = 64 * 1024;
-    const size_t count = size_t{2 * 16} << 17;  // 16 MB of float32, a multiple of every 2H
+    Cluster c = equal_tiers_cluster(hosts, rate);
+    const size_t count = size_t{1} << 22;  // 16 MB of float32 (5 hosts: a tail of 4 beside)
     const double t_host = 4.0 * count / rate, t_net = t_host * 2 * (hosts - 1) / hosts;
     const CollectiveArgs args = collective_args(c, Collective::kAllreduce, count, 4, "hier_bruck");
     SimResult r;
