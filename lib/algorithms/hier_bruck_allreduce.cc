@@ -41,7 +41,7 @@ std::vector<Round> bruck_rounds(int H) {
 // messages pass, and the runs the host tier reduces at once.
 class RailSegment {
  public:
-  // The piece [base, base + count) of the vector (count a multiple of the ranks).
+  // The piece [first, first + count) of the vector (count a multiple of the ranks).
   RailSegment(const CollectiveArgs &args, const Hosts &hosts, size_t first, size_t count)
       : H(hosts.count()),
         L(static_cast<int>(hosts.ranks[0].size())),
@@ -196,9 +196,9 @@ uint32_t build_piece(const CollectiveArgs &args, const Hosts &hosts, const RailS
     for (uint32_t step = first_step; step <= host_done; ++step)
       schedule->steps[step].deps.push_back(static_cast<uint32_t>(gate));
 
-  // 2. The rail's reduce-scatter: Bruck's rounds backwards, as hier_bruck's reduce-scatter
-  //    (hier_two_level.cc): round d sends positions [d, d + passed) to the rail's rank d hosts
-  //    on and adds what d hosts back sends for [0, passed), apart from the host's sums
+  // 2. The rail's reduce-scatter: the rounds backwards, as hier_bruck's reduce-scatter
+  //    (hier_two_level.cc): round d sends positions [d, d + width) to the rail's rank d hosts
+  //    on and adds what d hosts back sends for [0, width), apart from the host's sums
   //    (`arrived`), which join them when a position is passed on (`folded`: already in).
   //    Position 0's last sum lands in the output.
   int receiving = 0;  // positions that receive before the last round
@@ -331,9 +331,9 @@ uint32_t build_piece(const CollectiveArgs &args, const Hosts &hosts, const RailS
   return host_done;
 }
 
-// Where the models consider it: from 4 MB. Below, its two halves' rounds cost more latencies
-// than hier's one allreduce among hosts, which its model prices too high there (ddl_sim,
-// dgx-h100 16 x 8 at 1 MB: hier 46.7 us, this 59.1; its model 68, hier's 73).
+// Where the models consider it: from 4 MB. Below, its two halves' rounds cost as many
+// latencies as the bytes they carry, and it gains nothing on hier's one allreduce among hosts
+// (ddl_sim, dgx-h100 16 x 8 at 1 MB: hier 46.7 us, this 47.3; at 4 MB 91.5 and 66.4).
 constexpr double kMinBytes = 4.0 * 1024 * 1024;
 
 // The rank's work on its messages (a send's and a receive's overhead each) overlaps the bytes
@@ -377,13 +377,13 @@ double cost_in_pieces(const CollectiveArgs &args, int pieces) {
   return scatter + gather + 2 * chain;
 }
 
-// How many pieces: CollectiveArgs::pieces (DDL_HIER_PIECES) where the count divides among
-// them, else one. The models take one: in ddl_sim pieces lose wherever links serve messages
+// How many pieces: CollectiveArgs::pieces (DDL_HIER_PIECES) where each piece keeps an element
+// a rank, else one. The models take one: in ddl_sim pieces lose wherever links serve messages
 // first come, first served (the clusters' calibrated default), since a later piece's large
 // reduce-scatter messages queue ahead of an earlier piece's small rounds (dgx-h100 512 x 8,
-// 64 MB: 74.4 % of the bound in one piece, 69.3 in 2, 66.9 in 4; 16 and 64 hosts at 16-256
-// MB: the same or slower); with links shared among connections (link_sharing = fair) two
-// pieces win there (72.6 -> 77.7 %).
+// 64 MB: 77.4 % of the bound in one piece, 72.0 in 2; at radix 2 74.4, 69.3 and 66.9 in 1, 2,
+// 4; 16 and 64 hosts at 16-256 MB: the same or slower); with links shared among connections
+// (link_sharing = fair) two pieces win there (74.1 -> 77.9 %).
 int pieces_of(const CollectiveArgs &args) {
   const size_t ranks = static_cast<size_t>(std::max(1, args.nranks));
   const bool fits = args.pieces > 1 && args.count >= ranks * static_cast<size_t>(args.pieces);

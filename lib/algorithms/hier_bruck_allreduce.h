@@ -1,5 +1,6 @@
-// hier_bruck (allreduce): hier's Bruck reduce-scatter then its Bruck allgather, along each
-// rail's contiguous segment, every tier busy in one pass.
+// hier_bruck (allreduce): a reduce-scatter then an allgather in Bruck's rounds (as hier_bruck's
+// own, hier_two_level.h, at radix 4) along each rail's contiguous segment, every tier busy in
+// one pass.
 //
 // hier (hier.h) cuts the vector into pieces and runs each piece's three phases (inside the
 // hosts, between them, inside again) so that they overlap; but each piece's network allreduce
@@ -7,9 +8,10 @@
 // alone. Here each rank l of every host owns segment l of the vector (its rail's), cut into
 // one block per host; the rank reduces its host's operands of the segment, block by block,
 // the blocks that cross the network first first; its rail (the ranks of local index l, one per
-// host) reduce-scatters the segment in ceil(log2 H) Bruck rounds, adding what arrives as it
-// arrives (hier_two_level.h), allgathers it back in as many rounds, and the rank writes each
-// block into its host's other outputs as it lands. Each host's NICs carry 2(H-1)/H of the
+// host) reduce-scatters the segment in ceil(log4 H) levels of rounds (to 1, 2, 3 hosts on, then
+// 4, 8, 12, ...), adding what arrives as it arrives (as hier_two_level.h's reduce-scatter),
+// allgathers it back in as many, and the rank writes each block into its host's other outputs
+// as it lands. Each host's NICs carry 2(H-1)/H of the
 // vector, as hier's, and the tiers hand each other work run by run, not piece by piece.
 //
 // Unlike hier's reduce-scatter form (whose blocks belong to ranks in rank order, so that a
@@ -33,8 +35,8 @@ namespace ddl {
 void build_hier_bruck_allreduce(const CollectiveArgs &args, Schedule *schedule);
 
 // Predicted seconds: its reduce-scatter's and allgather's rounds, each with its tiers
-// overlapped (the slower tier's bytes plus both tiers' latencies); infinite below 4 MB, where
-// it is not built (above) or a host has one rank.
+// overlapped (the slower tier's bytes plus both tiers' latencies); infinite below 4 MB, among
+// fewer than 16 hosts, where it is not built (above) or a host has one rank.
 double hier_bruck_allreduce_cost(const CollectiveArgs &args);
 // How many pieces it cuts the vector into, each a whole hier_bruck of its own, each rank's host
 // tier working piece after piece (as hier's): CollectiveArgs::pieces where the count divides
