@@ -36,24 +36,41 @@ std::vector<Round> bruck_rounds(int H) {
   return all;
 }
 
+// How a piece's blocks (one per rank) travel between hosts: each cut into C cells of at most a
+// network chunk, and each round's messages carrying per_round(level) cells (runs of whole
+// blocks where a block fits a chunk, else one cell). The builder and the model alike.
+struct CellSplit {
+  CellSplit(const CollectiveArgs &args, size_t block_elems, int hosts)
+      : block(block_elems),
+        chunk(std::max<size_t>(1, network_chunk_elems(args) ? network_chunk_elems(args) : block)),
+        C(block > chunk ? static_cast<int>((block + chunk - 1) / chunk) : 1),
+        cell(C > 1 ? chunk : block),
+        per_message(C > 1 ? 1 : blocks_per_message(args, block, hosts)),
+        least(C > 1 ? 1 : least_split(args, block)) {}
+
+  int per_round(int level) const {
+    return C > 1 ? 1 : round_message_blocks(per_message, least, level);
+  }
+
+  const size_t block, chunk;
+  const int C;
+  const size_t cell;
+  const int per_message, least;
+};
+
 // A rank's view of its rail's segment: cells in the order of positions (position j: host
-// h+j's block, cut into C cells of at most a network chunk), the runs of cells each round's
-// messages pass, and the runs the host tier reduces at once.
-class RailSegment {
+// h+j's block), the runs of cells each round's messages pass, and the runs the host tier
+// reduces at once.
+class RailSegment : public CellSplit {
  public:
   // The piece [first, first + count) of the vector (count a multiple of the ranks).
   RailSegment(const CollectiveArgs &args, const Hosts &hosts, size_t first, size_t count)
-      : H(hosts.count()),
+      : CellSplit(args, count / static_cast<size_t>(args.nranks), hosts.count()),
+        H(hosts.count()),
         L(static_cast<int>(hosts.ranks[0].size())),
         h(hosts.host_of[args.rank]),
         l(hosts.local_of[args.rank]),
         base(first),
-        block(count / static_cast<size_t>(args.nranks)),
-        chunk(std::max<size_t>(1, network_chunk_elems(args) ? network_chunk_elems(args) : block)),
-        C(block > chunk ? static_cast<int>((block + chunk - 1) / chunk) : 1),
-        cell(C > 1 ? chunk : block),
-        per_message(C > 1 ? 1 : blocks_per_message(args, block, H)),
-        least(C > 1 ? 1 : least_split(args, block)),
         hosts_(hosts) {}
 
   int cells() const { return H * C; }
@@ -87,12 +104,9 @@ class RailSegment {
   std::vector<Round> rounds() const { return bruck_rounds(H); }
   // A round's messages: runs [first, first + count) of the cells it passes (counted from the
   // first of them), the first first or (`last_first`) the last first.
-  int cells_per_message(int level) const {
-    return C > 1 ? 1 : round_message_blocks(per_message, least, level);
-  }
   template <typename Visit>
   void messages(const Round &round, bool last_first, Visit visit) const {
-    const int per = cells_per_message(round.level), n = round.width * C;
+    const int per = per_round(round.level), n = round.width * C;
     const int count = (n + per - 1) / per;
     for (int i = 0; i < count; ++i) {
       const int first = (last_first ? count - 1 - i : i) * per;
@@ -121,10 +135,7 @@ class RailSegment {
   }
 
   const int H, L, h, l;
-  const size_t base, block, chunk;
-  const int C;
-  const size_t cell;
-  const int per_message, least;
+  const size_t base;
 
  private:
   const Hosts &hosts_;
@@ -307,13 +318,13 @@ uint32_t build_piece(const CollectiveArgs &args, const Hosts &hosts, const RailS
     });
 
   // 4. Inside the host: each run, once here, into the other ranks' outputs (written, or sent
-  //    with peer memory off), after the reads of their inputs there (in place, the same
-  //    memory); and without peer memory, theirs from them, the same runs of their segments.
+  //    with peer memory off); what put it here waited for the host's sums, so the reads of
+  //    their inputs there (in place, the same memory) are done. Without peer memory, theirs
+  //    from them, the same runs of their segments.
   for (const auto &run : landed)
     for (int peer : peers) {
       const int a = run.first, b = run.second;
-      const std::vector<uint32_t> after =
-          joined(steps_of(written, a, b - a), steps_of(host_sum, a, b - a));
+      const std::vector<uint32_t> after = steps_of(written, a, b - a);
       add_step(schedule, read ? peer_write_step(peer, at(a), at(a), seg.elems(a, b), after)
                               : send_step(peer, gather_tags + static_cast<uint32_t>(a), at(a),
                                           seg.elems(a, b), after));
@@ -359,16 +370,12 @@ double cost_in_pieces(const CollectiveArgs &args, int pieces) {
   const double local_beta = args.peer_memory ? args.local.beta / 2 : args.local.beta;
   const double inside = (L - 1.0) / L * bytes * local_beta;
   const double reduced = (L - 1.0) / L * bytes * std::max(local_beta, args.local.gamma);
-  const size_t block = args.count / ranks_pieces;
-  const size_t chunk = std::max<size_t>(1, network_chunk_elems(args));
-  const int C = block > chunk ? static_cast<int>((block + chunk - 1) / chunk) : 1;
-  const int per_message = C > 1 ? 1 : blocks_per_message(args, block, H);
-  const int least = C > 1 ? 1 : least_split(args, block);
+  const CellSplit split(args, args.count / ranks_pieces, H);
   double levels = 0, messages = 0;
   for (const Round &round : bruck_rounds(H)) {
     levels += round.distance == round.level ? 1 : 0;
-    const int per = C > 1 ? 1 : round_message_blocks(per_message, least, round.level);
-    messages += std::ceil(static_cast<double>(round.width) * C / per);
+    messages +=
+        std::ceil(static_cast<double>(round.width) * split.C / split.per_round(round.level));
   }
   const double message_work = kMessageWorkShare * pieces * messages * 2 * args.net.overhead;
   const double chain = levels * (args.net.alpha + args.net.overhead) + args.local.alpha;
